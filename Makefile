@@ -1,0 +1,34 @@
+# acpcompact: the two commands a newcomer needs are `make demo` (same as
+# `go run ./cmd/acpcompact demo`) and `make test`.
+GO ?= go
+STATICCHECK_VERSION ?= v0.8.2
+NPM_DIR := test/interop
+
+.PHONY: demo test test-deps lint unit fuzz-smoke bench
+
+demo:
+	$(GO) run ./cmd/acpcompact demo
+
+# Installs the pinned npm packages (official ACP schema + TypeScript SDK),
+# checks formatting and static analysis, then runs every test with -race.
+test: test-deps lint unit
+
+test-deps:
+	cd $(NPM_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/interop/node_modules/*')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+# Short coverage-guided runs of every fuzz target (seed corpora live in testdata/).
+fuzz-smoke:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime 10s $$pkg || exit 1; \
+	  done; \
+	done
