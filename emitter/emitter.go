@@ -1,0 +1,613 @@
+package emitter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/acpcompact/acpcompact/capability"
+)
+
+// Sentinel errors; every returned error that stems from one of these wraps
+// it, so callers branch with errors.Is.
+var (
+	// ErrIDReused: the ID was already used for another compaction in this
+	// session (open or settled, live or replayed).
+	ErrIDReused = errors.New("emitter: compaction ID already used in this session")
+	// ErrInvalidID: an empty compaction ID.
+	ErrInvalidID = errors.New("emitter: compaction ID must be a non-empty string")
+	// ErrSettled: the compaction already reached its terminal status; the
+	// call was dropped and nothing was sent.
+	ErrSettled = errors.New("emitter: compaction already settled")
+	// ErrUndeliverable: the Notifier failed to send an update.
+	ErrUndeliverable = errors.New("emitter: update could not be delivered")
+	// ErrNotCompaction: a session update that is not a compaction update.
+	ErrNotCompaction = errors.New("emitter: not a compaction session update")
+	// ErrNilCompaction: a method was called on a nil *Compaction, as when a
+	// runtime ignores Start's error.
+	ErrNilCompaction = errors.New("emitter: nil compaction handle")
+)
+
+// Reasons for SettleAll and Abandon. They decide the terminal status:
+// ErrCancelled (alone or wrapped) settles as cancelled; anything else
+// settles as failed with its text as the error.
+var (
+	// ErrCancelled: the user cancelled the turn (session/cancel). Only a
+	// user cancel is a cancel.
+	ErrCancelled = errors.New("cancelled by the user")
+	// ErrTurnEnded: the prompt turn ended while the compaction was open.
+	ErrTurnEnded = errors.New("the turn ended before the compaction finished")
+	// ErrTimeout: the watchdog's maximum duration passed.
+	ErrTimeout = errors.New("compaction timed out")
+	// ErrConnectionClosed: the client connection closed.
+	ErrConnectionClosed = errors.New("the connection closed")
+	// ErrAgentCrashed: the runtime panicked or exited mid-compaction.
+	ErrAgentCrashed = errors.New("the agent crashed during compaction")
+)
+
+// Notifier sends one session update to the client. update marshals to the
+// `update` object of session/update params. Implementations exist for
+// jsonrpc2 connections, the acp-go-sdk, the proxy and test recorders.
+type Notifier interface {
+	Notify(ctx context.Context, sessionID string, update any) error
+}
+
+// NotifierFunc adapts a function to Notifier.
+type NotifierFunc func(ctx context.Context, sessionID string, update any) error
+
+// Notify calls f.
+func (f NotifierFunc) Notify(ctx context.Context, sessionID string, update any) error {
+	return f(ctx, sessionID, update)
+}
+
+// Emitter tracks the compactions of one connection. Create it with New once
+// the connection's initialize exchange is known. Safe for concurrent use.
+type Emitter struct {
+	n        Notifier
+	cfg      config
+	renderer Renderer
+	mode     capability.Mode
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+}
+
+// New returns an emitter that sends through n.
+func New(n Notifier, opts ...Option) *Emitter {
+	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e := &Emitter{n: n, cfg: cfg, sessions: make(map[string]*Session)}
+	e.mode = cfg.policy(cfg.negotiation, cfg.fallback != nil)
+	switch e.mode {
+	case capability.Standard:
+		e.renderer = Standard{}
+	case capability.Fallback:
+		if cfg.fallback != nil {
+			e.renderer = cfg.fallback
+		} else {
+			e.mode = capability.Off
+		}
+	}
+	if e.renderer == nil {
+		e.renderer = None{}
+	}
+	return e
+}
+
+// Mode reports how this connection renders compaction.
+func (e *Emitter) Mode() capability.Mode { return e.mode }
+
+// Negotiation returns what the initialize exchange established.
+func (e *Emitter) Negotiation() capability.Negotiation { return e.cfg.negotiation }
+
+// Session returns the tracker of one ACP session, creating it on first use.
+func (e *Emitter) Session(sessionID string) *Session {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, ok := e.sessions[sessionID]
+	if !ok {
+		s = &Session{e: e, id: sessionID, open: make(map[ID]*Compaction), used: make(map[ID]struct{})}
+		e.sessions[sessionID] = s
+	}
+	return s
+}
+
+// SettleAll settles every open compaction of every session for reason (see
+// ErrCancelled); it is what a connection close calls. It returns how many
+// compactions it settled and the first delivery error.
+func (e *Emitter) SettleAll(ctx context.Context, reason error) (int, error) {
+	e.mu.Lock()
+	ss := make([]*Session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		ss = append(ss, s)
+	}
+	e.mu.Unlock()
+	total := 0
+	var first error
+	for _, s := range ss {
+		n, err := s.SettleAll(ctx, reason)
+		total += n
+		if first == nil {
+			first = err
+		}
+	}
+	return total, first
+}
+
+// Open returns the number of open compactions across sessions.
+func (e *Emitter) Open() int {
+	e.mu.Lock()
+	ss := make([]*Session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		ss = append(ss, s)
+	}
+	e.mu.Unlock()
+	n := 0
+	for _, s := range ss {
+		n += s.Open()
+	}
+	return n
+}
+
+// Session tracks the compactions of one ACP session. Its methods are safe
+// for concurrent use; notifications of one session leave in call order.
+type Session struct {
+	e  *Emitter
+	id string
+
+	mu   sync.Mutex
+	open map[ID]*Compaction
+	used map[ID]struct{}
+	seq  uint64 // start order, for settling oldest first
+}
+
+// ID returns the ACP session ID.
+func (s *Session) ID() string { return s.id }
+
+// Open returns the number of open compactions of this session.
+func (s *Session) Open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.open)
+}
+
+// Start opens a compaction and reports it as in_progress. It never
+// overwrites an open compaction: a reused ID is refused with ErrIDReused.
+// When only delivery fails, the compaction is open and returned together
+// with an error wrapping ErrUndeliverable.
+func (s *Session) Start(ctx context.Context, opts ...StartOption) (*Compaction, error) {
+	var so startOptions
+	for _, o := range opts {
+		o(&so)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.openLocked(so)
+	if err != nil {
+		return nil, err
+	}
+	return c, s.emitLocked(ctx, c.event(EventStarted))
+}
+
+func (s *Session) openLocked(so startOptions) (*Compaction, error) {
+	id := so.id
+	if so.idSet && id == "" {
+		return nil, ErrInvalidID
+	}
+	if !so.idSet {
+		for {
+			id = s.e.cfg.newID()
+			if _, dup := s.used[id]; !dup && id != "" {
+				break
+			}
+		}
+	}
+	if _, dup := s.used[id]; dup {
+		err := fmt.Errorf("%w: session %s, compaction %s", ErrIDReused, s.id, id)
+		s.observeLocked(Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
+		return nil, err
+	}
+	trigger := so.trigger
+	if trigger == "" {
+		trigger = Manual
+	}
+	s.seq++
+	c := &Compaction{s: s, id: id, seq: s.seq, trigger: trigger, displayable: so.displayable, meta: so.meta, started: time.Now()}
+	s.used[id] = struct{}{}
+	s.open[id] = c
+	if d := s.e.cfg.maxDuration; d > 0 {
+		c.watchdog = time.AfterFunc(d, func() {
+			c.settle(context.Background(), Failed, fmt.Errorf("%w after %s", ErrTimeout, d), settleOptions{})
+		})
+	}
+	if d := s.e.cfg.heartbeat; d > 0 {
+		c.heartbeat = time.AfterFunc(d, c.beat)
+	}
+	return c, nil
+}
+
+// Fail reports a failure of compaction id. When the ID is open it settles
+// that compaction; when it was never started (the runtime failed before its
+// start event) the client still sees a proper lifecycle: in_progress, then
+// failed, because a live first update is never terminal.
+func (s *Session) Fail(ctx context.Context, id ID, cause error, opts ...SettleOption) error {
+	s.mu.Lock()
+	c, ok := s.open[id]
+	if !ok {
+		if _, used := s.used[id]; used {
+			s.mu.Unlock()
+			err := fmt.Errorf("%w: session %s, compaction %s", ErrSettled, s.id, id)
+			s.observe(Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
+			return err
+		}
+		var err error
+		if c, err = s.openLocked(startOptions{id: id, idSet: true}); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		if err := s.emitLocked(ctx, c.event(EventStarted)); err != nil {
+			s.mu.Unlock()
+			_ = c.Fail(ctx, cause, opts...)
+			return err
+		}
+	}
+	s.mu.Unlock()
+	return c.Fail(ctx, cause, opts...)
+}
+
+// SettleAll ends every open compaction of the session: cancelled when
+// reason is (or wraps) ErrCancelled, otherwise failed with reason's text.
+// Agentkit calls it when a turn ends; runtimes may call it on their own
+// interruptions. It returns how many it settled and the first delivery error.
+func (s *Session) SettleAll(ctx context.Context, reason error) (int, error) {
+	s.mu.Lock()
+	open := make([]*Compaction, 0, len(s.open))
+	for _, c := range s.open {
+		open = append(open, c)
+	}
+	s.mu.Unlock()
+	// Settle oldest first so the client sees them end in start order.
+	sortByStart(open)
+	status := Failed
+	if errors.Is(reason, ErrCancelled) {
+		status = Cancelled
+	}
+	if reason == nil {
+		reason = ErrTurnEnded
+	}
+	n := 0
+	var first error
+	for _, c := range open {
+		err := c.settle(ctx, status, reason, settleOptions{})
+		if errors.Is(err, ErrSettled) {
+			continue // the runtime settled it meanwhile
+		}
+		n++
+		if first == nil && err != nil {
+			first = err
+		}
+	}
+	return n, first
+}
+
+// Replay emits a settled compaction during history replay (session/load),
+// at the caller's position in the history: one terminal-first update, no
+// in_progress, no chunks. A record whose status is not terminal is a
+// compaction still running elsewhere; it is skipped, since no live turn on
+// this connection will settle it. Replay marks the ID used in this session.
+func (s *Session) Replay(ctx context.Context, rec Record) error {
+	if rec.ID == "" {
+		return ErrInvalidID
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.used[rec.ID] = struct{}{}
+	if !rec.Status.Terminal() {
+		s.observeLocked(Event{Kind: EventSkipped, SessionID: s.id, ID: rec.ID, Status: rec.Status})
+		return nil
+	}
+	ev := Event{
+		Kind: EventReplayed, SessionID: s.id, ID: rec.ID, Trigger: rec.Trigger, Status: rec.Status,
+		Version: s.e.cfg.negotiation.Version, Meta: rec.Meta,
+		Err: errorText(rec.Error),
+	}
+	if rec.Summary != nil {
+		ev.Summary = Set(s.filterLocked(ev, rec.Summary, rec.Displayable))
+	} else {
+		ev.Summary = Null[[]ContentBlock]()
+	}
+	if rec.Error != "" {
+		ev.Error = Set(rec.Error)
+	} else {
+		ev.Error = Null[string]()
+	}
+	return s.emitLocked(ctx, ev)
+}
+
+func (s *Session) filterLocked(ev Event, blocks []ContentBlock, displayable bool) []ContentBlock {
+	info := ev.Info()
+	info.Displayable = displayable
+	out := make([]ContentBlock, 0, len(blocks))
+	for _, b := range blocks {
+		if b2, ok := s.e.cfg.summaryPolicy(info, b); ok {
+			out = append(out, b2)
+		}
+	}
+	return out
+}
+
+// emitLocked renders ev and reports it to the observer; s.mu must be held so
+// the session's notifications leave in order.
+func (s *Session) emitLocked(ctx context.Context, ev Event) error {
+	if ev.Version == 0 {
+		ev.Version = s.e.cfg.negotiation.Version
+	}
+	err := s.e.renderer.Render(ctx, ev, s.e.n)
+	if err != nil {
+		err = fmt.Errorf("%w: session %s, compaction %s, %s: %w", ErrUndeliverable, s.id, ev.ID, ev.Kind, err)
+		s.observeLocked(Event{Kind: EventUndeliverable, SessionID: s.id, ID: ev.ID, Status: ev.Status, Err: err})
+	}
+	s.observeLocked(ev)
+	return err
+}
+
+func (s *Session) observeLocked(ev Event) {
+	if s.e.cfg.observer != nil {
+		s.e.cfg.observer.Observe(ev)
+	}
+}
+
+func (s *Session) observe(ev Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observeLocked(ev)
+}
+
+// Compaction is the handle of one open compaction. Its methods are safe for
+// concurrent use, and safe on a nil handle (they return ErrNilCompaction).
+type Compaction struct {
+	s           *Session
+	id          ID
+	trigger     Trigger
+	displayable bool
+	meta        Meta
+	seq         uint64
+	started     time.Time
+	watchdog    *time.Timer
+	heartbeat   *time.Timer
+
+	// Guarded by s.mu.
+	settled  bool
+	status   Status
+	active   bool   // a chunk went out since the last heartbeat check
+	chunks   int    // chunks sent
+	streamed uint64 // running FNV-1a hash of what was streamed
+	summary  []ContentBlock
+	errText  string
+}
+
+// ID returns the compaction's ID.
+func (c *Compaction) ID() ID {
+	if c == nil {
+		return ""
+	}
+	return c.id
+}
+
+// SessionID returns the ACP session the compaction belongs to.
+func (c *Compaction) SessionID() string {
+	if c == nil {
+		return ""
+	}
+	return c.s.id
+}
+
+// Chunk streams one summary content block. It is sent only while the
+// compaction is open; after the terminal update it is dropped, reported to
+// the observer, and ErrSettled is returned. A block the summary policy
+// withholds is dropped silently (the observer sees it).
+func (c *Compaction) Chunk(ctx context.Context, block ContentBlock) error {
+	if c == nil {
+		return ErrNilCompaction
+	}
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.settled {
+		err := fmt.Errorf("%w: chunk dropped: session %s, compaction %s", ErrSettled, s.id, c.id)
+		s.observeLocked(Event{Kind: EventDropped, SessionID: s.id, ID: c.id, Content: block, Err: err})
+		return err
+	}
+	ev := Event{Kind: EventChunk, SessionID: s.id, ID: c.id, Trigger: c.trigger, Status: InProgress, Content: block}
+	b, ok := s.e.cfg.summaryPolicy(Info{SessionID: s.id, ID: c.id, Trigger: c.trigger, Displayable: c.displayable}, block)
+	if !ok {
+		ev.Kind = EventWithheld
+		s.observeLocked(ev)
+		return nil
+	}
+	ev.Content = b
+	c.streamed = hashBlock(c.streamed, b, c.chunks == 0)
+	c.chunks++
+	c.active = true
+	return s.emitLocked(ctx, ev)
+}
+
+// Complete settles the compaction as completed. Without options the summary
+// is omitted, which keeps what was streamed; Summary replaces it and
+// ClearSummary clears it.
+func (c *Compaction) Complete(ctx context.Context, opts ...SettleOption) error {
+	if c == nil {
+		return ErrNilCompaction
+	}
+	return c.settle(ctx, Completed, nil, collect(opts))
+}
+
+// Fail settles the compaction as failed. The error text the client sees is
+// cause's message when it is short, single-line prose; a multi-line defect
+// or stack trace becomes the configured generic text ("Compaction failed").
+// The observer always receives cause itself.
+func (c *Compaction) Fail(ctx context.Context, cause error, opts ...SettleOption) error {
+	if c == nil {
+		return ErrNilCompaction
+	}
+	if cause == nil {
+		cause = errors.New("")
+	}
+	return c.settle(ctx, Failed, cause, collect(opts))
+}
+
+// Cancel settles the compaction as cancelled. Use it only for a user
+// cancel; a provider failure or other interruption is a failure.
+func (c *Compaction) Cancel(ctx context.Context, opts ...SettleOption) error {
+	if c == nil {
+		return ErrNilCompaction
+	}
+	return c.settle(ctx, Cancelled, ErrCancelled, collect(opts))
+}
+
+// Record returns what a session/load replay needs to reproduce this
+// compaction. The emitter does not retain streamed chunks (memory stays
+// constant), so Summary holds only a final summary given at settlement; a
+// runtime that streamed its summary stores the text itself and sets it.
+func (c *Compaction) Record() Record {
+	if c == nil {
+		return Record{}
+	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	status := c.status
+	if !c.settled {
+		status = InProgress
+	}
+	return Record{ID: c.id, Status: status, Trigger: c.trigger, Summary: c.summary, Error: c.errText, Displayable: c.displayable}
+}
+
+func (c *Compaction) settle(ctx context.Context, status Status, cause error, so settleOptions) error {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.settled {
+		err := fmt.Errorf("%w: %s ignored: session %s, compaction %s is already %s", ErrSettled, status, s.id, c.id, c.status)
+		s.observeLocked(Event{Kind: EventDropped, SessionID: s.id, ID: c.id, Status: status, Err: err})
+		return err
+	}
+	c.settled = true
+	c.status = status
+	delete(s.open, c.id)
+	if c.watchdog != nil {
+		c.watchdog.Stop()
+	}
+	if c.heartbeat != nil {
+		c.heartbeat.Stop()
+	}
+	ev := c.event(EventSettled)
+	ev.Status = status
+	ev.Err = cause
+	ev.Duration = time.Since(c.started)
+	if so.meta != nil {
+		ev.Meta = so.meta
+	}
+	switch so.summary {
+	case summarySet:
+		blocks := s.filterLocked(ev, so.blocks, c.displayable)
+		c.summary = blocks
+		if s.e.cfg.omitRedundant && c.chunks > 0 && len(blocks) > 0 && hashBlocks(blocks) == c.streamed {
+			break // the client already holds exactly this summary
+		}
+		ev.Summary = Set(blocks)
+	case summaryClear:
+		ev.Summary = Null[[]ContentBlock]()
+	}
+	if status == Failed {
+		c.errText = s.e.cfg.errorText(cause)
+		ev.Error = Set(c.errText)
+	}
+	// Terminal updates must reach the client even when the turn's context
+	// is already cancelled, so send on a detached, bounded context.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.e.cfg.settleTimeout)
+	defer cancel()
+	return s.emitLocked(dctx, ev)
+}
+
+// beat re-sends a field-less in_progress update when the compaction has
+// been silent for a heartbeat interval, so client watchdogs see life.
+func (c *Compaction) beat() {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.settled {
+		return
+	}
+	if c.active {
+		c.active = false
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), s.e.cfg.settleTimeout)
+		_ = s.emitLocked(ctx, c.event(EventHeartbeat))
+		cancel()
+	}
+	c.heartbeat.Reset(s.e.cfg.heartbeat)
+}
+
+func (c *Compaction) event(kind EventKind) Event {
+	return Event{Kind: kind, SessionID: c.s.id, ID: c.id, Trigger: c.trigger, Status: InProgress, Meta: c.metaFor(kind), Version: c.s.e.cfg.negotiation.Version}
+}
+
+func (c *Compaction) metaFor(kind EventKind) Meta {
+	if kind == EventStarted {
+		return c.meta
+	}
+	return nil
+}
+
+// Record is a compaction as stored for history replay.
+type Record struct {
+	ID      ID
+	Status  Status
+	Trigger Trigger
+	// Summary is the user-displayable summary to replay; nil replays an
+	// explicit null (clearing anything the client may still hold).
+	Summary []ContentBlock
+	// Displayable tells the summary policy the runtime marked Summary as
+	// safe to show the user.
+	Displayable bool
+	// Error is the failure text of a failed compaction.
+	Error string
+	// Meta is replayed as the update's _meta.
+	Meta Meta
+}
+
+func errorText(s string) error {
+	if s == "" {
+		return nil
+	}
+	return errors.New(s)
+}
+
+// defaultErrorText keeps human-readable single-line messages and hides
+// defects: stack traces and multi-line dumps are not for the user's eyes.
+func defaultErrorText(generic string) func(error) string {
+	return func(err error) string {
+		if err == nil {
+			return generic
+		}
+		msg := strings.TrimSpace(err.Error())
+		if msg == "" || len(msg) > 300 || strings.ContainsAny(msg, "\n\r") ||
+			strings.Contains(msg, "goroutine ") || strings.HasPrefix(msg, "panic:") {
+			return generic
+		}
+		return msg
+	}
+}
+
+func randomID() ID {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return ID("cmp_" + hex.EncodeToString(b[:]))
+}

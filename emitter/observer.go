@@ -1,0 +1,76 @@
+package emitter
+
+import (
+	"context"
+	"log/slog"
+)
+
+// Observer receives every lifecycle event, for logging and metrics. It is
+// called synchronously while the session's order is held, so it must be
+// quick and must not call back into the emitter.
+type Observer interface {
+	Observe(ev Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(ev Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(ev Event) { f(ev) }
+
+// Observers fans one event out to several observers in order.
+func Observers(obs ...Observer) Observer {
+	return ObserverFunc(func(ev Event) {
+		for _, o := range obs {
+			if o != nil {
+				o.Observe(ev)
+			}
+		}
+	})
+}
+
+// SlogObserver logs lifecycle events: starts and settlements at Info,
+// chunks and heartbeats at Debug, dropped and undeliverable updates at Warn.
+type SlogObserver struct {
+	Logger *slog.Logger
+}
+
+// NewSlogObserver returns an observer that logs to l (slog.Default when nil).
+func NewSlogObserver(l *slog.Logger) *SlogObserver {
+	if l == nil {
+		l = slog.Default()
+	}
+	return &SlogObserver{Logger: l}
+}
+
+// Observe implements Observer.
+func (o *SlogObserver) Observe(ev Event) {
+	level := slog.LevelInfo
+	switch ev.Kind {
+	case EventChunk, EventHeartbeat, EventWithheld, EventSkipped:
+		level = slog.LevelDebug
+	case EventDropped, EventUndeliverable:
+		level = slog.LevelWarn
+	}
+	ctx := context.Background()
+	if !o.Logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("session", ev.SessionID),
+		slog.String("compaction", string(ev.ID)),
+	}
+	if ev.Status != "" {
+		attrs = append(attrs, slog.String("status", string(ev.Status)))
+	}
+	if ev.Trigger != "" {
+		attrs = append(attrs, slog.String("trigger", string(ev.Trigger)))
+	}
+	if ev.Duration > 0 {
+		attrs = append(attrs, slog.Duration("duration", ev.Duration))
+	}
+	if ev.Err != nil {
+		attrs = append(attrs, slog.String("error", ev.Err.Error()))
+	}
+	o.Logger.LogAttrs(ctx, level, "compaction "+ev.Kind.String(), attrs...)
+}

@@ -1,0 +1,222 @@
+package emitter
+
+import (
+	"time"
+
+	"github.com/acpcompact/acpcompact/capability"
+)
+
+// Option configures an Emitter.
+type Option func(*config)
+
+type config struct {
+	negotiation   capability.Negotiation
+	policy        capability.Policy
+	fallback      Renderer
+	observer      Observer
+	newID         func() ID
+	maxDuration   time.Duration
+	heartbeat     time.Duration
+	settleTimeout time.Duration
+	omitRedundant bool
+	errorText     func(error) string
+	summaryPolicy SummaryPolicy
+}
+
+func defaults() config {
+	return config{
+		negotiation:   capability.Negotiation{Version: capability.V1},
+		policy:        capability.DefaultPolicy,
+		newID:         randomID,
+		settleTimeout: 5 * time.Second,
+		errorText:     defaultErrorText("Compaction failed"),
+		summaryPolicy: DisplayableOnly,
+	}
+}
+
+// WithNegotiation sets what the connection's initialize established. Without
+// it the emitter assumes a v1 client without the capability, the safe
+// reading.
+func WithNegotiation(n capability.Negotiation) Option {
+	return func(c *config) {
+		c.negotiation = n
+		if c.negotiation.Version == 0 {
+			c.negotiation.Version = capability.V1
+		}
+	}
+}
+
+// WithPolicy overrides capability.DefaultPolicy.
+func WithPolicy(p capability.Policy) Option {
+	return func(c *config) {
+		if p != nil {
+			c.policy = p
+		}
+	}
+}
+
+// WithFallback sets the renderer used for clients without the capability
+// (see package fallback). Without one such clients get nothing.
+func WithFallback(r Renderer) Option { return func(c *config) { c.fallback = r } }
+
+// WithObserver receives every lifecycle event (see Observer).
+func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
+
+// WithIDGenerator replaces the ID minted when Start gets no WithID. The
+// default is "cmp_" plus 96 random bits, so IDs stay unique across agent
+// restarts and never collide with replayed history. Generated IDs that were
+// already used in the session are skipped.
+func WithIDGenerator(f func() ID) Option {
+	return func(c *config) {
+		if f != nil {
+			c.newID = f
+		}
+	}
+}
+
+// WithMaxDuration arms a watchdog per compaction: one still open after d is
+// settled as failed (ErrTimeout). Zero, the default, disables it.
+func WithMaxDuration(d time.Duration) Option { return func(c *config) { c.maxDuration = d } }
+
+// WithHeartbeat re-sends a field-less in_progress update for a compaction
+// that has sent nothing for d, so client watchdogs see life during long
+// compactions. Zero, the default, disables it.
+func WithHeartbeat(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
+
+// WithSettleTimeout bounds how long a terminal update may take to send on
+// its detached context (default 5 s).
+func WithSettleTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.settleTimeout = d
+		}
+	}
+}
+
+// WithOmitRedundantSummary omits a completion's summary when it equals what
+// was streamed, saving a second copy on the wire. The comparison uses a
+// running hash, so memory stays constant whatever the summary's length.
+func WithOmitRedundantSummary() Option { return func(c *config) { c.omitRedundant = true } }
+
+// WithGenericError sets the text a failure shows when its error is not
+// fit for the user (multi-line, a stack trace, empty). Default "Compaction
+// failed".
+func WithGenericError(text string) Option {
+	return func(c *config) { c.errorText = defaultErrorText(text) }
+}
+
+// WithErrorText replaces how a failure's cause becomes the user-visible
+// error string entirely.
+func WithErrorText(f func(error) string) Option {
+	return func(c *config) {
+		if f != nil {
+			c.errorText = f
+		}
+	}
+}
+
+// WithSummaryPolicy decides what of each summary leaves the process. The
+// default, DisplayableOnly, passes summaries of compactions the runtime
+// started with UserDisplayable and nothing else.
+func WithSummaryPolicy(p SummaryPolicy) Option {
+	return func(c *config) {
+		if p != nil {
+			c.summaryPolicy = p
+		}
+	}
+}
+
+// Info identifies a compaction to policies and renderers.
+type Info struct {
+	SessionID string
+	ID        ID
+	Trigger   Trigger
+	// Displayable is the runtime's statement that the summary is the
+	// user-displayable projection, safe to show (see UserDisplayable).
+	Displayable bool
+}
+
+// SummaryPolicy is called for every summary block before it leaves the
+// process (streamed chunks, final and replayed summaries). It returns the
+// block to send, possibly redacted, or false to withhold it.
+type SummaryPolicy func(info Info, block ContentBlock) (ContentBlock, bool)
+
+// DisplayableOnly is the default SummaryPolicy: the RFD says a summary that
+// could reveal context the user has not seen must be omitted, so only
+// summaries the runtime marked user-displayable pass.
+func DisplayableOnly(info Info, b ContentBlock) (ContentBlock, bool) { return b, info.Displayable }
+
+// AllSummaries is a SummaryPolicy for runtimes whose summaries are always
+// shown to their users anyway (opencode's case).
+func AllSummaries(_ Info, b ContentBlock) (ContentBlock, bool) { return b, true }
+
+// StartOption configures one compaction.
+type StartOption func(*startOptions)
+
+type startOptions struct {
+	id          ID
+	idSet       bool
+	trigger     Trigger
+	displayable bool
+	meta        Meta
+}
+
+// WithID uses the runtime's own ID (a message UUID, an item ID) instead of
+// minting one. Using the runtime's ID keeps it the same live and on replay.
+func WithID(id ID) StartOption { return func(o *startOptions) { o.id, o.idSet = id, true } }
+
+// WithTrigger records why the compaction runs (default Manual).
+func WithTrigger(t Trigger) StartOption { return func(o *startOptions) { o.trigger = t } }
+
+// UserDisplayable marks the compaction's summary as the user-displayable
+// projection of its result, which the default SummaryPolicy requires.
+func UserDisplayable() StartOption { return func(o *startOptions) { o.displayable = true } }
+
+// WithStartMeta sends m as the _meta of the in_progress update.
+func WithStartMeta(m Meta) StartOption { return func(o *startOptions) { o.meta = m } }
+
+// SettleOption configures a terminal update.
+type SettleOption func(*settleOptions)
+
+type summaryMode uint8
+
+const (
+	summaryKeep summaryMode = iota
+	summarySet
+	summaryClear
+)
+
+type settleOptions struct {
+	summary summaryMode
+	blocks  []ContentBlock
+	meta    Meta
+}
+
+func collect(opts []SettleOption) settleOptions {
+	var so settleOptions
+	for _, o := range opts {
+		o(&so)
+	}
+	return so
+}
+
+// Summary sends blocks as the authoritative, complete summary, replacing
+// whatever was streamed. Summary() with no blocks clears it.
+func Summary(blocks ...ContentBlock) SettleOption {
+	return func(o *settleOptions) {
+		if len(blocks) == 0 {
+			o.summary, o.blocks = summaryClear, nil
+			return
+		}
+		o.summary, o.blocks = summarySet, blocks
+	}
+}
+
+// ClearSummary clears the summary on the client (summary: null), for a
+// result with no user-displayable projection.
+func ClearSummary() SettleOption {
+	return func(o *settleOptions) { o.summary, o.blocks = summaryClear, nil }
+}
+
+// WithSettleMeta sends m as the terminal update's _meta.
+func WithSettleMeta(m Meta) SettleOption { return func(o *settleOptions) { o.meta = m } }

@@ -1,0 +1,114 @@
+package emitter
+
+import (
+	"context"
+	"time"
+)
+
+// EventKind names a lifecycle event.
+type EventKind uint8
+
+// Lifecycle events. Renderers receive Started, Chunk, Heartbeat, Settled and
+// Replayed; observers receive every kind.
+const (
+	EventStarted       EventKind = iota + 1 // a compaction opened
+	EventChunk                              // a summary block was streamed
+	EventHeartbeat                          // a silent compaction is still alive
+	EventSettled                            // the terminal status was reached
+	EventReplayed                           // a settled compaction was replayed
+	EventSkipped                            // a running compaction was not replayed
+	EventWithheld                           // the summary policy withheld a block
+	EventDropped                            // a call broke a rule and sent nothing
+	EventUndeliverable                      // the Notifier failed
+)
+
+var kindNames = [...]string{"", "started", "chunk", "heartbeat", "settled", "replayed", "skipped", "withheld", "dropped", "undeliverable"}
+
+// String returns the event's name, as used in logs.
+func (k EventKind) String() string {
+	if int(k) < len(kindNames) && k > 0 {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// Event is one lifecycle event of one compaction.
+type Event struct {
+	Kind      EventKind
+	SessionID string
+	ID        ID
+	Trigger   Trigger
+	// Status is in_progress for Started, Chunk and Heartbeat, and the
+	// terminal status for Settled and Replayed.
+	Status Status
+	// Version is the connection's protocol version (1 or 2).
+	Version int
+	// Content is the streamed block (Chunk).
+	Content ContentBlock
+	// Summary is the terminal update's summary patch.
+	Summary Patch[[]ContentBlock]
+	// Error is the terminal update's error patch (user-visible text).
+	Error Patch[string]
+	// Meta is the update's _meta (Started, Settled, Replayed), nil for none.
+	Meta Meta
+	// Err is the cause of a failure or cancel, or what went wrong for
+	// Dropped and Undeliverable. It may hold detail unfit for the user.
+	Err error
+	// Duration is how long the compaction ran (Settled).
+	Duration time.Duration
+}
+
+// Info returns the event's compaction identity.
+func (e Event) Info() Info { return Info{SessionID: e.SessionID, ID: e.ID, Trigger: e.Trigger} }
+
+// Renderer turns a lifecycle event into zero or more session updates sent
+// through n. Every renderer must give each started compaction exactly one
+// terminal form, live and on replay. Calls for one session are serialized.
+type Renderer interface {
+	Render(ctx context.Context, ev Event, n Notifier) error
+}
+
+// RendererFunc adapts a function to Renderer.
+type RendererFunc func(ctx context.Context, ev Event, n Notifier) error
+
+// Render calls f.
+func (f RendererFunc) Render(ctx context.Context, ev Event, n Notifier) error { return f(ctx, ev, n) }
+
+// Standard renders the ACP compaction updates. It is what capable v1 clients
+// and every v2 client receive.
+type Standard struct{}
+
+// Render implements Renderer.
+func (Standard) Render(ctx context.Context, ev Event, n Notifier) error {
+	switch ev.Kind {
+	case EventStarted:
+		u := &CompactionUpdate{CompactionID: ev.ID, Status: InProgress}
+		if ev.Meta != nil {
+			u.Meta = Set(ev.Meta)
+		}
+		return n.Notify(ctx, ev.SessionID, u)
+	case EventHeartbeat:
+		return n.Notify(ctx, ev.SessionID, &CompactionUpdate{CompactionID: ev.ID, Status: InProgress})
+	case EventChunk:
+		return n.Notify(ctx, ev.SessionID, &CompactionSummaryChunk{CompactionID: ev.ID, Content: ev.Content})
+	case EventSettled, EventReplayed:
+		return n.Notify(ctx, ev.SessionID, TerminalUpdate(ev))
+	}
+	return nil
+}
+
+// TerminalUpdate builds the compaction_update of a Settled or Replayed
+// event; fallback renderers that wrap the standard form use it too.
+func TerminalUpdate(ev Event) *CompactionUpdate {
+	u := &CompactionUpdate{CompactionID: ev.ID, Status: ev.Status, Summary: ev.Summary, Error: ev.Error}
+	if ev.Meta != nil {
+		u.Meta = Set(ev.Meta)
+	}
+	return u
+}
+
+// None renders nothing: compaction stays invisible to the client.
+type None struct{}
+
+// Render implements Renderer.
+func (None) Render(context.Context, Event, Notifier) error { return nil }

@@ -1,0 +1,361 @@
+package emitter
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Session update discriminators of the two compaction updates.
+const (
+	KindUpdate       = "compaction_update"
+	KindSummaryChunk = "compaction_summary_chunk"
+)
+
+// ID is an opaque, agent-owned compaction ID, unique within its session.
+type ID string
+
+// Status is a compaction's lifecycle status. The type is open: values the
+// protocol may add later and `_`-prefixed extension values round-trip
+// unchanged and are never treated as terminal.
+type Status string
+
+// The statuses ACP defines today.
+const (
+	InProgress Status = "in_progress"
+	Completed  Status = "completed"
+	Failed     Status = "failed"
+	Cancelled  Status = "cancelled"
+)
+
+// Terminal reports whether s ends a compaction: completed, failed or
+// cancelled. Unknown statuses are not terminal, so a client presents them as
+// opaque states without inferring the end of the lifecycle.
+func (s Status) Terminal() bool { return s == Completed || s == Failed || s == Cancelled }
+
+// Extension reports whether s is an implementation-specific status (one
+// that begins with "_").
+func (s Status) Extension() bool { return len(s) > 0 && s[0] == '_' }
+
+// Trigger says why a compaction ran.
+type Trigger string
+
+// Triggers the project knows; others are allowed.
+const (
+	Manual Trigger = "manual" // the user asked (e.g. /compact)
+	Auto   Trigger = "auto"   // the runtime hit its context budget
+	Idle   Trigger = "idle"   // housekeeping while the session was idle
+)
+
+// Meta is an ACP `_meta` object, kept as raw JSON values so unknown keys and
+// nested shapes survive untouched.
+type Meta map[string]json.RawMessage
+
+type patchState uint8
+
+const (
+	omitted patchState = iota
+	null
+	value
+)
+
+// Patch is a tri-state JSON field with ACP's patch semantics: omitted (the
+// zero value; leaves the stored value unchanged), null (clears it), or a
+// concrete value (replaces it). Use it with the `omitzero` struct tag so the
+// omitted state leaves the key out of the JSON object.
+type Patch[T any] struct {
+	state patchState
+	v     T
+}
+
+// Set returns a patch that replaces the stored value with v.
+func Set[T any](v T) Patch[T] { return Patch[T]{state: value, v: v} }
+
+// Null returns a patch that clears the stored value.
+func Null[T any]() Patch[T] { return Patch[T]{state: null} }
+
+// IsZero reports whether the patch is omitted; encoding/json's omitzero
+// uses it.
+func (p Patch[T]) IsZero() bool { return p.state == omitted }
+
+// IsNull reports whether the patch clears the field.
+func (p Patch[T]) IsNull() bool { return p.state == null }
+
+// Get returns the concrete value and true, or the zero value and false when
+// the patch is omitted or null.
+func (p Patch[T]) Get() (T, bool) { return p.v, p.state == value }
+
+// String renders the state for logs and test failures.
+func (p Patch[T]) String() string {
+	switch p.state {
+	case omitted:
+		return "<omitted>"
+	case null:
+		return "null"
+	}
+	return fmt.Sprint(p.v)
+}
+
+// MarshalJSON writes null or the value. The omitted state must be handled
+// by the `omitzero` tag of the enclosing struct; marshalled alone it writes
+// null, which is the closest meaning JSON has.
+func (p Patch[T]) MarshalJSON() ([]byte, error) {
+	if p.state != value {
+		return []byte("null"), nil
+	}
+	return json.Marshal(p.v)
+}
+
+// UnmarshalJSON reads null as the null state and anything else as a value.
+// encoding/json does not call it for an absent key, which stays omitted.
+func (p *Patch[T]) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		var zero T
+		*p = Patch[T]{state: null, v: zero}
+		return nil
+	}
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*p = Patch[T]{state: value, v: v}
+	return nil
+}
+
+// ContentBlock is an ACP content block. Text blocks are first-class; every
+// other field, and every block type this package does not model (image,
+// audio, resource_link, resource, future types), is kept verbatim in Extra
+// so that nothing the runtime produced is lost on the way to the client.
+type ContentBlock struct {
+	// Type is the block's discriminator: "text", "image", ...
+	Type string
+	// Text is the payload of a "text" block.
+	Text string
+	// Extra holds every other field of the block, verbatim.
+	Extra map[string]json.RawMessage
+}
+
+// Text returns a text content block; Markdown is allowed.
+func Text(s string) ContentBlock { return ContentBlock{Type: "text", Text: s} }
+
+// MarshalJSON writes the block with "type" first and other keys sorted, so
+// golden files are stable.
+func (b ContentBlock) MarshalJSON() ([]byte, error) {
+	if b.Type == "" {
+		return nil, errors.New("emitter: content block has no type")
+	}
+	buf := make([]byte, 0, len(b.Text)+32)
+	buf = append(buf, `{"type":`...)
+	buf = appendJSONString(buf, b.Type)
+	if b.Type == "text" {
+		buf = append(buf, `,"text":`...)
+		buf = appendJSONString(buf, b.Text)
+	}
+	if len(b.Extra) > 0 {
+		keys := make([]string, 0, len(b.Extra))
+		for k := range b.Extra {
+			if k == "type" || (k == "text" && b.Type == "text") {
+				continue
+			}
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			buf = append(buf, ',')
+			buf = appendJSONString(buf, k)
+			buf = append(buf, ':')
+			v := b.Extra[k]
+			if !json.Valid(v) {
+				return nil, fmt.Errorf("emitter: content block field %q is not valid JSON", k)
+			}
+			buf = append(buf, v...)
+		}
+	}
+	return append(buf, '}'), nil
+}
+
+// UnmarshalJSON reads any content block, keeping unknown fields.
+func (b *ContentBlock) UnmarshalJSON(data []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("emitter: content block: %w", err)
+	}
+	if m == nil {
+		return errors.New("emitter: content block is null")
+	}
+	var out ContentBlock
+	rawType, ok := m["type"]
+	if !ok {
+		return errors.New(`emitter: content block has no "type"`)
+	}
+	if err := json.Unmarshal(rawType, &out.Type); err != nil || out.Type == "" {
+		return errors.New(`emitter: content block "type" is not a non-empty string`)
+	}
+	delete(m, "type")
+	if out.Type == "text" {
+		rawText, ok := m["text"]
+		if !ok {
+			return errors.New(`emitter: text content block has no "text"`)
+		}
+		if err := json.Unmarshal(rawText, &out.Text); err != nil {
+			return errors.New(`emitter: text content block "text" is not a string`)
+		}
+		delete(m, "text")
+	}
+	if len(m) > 0 {
+		out.Extra = m
+	}
+	*b = out
+	return nil
+}
+
+// CompactionUpdate is the `compaction_update` session update: it creates the
+// compaction entity on first sight and patches it afterwards.
+type CompactionUpdate struct {
+	// CompactionID is required and never empty.
+	CompactionID ID `json:"compactionId"`
+	// Status is required on every update.
+	Status Status `json:"status"`
+	// Summary replaces the accumulated summary; null or [] clear it.
+	Summary Patch[[]ContentBlock] `json:"summary,omitzero"`
+	// Error is a human-readable failure description.
+	Error Patch[string] `json:"error,omitzero"`
+	// Meta replaces (v1) or patches by top-level key (v2) the entity's _meta.
+	Meta Patch[Meta] `json:"_meta,omitzero"`
+}
+
+// CompactionSummaryChunk is the `compaction_summary_chunk` session update:
+// one content block appended to the compaction's summary.
+type CompactionSummaryChunk struct {
+	// CompactionID is required and never empty.
+	CompactionID ID `json:"compactionId"`
+	// Content is appended to the summary.
+	Content ContentBlock `json:"content"`
+	// Meta is scoped to this chunk; omitted and null both mean none.
+	Meta Patch[Meta] `json:"_meta,omitzero"`
+}
+
+type updateFields CompactionUpdate
+type chunkFields CompactionSummaryChunk
+
+// MarshalJSON writes the update with its "sessionUpdate" discriminator.
+func (u CompactionUpdate) MarshalJSON() ([]byte, error) {
+	if u.CompactionID == "" {
+		return nil, ErrInvalidID
+	}
+	if u.Status == "" {
+		return nil, errors.New("emitter: compaction_update needs a status")
+	}
+	return json.Marshal(struct {
+		Kind string `json:"sessionUpdate"`
+		updateFields
+	}{KindUpdate, updateFields(u)})
+}
+
+// UnmarshalJSON reads a compaction_update, enforcing the required fields.
+func (u *CompactionUpdate) UnmarshalJSON(data []byte) error {
+	var w struct {
+		Kind *string `json:"sessionUpdate"`
+		updateFields
+		ID     *json.RawMessage `json:"compactionId"`
+		Status *json.RawMessage `json:"status"`
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return fmt.Errorf("emitter: compaction_update: %w", err)
+	}
+	if w.Kind != nil && *w.Kind != KindUpdate {
+		return fmt.Errorf("emitter: sessionUpdate is %q, not %q", *w.Kind, KindUpdate)
+	}
+	f := w.updateFields
+	if err := requiredString(w.ID, "compactionId", (*string)(&f.CompactionID)); err != nil {
+		return err
+	}
+	if err := requiredString(w.Status, "status", (*string)(&f.Status)); err != nil {
+		return err
+	}
+	*u = CompactionUpdate(f)
+	return nil
+}
+
+// MarshalJSON writes the chunk with its "sessionUpdate" discriminator.
+func (c CompactionSummaryChunk) MarshalJSON() ([]byte, error) {
+	if c.CompactionID == "" {
+		return nil, ErrInvalidID
+	}
+	return json.Marshal(struct {
+		Kind string `json:"sessionUpdate"`
+		chunkFields
+	}{KindSummaryChunk, chunkFields(c)})
+}
+
+// UnmarshalJSON reads a compaction_summary_chunk, enforcing required fields.
+func (c *CompactionSummaryChunk) UnmarshalJSON(data []byte) error {
+	var w struct {
+		Kind *string `json:"sessionUpdate"`
+		chunkFields
+		ID      *json.RawMessage `json:"compactionId"`
+		Content *json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(data, &w); err != nil {
+		return fmt.Errorf("emitter: compaction_summary_chunk: %w", err)
+	}
+	if w.Kind != nil && *w.Kind != KindSummaryChunk {
+		return fmt.Errorf("emitter: sessionUpdate is %q, not %q", *w.Kind, KindSummaryChunk)
+	}
+	f := w.chunkFields
+	if err := requiredString(w.ID, "compactionId", (*string)(&f.CompactionID)); err != nil {
+		return err
+	}
+	if w.Content == nil || string(bytes.TrimSpace(*w.Content)) == "null" {
+		return errors.New("emitter: compaction_summary_chunk needs a non-null content block")
+	}
+	if err := json.Unmarshal(*w.Content, &f.Content); err != nil {
+		return err
+	}
+	*c = CompactionSummaryChunk(f)
+	return nil
+}
+
+// UnmarshalUpdate decodes any compaction session update by its
+// discriminator, returning *CompactionUpdate or *CompactionSummaryChunk.
+// Other discriminators yield ErrNotCompaction.
+func UnmarshalUpdate(data []byte) (any, error) {
+	var head struct {
+		Kind string `json:"sessionUpdate"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("emitter: session update: %w", err)
+	}
+	switch head.Kind {
+	case KindUpdate:
+		u := new(CompactionUpdate)
+		return u, u.UnmarshalJSON(data)
+	case KindSummaryChunk:
+		c := new(CompactionSummaryChunk)
+		return c, c.UnmarshalJSON(data)
+	}
+	return nil, fmt.Errorf("%w: %q", ErrNotCompaction, head.Kind)
+}
+
+func requiredString(raw *json.RawMessage, name string, dst *string) error {
+	if raw == nil || string(bytes.TrimSpace(*raw)) == "null" {
+		return fmt.Errorf("emitter: %q is required and non-null", name)
+	}
+	if err := json.Unmarshal(*raw, dst); err != nil {
+		return fmt.Errorf("emitter: %q must be a string", name)
+	}
+	if name == "compactionId" && *dst == "" {
+		return ErrInvalidID
+	}
+	return nil
+}
+
+// appendJSONString appends s as a JSON string with encoding/json's escaping
+// (HTML-safe, U+2028/9 escaped, invalid UTF-8 replaced).
+func appendJSONString(buf []byte, s string) []byte {
+	// json.Marshal of a string cannot fail.
+	b, _ := json.Marshal(s)
+	return append(buf, b...)
+}
