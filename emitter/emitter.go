@@ -109,12 +109,34 @@ func (e *Emitter) Negotiation() capability.Negotiation { return e.cfg.negotiatio
 
 // Session returns the tracker of one ACP session, creating it on first use.
 func (e *Emitter) Session(sessionID string) *Session {
+	return e.session(sessionID, sessionID, "", e.renderer)
+}
+
+// ChildSession returns the tracker for compactions of a child session
+// (a subagent) that are reported on its parent's stream. A standard update
+// there would read as the parent's own compaction, so they are rendered
+// with the child renderer (WithChildRenderer, typically a fallback marker
+// that names the child in _meta) and sent under the parent's session ID.
+// With WithChildStreams and a standard-mode client they go, as standard
+// updates, to the child's own session ID instead.
+func (e *Emitter) ChildSession(parentID, childID string) *Session {
+	if e.cfg.childStreams && e.mode == capability.Standard {
+		return e.Session(childID)
+	}
+	r := e.cfg.childRenderer
+	if r == nil {
+		r = None{}
+	}
+	return e.session(parentID+"\x00"+childID, parentID, childID, r)
+}
+
+func (e *Emitter) session(key, target, child string, r Renderer) *Session {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s, ok := e.sessions[sessionID]
+	s, ok := e.sessions[key]
 	if !ok {
-		s = &Session{e: e, id: sessionID, open: make(map[ID]*Compaction), used: make(map[ID]struct{})}
-		e.sessions[sessionID] = s
+		s = &Session{e: e, id: target, child: child, renderer: r, open: make(map[ID]*Compaction), used: make(map[ID]struct{})}
+		e.sessions[key] = s
 	}
 	return s
 }
@@ -159,8 +181,10 @@ func (e *Emitter) Open() int {
 // Session tracks the compactions of one ACP session. Its methods are safe
 // for concurrent use; notifications of one session leave in call order.
 type Session struct {
-	e  *Emitter
-	id string
+	e        *Emitter
+	id       string // the session ID notifications are sent under
+	child    string // the child session reported on id's stream, if any
+	renderer Renderer
 
 	mu   sync.Mutex
 	open map[ID]*Compaction
@@ -168,8 +192,12 @@ type Session struct {
 	seq  uint64 // start order, for settling oldest first
 }
 
-// ID returns the ACP session ID.
+// ID returns the ACP session ID its notifications are sent under.
 func (s *Session) ID() string { return s.id }
+
+// Child returns the child session ID when s reports a child's compactions
+// on its parent's stream, else "".
+func (s *Session) Child() string { return s.child }
 
 // Open returns the number of open compactions of this session.
 func (s *Session) Open() int {
@@ -349,7 +377,8 @@ func (s *Session) emitLocked(ctx context.Context, ev Event) error {
 	if ev.Version == 0 {
 		ev.Version = s.e.cfg.negotiation.Version
 	}
-	err := s.e.renderer.Render(ctx, ev, s.e.n)
+	ev.ChildSessionID = s.child
+	err := s.renderer.Render(ctx, ev, s.e.n)
 	if err != nil {
 		err = fmt.Errorf("%w: session %s, compaction %s, %s: %w", ErrUndeliverable, s.id, ev.ID, ev.Kind, err)
 		s.observeLocked(Event{Kind: EventUndeliverable, SessionID: s.id, ID: ev.ID, Status: ev.Status, Err: err})

@@ -21,6 +21,8 @@ type config struct {
 	omitRedundant bool
 	errorText     func(error) string
 	summaryPolicy SummaryPolicy
+	childRenderer Renderer
+	childStreams  bool
 }
 
 func defaults() config {
@@ -58,6 +60,15 @@ func WithPolicy(p capability.Policy) Option {
 // WithFallback sets the renderer used for clients without the capability
 // (see package fallback). Without one such clients get nothing.
 func WithFallback(r Renderer) Option { return func(c *config) { c.fallback = r } }
+
+// WithChildRenderer sets how a child session's compactions are rendered on
+// its parent's stream (see Emitter.ChildSession); the fallback package's
+// marker is the intended choice. Without one they are not shown there.
+func WithChildRenderer(r Renderer) Option { return func(c *config) { c.childRenderer = r } }
+
+// WithChildStreams tells the emitter the client follows child sessions on
+// their own session IDs, so child compactions go there as standard updates.
+func WithChildStreams() Option { return func(c *config) { c.childStreams = true } }
 
 // WithObserver receives every lifecycle event (see Observer).
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }

@@ -34,9 +34,13 @@ func (k EventKind) String() string {
 
 // Event is one lifecycle event of one compaction.
 type Event struct {
-	Kind      EventKind
+	Kind EventKind
+	// SessionID is the session the updates are sent under.
 	SessionID string
-	ID        ID
+	// ChildSessionID names the child session whose compaction this is when
+	// it is reported on its parent's stream (SessionID), else "".
+	ChildSessionID string
+	ID             ID
 	Trigger   Trigger
 	// Status is in_progress for Started, Chunk and Heartbeat, and the
 	// terminal status for Settled and Replayed.
