@@ -217,14 +217,14 @@ func (s *Session) Start(ctx context.Context, opts ...StartOption) (*Compaction, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, err := s.openLocked(so)
+	c, err := s.openLocked(ctx, so)
 	if err != nil {
 		return nil, err
 	}
 	return c, s.emitLocked(ctx, c.event(EventStarted))
 }
 
-func (s *Session) openLocked(so startOptions) (*Compaction, error) {
+func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction, error) {
 	id := so.id
 	if so.idSet && id == "" {
 		return nil, ErrInvalidID
@@ -239,7 +239,7 @@ func (s *Session) openLocked(so startOptions) (*Compaction, error) {
 	}
 	if _, dup := s.used[id]; dup {
 		err := fmt.Errorf("%w: session %s, compaction %s", ErrIDReused, s.id, id)
-		s.observeLocked(Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
+		s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
 		return nil, err
 	}
 	trigger := so.trigger
@@ -272,11 +272,11 @@ func (s *Session) Fail(ctx context.Context, id ID, cause error, opts ...SettleOp
 		if _, used := s.used[id]; used {
 			s.mu.Unlock()
 			err := fmt.Errorf("%w: session %s, compaction %s", ErrSettled, s.id, id)
-			s.observe(Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
+			s.observe(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
 			return err
 		}
 		var err error
-		if c, err = s.openLocked(startOptions{id: id, idSet: true}); err != nil {
+		if c, err = s.openLocked(ctx, startOptions{id: id, idSet: true}); err != nil {
 			s.mu.Unlock()
 			return err
 		}
@@ -338,7 +338,7 @@ func (s *Session) Replay(ctx context.Context, rec Record) error {
 	defer s.mu.Unlock()
 	s.used[rec.ID] = struct{}{}
 	if !rec.Status.Terminal() {
-		s.observeLocked(Event{Kind: EventSkipped, SessionID: s.id, ID: rec.ID, Status: rec.Status})
+		s.observeLocked(ctx, Event{Kind: EventSkipped, SessionID: s.id, ID: rec.ID, Status: rec.Status})
 		return nil
 	}
 	ev := Event{
@@ -381,22 +381,23 @@ func (s *Session) emitLocked(ctx context.Context, ev Event) error {
 	err := s.renderer.Render(ctx, ev, s.e.n)
 	if err != nil {
 		err = fmt.Errorf("%w: session %s, compaction %s, %s: %w", ErrUndeliverable, s.id, ev.ID, ev.Kind, err)
-		s.observeLocked(Event{Kind: EventUndeliverable, SessionID: s.id, ID: ev.ID, Status: ev.Status, Err: err})
+		s.observeLocked(ctx, Event{Kind: EventUndeliverable, SessionID: s.id, ID: ev.ID, Status: ev.Status, Err: err})
 	}
-	s.observeLocked(ev)
+	s.observeLocked(ctx, ev)
 	return err
 }
 
-func (s *Session) observeLocked(ev Event) {
+func (s *Session) observeLocked(ctx context.Context, ev Event) {
 	if s.e.cfg.observer != nil {
-		s.e.cfg.observer.Observe(ev)
+		ev.ChildSessionID = s.child
+		s.e.cfg.observer.Observe(ctx, ev)
 	}
 }
 
-func (s *Session) observe(ev Event) {
+func (s *Session) observe(ctx context.Context, ev Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.observeLocked(ev)
+	s.observeLocked(ctx, ev)
 }
 
 // Compaction is the handle of one open compaction. Its methods are safe for
@@ -451,14 +452,14 @@ func (c *Compaction) Chunk(ctx context.Context, block ContentBlock) error {
 	defer s.mu.Unlock()
 	if c.settled {
 		err := fmt.Errorf("%w: chunk dropped: session %s, compaction %s", ErrSettled, s.id, c.id)
-		s.observeLocked(Event{Kind: EventDropped, SessionID: s.id, ID: c.id, Content: block, Err: err})
+		s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: c.id, Content: block, Err: err})
 		return err
 	}
 	ev := Event{Kind: EventChunk, SessionID: s.id, ID: c.id, Trigger: c.trigger, Status: InProgress, Content: block}
 	b, ok := s.e.cfg.summaryPolicy(Info{SessionID: s.id, ID: c.id, Trigger: c.trigger, Displayable: c.displayable}, block)
 	if !ok {
 		ev.Kind = EventWithheld
-		s.observeLocked(ev)
+		s.observeLocked(ctx, ev)
 		return nil
 	}
 	ev.Content = b
@@ -524,7 +525,7 @@ func (c *Compaction) settle(ctx context.Context, status Status, cause error, so 
 	defer s.mu.Unlock()
 	if c.settled {
 		err := fmt.Errorf("%w: %s ignored: session %s, compaction %s is already %s", ErrSettled, status, s.id, c.id, c.status)
-		s.observeLocked(Event{Kind: EventDropped, SessionID: s.id, ID: c.id, Status: status, Err: err})
+		s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: c.id, Status: status, Err: err})
 		return err
 	}
 	c.settled = true

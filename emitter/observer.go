@@ -8,22 +8,27 @@ import (
 // Observer receives every lifecycle event, for logging and metrics. It is
 // called synchronously while the session's order is held, so it must be
 // quick and must not call back into the emitter.
+//
+// ctx is the context of the call that caused the event (the runtime's, or
+// the turn's for SettleAll; a background context for the watchdog and
+// heartbeat), so observers can read request-scoped values such as the
+// prompt's trace context (see TraceFrom).
 type Observer interface {
-	Observe(ev Event)
+	Observe(ctx context.Context, ev Event)
 }
 
 // ObserverFunc adapts a function to Observer.
-type ObserverFunc func(ev Event)
+type ObserverFunc func(ctx context.Context, ev Event)
 
 // Observe calls f.
-func (f ObserverFunc) Observe(ev Event) { f(ev) }
+func (f ObserverFunc) Observe(ctx context.Context, ev Event) { f(ctx, ev) }
 
 // Observers fans one event out to several observers in order.
 func Observers(obs ...Observer) Observer {
-	return ObserverFunc(func(ev Event) {
+	return ObserverFunc(func(ctx context.Context, ev Event) {
 		for _, o := range obs {
 			if o != nil {
-				o.Observe(ev)
+				o.Observe(ctx, ev)
 			}
 		}
 	})
@@ -44,7 +49,7 @@ func NewSlogObserver(l *slog.Logger) *SlogObserver {
 }
 
 // Observe implements Observer.
-func (o *SlogObserver) Observe(ev Event) {
+func (o *SlogObserver) Observe(ctx context.Context, ev Event) {
 	level := slog.LevelInfo
 	switch ev.Kind {
 	case EventChunk, EventHeartbeat, EventWithheld, EventSkipped:
@@ -52,7 +57,6 @@ func (o *SlogObserver) Observe(ev Event) {
 	case EventDropped, EventUndeliverable:
 		level = slog.LevelWarn
 	}
-	ctx := context.Background()
 	if !o.Logger.Enabled(ctx, level) {
 		return
 	}
@@ -73,4 +77,26 @@ func (o *SlogObserver) Observe(ev Event) {
 		attrs = append(attrs, slog.String("error", ev.Err.Error()))
 	}
 	o.Logger.LogAttrs(ctx, level, "compaction "+ev.Kind.String(), attrs...)
+}
+
+type traceKey struct{}
+
+// TraceContext is W3C trace context carried in ACP `_meta` (root keys
+// traceparent, tracestate, baggage).
+type TraceContext struct {
+	Traceparent string
+	Tracestate  string
+	Baggage     string
+}
+
+// WithTrace returns ctx carrying tc; agentkit attaches a prompt's trace
+// context this way so that observers can join the prompt's trace.
+func WithTrace(ctx context.Context, tc TraceContext) context.Context {
+	return context.WithValue(ctx, traceKey{}, tc)
+}
+
+// TraceFrom returns the trace context attached by WithTrace.
+func TraceFrom(ctx context.Context) (TraceContext, bool) {
+	tc, ok := ctx.Value(traceKey{}).(TraceContext)
+	return tc, ok && tc.Traceparent != ""
 }
