@@ -28,6 +28,9 @@ var (
 	ErrUndeliverable = errors.New("emitter: update could not be delivered")
 	// ErrNotCompaction: a session update that is not a compaction update.
 	ErrNotCompaction = errors.New("emitter: not a compaction session update")
+	// ErrNotOpen: no open compaction has this ID in the session (a chunk
+	// or terminal before the start, or for an unknown ID); nothing was sent.
+	ErrNotOpen = errors.New("emitter: no open compaction with this ID")
 	// ErrNilCompaction: a method was called on a nil *Compaction, as when a
 	// runtime ignores Start's error.
 	ErrNilCompaction = errors.New("emitter: nil compaction handle")
@@ -261,6 +264,61 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 	return c, nil
 }
 
+// Compaction returns the open compaction with id, for runtimes whose events
+// address compactions by ID rather than by handle.
+func (s *Session) Compaction(id ID) (*Compaction, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.open[id]
+	return c, ok
+}
+
+// Chunk streams a summary block for the open compaction id. A chunk for an
+// ID that is not open (before its start, after its end) is dropped and
+// reported: ErrNotOpen or ErrSettled.
+func (s *Session) Chunk(ctx context.Context, id ID, block ContentBlock) error {
+	c, err := s.lookup(ctx, id, "chunk")
+	if err != nil {
+		return err
+	}
+	return c.Chunk(ctx, block)
+}
+
+// Complete settles the open compaction id as completed (see
+// Compaction.Complete).
+func (s *Session) Complete(ctx context.Context, id ID, opts ...SettleOption) error {
+	c, err := s.lookup(ctx, id, "completion")
+	if err != nil {
+		return err
+	}
+	return c.Complete(ctx, opts...)
+}
+
+// Cancel settles the open compaction id as cancelled (see
+// Compaction.Cancel).
+func (s *Session) Cancel(ctx context.Context, id ID, opts ...SettleOption) error {
+	c, err := s.lookup(ctx, id, "cancel")
+	if err != nil {
+		return err
+	}
+	return c.Cancel(ctx, opts...)
+}
+
+func (s *Session) lookup(ctx context.Context, id ID, what string) (*Compaction, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.open[id]; ok {
+		return c, nil
+	}
+	sentinel := ErrNotOpen
+	if _, used := s.used[id]; used {
+		sentinel = ErrSettled
+	}
+	err := fmt.Errorf("%w: %s dropped: session %s, compaction %s", sentinel, what, s.id, id)
+	s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
+	return nil, err
+}
+
 // Fail reports a failure of compaction id. When the ID is open it settles
 // that compaction; when it was never started (the runtime failed before its
 // start event) the client still sees a proper lifecycle: in_progress, then
@@ -346,8 +404,8 @@ func (s *Session) Replay(ctx context.Context, rec Record) error {
 		Version: s.e.cfg.negotiation.Version, Meta: rec.Meta,
 		Err: errorText(rec.Error),
 	}
-	if rec.Summary != nil {
-		ev.Summary = Set(s.filterLocked(ev, rec.Summary, rec.Displayable))
+	if blocks := s.filterLocked(ctx, ev, rec.Summary, rec.Displayable); len(blocks) > 0 {
+		ev.Summary = Set(blocks)
 	} else {
 		ev.Summary = Null[[]ContentBlock]()
 	}
@@ -359,13 +417,16 @@ func (s *Session) Replay(ctx context.Context, rec Record) error {
 	return s.emitLocked(ctx, ev)
 }
 
-func (s *Session) filterLocked(ev Event, blocks []ContentBlock, displayable bool) []ContentBlock {
+// filterLocked applies the summary policy to a final or replayed summary.
+func (s *Session) filterLocked(ctx context.Context, ev Event, blocks []ContentBlock, displayable bool) []ContentBlock {
 	info := ev.Info()
 	info.Displayable = displayable
 	out := make([]ContentBlock, 0, len(blocks))
 	for _, b := range blocks {
 		if b2, ok := s.e.cfg.summaryPolicy(info, b); ok {
 			out = append(out, b2)
+		} else {
+			s.observeLocked(ctx, Event{Kind: EventWithheld, SessionID: s.id, ID: ev.ID, Trigger: ev.Trigger, Content: b})
 		}
 	}
 	return out
@@ -546,9 +607,14 @@ func (c *Compaction) settle(ctx context.Context, status Status, cause error, so 
 	}
 	switch so.summary {
 	case summarySet:
-		blocks := s.filterLocked(ev, so.blocks, c.displayable)
+		blocks := s.filterLocked(ctx, ev, so.blocks, c.displayable)
+		if len(blocks) == 0 {
+			// Everything was withheld: the RFD says to omit a summary
+			// that cannot be shown, rather than to clear one.
+			break
+		}
 		c.summary = blocks
-		if s.e.cfg.omitRedundant && c.chunks > 0 && len(blocks) > 0 && hashBlocks(blocks) == c.streamed {
+		if s.e.cfg.omitRedundant && c.chunks > 0 && hashBlocks(blocks) == c.streamed {
 			break // the client already holds exactly this summary
 		}
 		ev.Summary = Set(blocks)

@@ -41,7 +41,7 @@ type Event struct {
 	// it is reported on its parent's stream (SessionID), else "".
 	ChildSessionID string
 	ID             ID
-	Trigger   Trigger
+	Trigger        Trigger
 	// Status is in_progress for Started, Chunk and Heartbeat, and the
 	// terminal status for Settled and Replayed.
 	Status Status

@@ -320,7 +320,8 @@ func (c *CompactionSummaryChunk) UnmarshalJSON(data []byte) error {
 
 // UnmarshalUpdate decodes any compaction session update by its
 // discriminator, returning *CompactionUpdate or *CompactionSummaryChunk.
-// Other discriminators yield ErrNotCompaction.
+// Other discriminators yield ErrNotCompaction. Like encoding/json, it
+// matches keys case-insensitively: a lenient reading of sloppy peers.
 func UnmarshalUpdate(data []byte) (any, error) {
 	var head struct {
 		Kind string `json:"sessionUpdate"`
@@ -346,8 +347,11 @@ func requiredString(raw *json.RawMessage, name string, dst *string) error {
 	if err := json.Unmarshal(*raw, dst); err != nil {
 		return fmt.Errorf("emitter: %q must be a string", name)
 	}
-	if name == "compactionId" && *dst == "" {
-		return ErrInvalidID
+	if *dst == "" {
+		if name == "compactionId" {
+			return ErrInvalidID
+		}
+		return fmt.Errorf("emitter: %q must not be empty", name)
 	}
 	return nil
 }

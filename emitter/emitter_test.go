@@ -1,0 +1,594 @@
+package emitter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/capability"
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/acpschema"
+	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var capable = capability.Negotiation{Version: 1, Compaction: true}
+
+// events collects observer events for assertions.
+type events struct {
+	mu  sync.Mutex
+	evs []emitter.Event
+	ch  chan emitter.Event
+}
+
+func newEvents() *events { return &events{ch: make(chan emitter.Event, 1024)} }
+
+func (e *events) Observe(_ context.Context, ev emitter.Event) {
+	e.mu.Lock()
+	e.evs = append(e.evs, ev)
+	e.mu.Unlock()
+	select {
+	case e.ch <- ev:
+	default:
+	}
+}
+
+func (e *events) kinds() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, ev := range e.evs {
+		out = append(out, ev.Kind.String())
+	}
+	return out
+}
+
+// waitFor blocks until an event of kind arrives (no timing assertion: the
+// test fails only if it never comes).
+func (e *events) waitFor(t *testing.T, kind emitter.EventKind) emitter.Event {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-e.ch:
+			if ev.Kind == kind {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %s event; saw %v", kind, e.kinds())
+		}
+	}
+}
+
+func newCapable(t *testing.T, opts ...emitter.Option) (*emitter.Emitter, *wiretest.Recorder, *events) {
+	t.Helper()
+	rec := &wiretest.Recorder{}
+	obs := newEvents()
+	all := append([]emitter.Option{emitter.WithNegotiation(capable), emitter.WithObserver(obs), emitter.WithSummaryPolicy(emitter.AllSummaries)}, opts...)
+	return emitter.New(rec, all...), rec, obs
+}
+
+// wire renders the recorded updates compactly: kind/id/status plus the
+// patch fields present, so assertions read like the RFD's examples.
+func wire(rec *wiretest.Recorder) []string {
+	var out []string
+	for _, u := range rec.Updates() {
+		s := fmt.Sprintf("%s %s", u["sessionUpdate"], u["compactionId"])
+		if st, ok := u["status"]; ok {
+			s += " " + st.(string)
+		}
+		if c, ok := u["content"].(map[string]any); ok {
+			s += fmt.Sprintf(" +%q", c["text"])
+		}
+		for _, k := range []string{"summary", "error", "_meta"} {
+			if v, ok := u[k]; ok {
+				switch v := v.(type) {
+				case nil:
+					s += " " + k + "=null"
+				case []any:
+					var texts []string
+					for _, b := range v {
+						texts = append(texts, fmt.Sprint(b.(map[string]any)["text"]))
+					}
+					s += fmt.Sprintf(" %s=%q", k, texts)
+				default:
+					s += fmt.Sprintf(" %s=%v", k, v)
+				}
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func validateAll(t *testing.T, rec *wiretest.Recorder, version int) {
+	t.Helper()
+	v, err := acpschema.For(version)
+	require.NoError(t, err)
+	for _, l := range rec.Lines() {
+		assert.NoError(t, v.Update(wiretest.RawUpdate(l)))
+		assert.NoError(t, v.Message(l))
+	}
+}
+
+func TestLifecycleTransitions(t *testing.T) {
+	ctx := context.Background()
+	em, rec, _ := newCapable(t)
+	s := em.Session("s1")
+
+	a, err := s.Start(ctx, emitter.WithID("a"))
+	require.NoError(t, err)
+	require.NoError(t, a.Chunk(ctx, emitter.Text("## Retained")))
+	require.NoError(t, a.Chunk(ctx, emitter.Text(" context")))
+	require.NoError(t, a.Complete(ctx, emitter.Summary(emitter.Text("## Retained context"))))
+
+	b, _ := s.Start(ctx, emitter.WithID("b"))
+	require.NoError(t, b.Chunk(ctx, emitter.Text("partial")))
+	require.NoError(t, b.Fail(ctx, errors.New("summary request failed")))
+
+	c, _ := s.Start(ctx, emitter.WithID("c"))
+	require.NoError(t, c.Cancel(ctx))
+
+	// A runtime that only exposes completed compactions.
+	d, _ := s.Start(ctx, emitter.WithID("d"))
+	require.NoError(t, d.Complete(ctx))
+
+	assert.Equal(t, []string{
+		`compaction_update a in_progress`,
+		`compaction_summary_chunk a +"## Retained"`,
+		`compaction_summary_chunk a +" context"`,
+		`compaction_update a completed summary=["## Retained context"]`,
+		`compaction_update b in_progress`,
+		`compaction_summary_chunk b +"partial"`,
+		`compaction_update b failed error=summary request failed`,
+		`compaction_update c in_progress`,
+		`compaction_update c cancelled`,
+		`compaction_update d in_progress`,
+		`compaction_update d completed`,
+	}, wire(rec))
+	assert.Zero(t, em.Open())
+	validateAll(t, rec, 1)
+}
+
+func TestCompactionIDsAreNeverReusedEvenAfterSettlement(t *testing.T) {
+	ctx := context.Background()
+	em, rec, obs := newCapable(t)
+	s := em.Session("s1")
+	c, err := s.Start(ctx, emitter.WithID("x"))
+	require.NoError(t, err)
+	_, err = s.Start(ctx, emitter.WithID("x"))
+	assert.ErrorIs(t, err, emitter.ErrIDReused, "an open ID is never overwritten")
+	require.NoError(t, c.Complete(ctx))
+	_, err = s.Start(ctx, emitter.WithID("x"))
+	assert.ErrorIs(t, err, emitter.ErrIDReused, "a settled ID is never reused")
+	assert.Contains(t, err.Error(), "s1")
+	assert.Contains(t, err.Error(), "x")
+	_, err = s.Start(ctx, emitter.WithID(""))
+	assert.ErrorIs(t, err, emitter.ErrInvalidID)
+
+	// The same ID in another session is a different compaction.
+	_, err = em.Session("s2").Start(ctx, emitter.WithID("x"))
+	assert.NoError(t, err)
+
+	// Replayed IDs are used too.
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "old", Status: emitter.Completed}))
+	_, err = s.Start(ctx, emitter.WithID("old"))
+	assert.ErrorIs(t, err, emitter.ErrIDReused)
+	assert.Contains(t, obs.kinds(), "dropped")
+	assert.Len(t, wire(rec), 4, "refused starts send nothing")
+}
+
+func TestMintedIDsAreUniqueAndSkipUsedOnes(t *testing.T) {
+	ctx := context.Background()
+	seq := []emitter.ID{"dup", "dup", "dup", "fresh"}
+	i := 0
+	em, _, _ := newCapable(t, emitter.WithIDGenerator(func() emitter.ID { i++; return seq[i-1] }))
+	s := em.Session("s")
+	a, err := s.Start(ctx)
+	require.NoError(t, err)
+	b, err := s.Start(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, emitter.ID("dup"), a.ID())
+	assert.Equal(t, emitter.ID("fresh"), b.ID())
+
+	em2, _, _ := newCapable(t)
+	seen := map[emitter.ID]bool{}
+	for range 1000 {
+		c, err := em2.Session("s").Start(ctx)
+		require.NoError(t, err)
+		assert.True(t, strings.HasPrefix(string(c.ID()), "cmp_"))
+		assert.False(t, seen[c.ID()])
+		seen[c.ID()] = true
+	}
+}
+
+func TestSeveralOpenCompactionsSettleIndependently(t *testing.T) {
+	ctx := context.Background()
+	em, rec, _ := newCapable(t)
+	s := em.Session("s")
+	a, _ := s.Start(ctx, emitter.WithID("a"))
+	b, _ := s.Start(ctx, emitter.WithID("b"))
+	assert.Equal(t, 2, s.Open())
+	require.NoError(t, b.Chunk(ctx, emitter.Text("b1")))
+	require.NoError(t, a.Chunk(ctx, emitter.Text("a1")))
+	require.NoError(t, b.Complete(ctx))
+	require.NoError(t, a.Complete(ctx))
+	assert.Equal(t, []string{
+		`compaction_update a in_progress`,
+		`compaction_update b in_progress`,
+		`compaction_summary_chunk b +"b1"`,
+		`compaction_summary_chunk a +"a1"`,
+		`compaction_update b completed`,
+		`compaction_update a completed`,
+	}, wire(rec))
+}
+
+func TestChunksOutsideAnOpenCompactionAreDroppedAndReported(t *testing.T) {
+	ctx := context.Background()
+	em, rec, obs := newCapable(t)
+	s := em.Session("s")
+	err := s.Chunk(ctx, "early", emitter.Text("before start"))
+	assert.ErrorIs(t, err, emitter.ErrNotOpen)
+	c, _ := s.Start(ctx, emitter.WithID("c"))
+	require.NoError(t, s.Chunk(ctx, "c", emitter.Text("ok")))
+	require.NoError(t, c.Complete(ctx))
+	assert.ErrorIs(t, c.Chunk(ctx, emitter.Text("late")), emitter.ErrSettled)
+	assert.ErrorIs(t, s.Chunk(ctx, "c", emitter.Text("late")), emitter.ErrSettled)
+	assert.Equal(t, []string{
+		`compaction_update c in_progress`,
+		`compaction_summary_chunk c +"ok"`,
+		`compaction_update c completed`,
+	}, wire(rec))
+	dropped := 0
+	for _, k := range obs.kinds() {
+		if k == "dropped" {
+			dropped++
+		}
+	}
+	assert.Equal(t, 3, dropped)
+}
+
+func TestExactlyOneTerminalPerID(t *testing.T) {
+	ctx := context.Background()
+	em, rec, obs := newCapable(t)
+	s := em.Session("s")
+	c, _ := s.Start(ctx, emitter.WithID("c"))
+	require.NoError(t, c.Complete(ctx))
+	assert.ErrorIs(t, c.Fail(ctx, errors.New("late")), emitter.ErrSettled)
+	assert.ErrorIs(t, c.Cancel(ctx), emitter.ErrSettled)
+	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrSettled)
+	assert.ErrorIs(t, s.Complete(ctx, "c"), emitter.ErrSettled)
+	assert.ErrorIs(t, s.Cancel(ctx, "c"), emitter.ErrSettled)
+	assert.ErrorIs(t, s.Fail(ctx, "c", errors.New("x")), emitter.ErrSettled)
+	assert.ErrorIs(t, s.Complete(ctx, "never"), emitter.ErrNotOpen)
+	n, err := s.SettleAll(ctx, emitter.ErrTurnEnded)
+	assert.NoError(t, err)
+	assert.Zero(t, n)
+	assert.Equal(t, []string{`compaction_update c in_progress`, `compaction_update c completed`}, wire(rec))
+	assert.Contains(t, obs.kinds(), "dropped")
+}
+
+func TestFailureBeforeStartIsSentAsInProgressThenFailed(t *testing.T) {
+	ctx := context.Background()
+	em, rec, _ := newCapable(t)
+	require.NoError(t, em.Session("s").Fail(ctx, "early", errors.New("provider overloaded")))
+	assert.Equal(t, []string{
+		`compaction_update early in_progress`,
+		`compaction_update early failed error=provider overloaded`,
+	}, wire(rec))
+}
+
+func TestFinalSummaryIsAnAuthoritativeReplacement(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		opts []emitter.SettleOption
+		want string
+	}{
+		{"omitted keeps the streamed content", nil, `compaction_update c completed`},
+		{"concrete summary replaces", []emitter.SettleOption{emitter.Summary(emitter.Text("new"))}, `compaction_update c completed summary=["new"]`},
+		{"ClearSummary sends null", []emitter.SettleOption{emitter.ClearSummary()}, `compaction_update c completed summary=null`},
+		{"empty Summary clears", []emitter.SettleOption{emitter.Summary()}, `compaction_update c completed summary=null`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			em, rec, _ := newCapable(t)
+			c, _ := em.Session("s").Start(ctx, emitter.WithID("c"))
+			require.NoError(t, c.Chunk(ctx, emitter.Text("streamed")))
+			require.NoError(t, c.Complete(ctx, tc.opts...))
+			w := wire(rec)
+			assert.Equal(t, tc.want, w[len(w)-1])
+			validateAll(t, rec, 1)
+		})
+	}
+}
+
+func TestOmitRedundantSummaryComparesByRunningHash(t *testing.T) {
+	ctx := context.Background()
+	em, rec, _ := newCapable(t, emitter.WithOmitRedundantSummary())
+	s := em.Session("s")
+	a, _ := s.Start(ctx, emitter.WithID("same"))
+	for _, part := range []string{"## Retained", " context\n", "more"} {
+		require.NoError(t, a.Chunk(ctx, emitter.Text(part)))
+	}
+	require.NoError(t, a.Complete(ctx, emitter.Summary(emitter.Text("## Retained context\nmore"))))
+	b, _ := s.Start(ctx, emitter.WithID("differs"))
+	require.NoError(t, b.Chunk(ctx, emitter.Text("draft")))
+	require.NoError(t, b.Complete(ctx, emitter.Summary(emitter.Text("final"))))
+	c, _ := s.Start(ctx, emitter.WithID("nothing-streamed"))
+	require.NoError(t, c.Complete(ctx, emitter.Summary(emitter.Text("x"))))
+	w := wire(rec)
+	assert.Contains(t, w, `compaction_update same completed`)
+	assert.Contains(t, w, `compaction_update differs completed summary=["final"]`)
+	assert.Contains(t, w, `compaction_update nothing-streamed completed summary=["x"]`)
+	// The record still knows the final summary for replay.
+	assert.Equal(t, "## Retained context\nmore", a.Record().Summary[0].Text)
+}
+
+func TestFailureTextIsHumanReadable(t *testing.T) {
+	ctx := context.Background()
+	trace := errors.New("panic: runtime error: index out of range\n\ngoroutine 1 [running]:\nmain.main()")
+	cases := []struct {
+		name  string
+		opts  []emitter.Option
+		cause error
+		want  string
+	}{
+		{"short prose passes", nil, errors.New("summary request failed"), "summary request failed"},
+		{"stack trace becomes generic", nil, trace, "Compaction failed"},
+		{"empty becomes generic", nil, errors.New(" "), "Compaction failed"},
+		{"nil becomes generic", nil, nil, "Compaction failed"},
+		{"very long becomes generic", nil, errors.New(strings.Repeat("x", 400)), "Compaction failed"},
+		{"generic text configurable", []emitter.Option{emitter.WithGenericError("Context compaction failed")}, trace, "Context compaction failed"},
+		{"whole mapping configurable", []emitter.Option{emitter.WithErrorText(func(error) string { return "nope" })}, errors.New("x"), "nope"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			em, rec, obs := newCapable(t, tc.opts...)
+			c, _ := em.Session("s").Start(ctx, emitter.WithID("c"))
+			require.NoError(t, c.Fail(ctx, tc.cause))
+			w := wire(rec)
+			assert.Equal(t, "compaction_update c failed error="+tc.want, w[len(w)-1])
+			if tc.cause != nil {
+				settled := obs.waitFor(t, emitter.EventSettled)
+				assert.Equal(t, tc.cause, settled.Err, "observers see the full cause")
+			}
+		})
+	}
+}
+
+func TestSettleAllDistinguishesCancelFromFailure(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		reason error
+		want   string
+	}{
+		{emitter.ErrCancelled, "cancelled"},
+		{fmt.Errorf("turn: %w", emitter.ErrCancelled), "cancelled"},
+		{emitter.ErrTurnEnded, "failed error=" + emitter.ErrTurnEnded.Error()},
+		{emitter.ErrConnectionClosed, "failed error=" + emitter.ErrConnectionClosed.Error()},
+		{errors.New("provider returned 529"), "failed error=provider returned 529"},
+		{nil, "failed error=" + emitter.ErrTurnEnded.Error()},
+	} {
+		t.Run(fmt.Sprint(tc.reason), func(t *testing.T) {
+			em, rec, _ := newCapable(t)
+			s := em.Session("s")
+			_, _ = s.Start(ctx, emitter.WithID("a"))
+			_, _ = s.Start(ctx, emitter.WithID("b"))
+			done, _ := s.Start(ctx, emitter.WithID("done"))
+			require.NoError(t, done.Complete(ctx))
+			other, _ := em.Session("other").Start(ctx, emitter.WithID("o"))
+			n, err := s.SettleAll(ctx, tc.reason)
+			require.NoError(t, err)
+			assert.Equal(t, 2, n)
+			w := wire(rec)
+			assert.Equal(t, "compaction_update a "+tc.want, w[len(w)-2], "oldest first")
+			assert.Equal(t, "compaction_update b "+tc.want, w[len(w)-1])
+			assert.Equal(t, 1, em.Open(), "other sessions are untouched")
+			n, _ = em.SettleAll(ctx, emitter.ErrConnectionClosed)
+			assert.Equal(t, 1, n)
+			assert.ErrorIs(t, other.Complete(ctx), emitter.ErrSettled)
+		})
+	}
+}
+
+func TestWatchdogSettlesARunawayCompactionAsFailed(t *testing.T) {
+	ctx := context.Background()
+	em, rec, obs := newCapable(t, emitter.WithMaxDuration(20*time.Millisecond))
+	c, _ := em.Session("s").Start(ctx, emitter.WithID("runaway"))
+	ev := obs.waitFor(t, emitter.EventSettled)
+	assert.Equal(t, emitter.Failed, ev.Status)
+	assert.ErrorIs(t, ev.Err, emitter.ErrTimeout)
+	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrSettled, "the runtime's late completion is dropped")
+	w := wire(rec)
+	assert.Equal(t, "compaction_update runaway failed error=compaction timed out after 20ms", w[len(w)-1])
+}
+
+func TestHeartbeatResendsInProgressDuringSilence(t *testing.T) {
+	ctx := context.Background()
+	em, rec, obs := newCapable(t, emitter.WithHeartbeat(5*time.Millisecond))
+	c, _ := em.Session("s").Start(ctx, emitter.WithID("slow"))
+	obs.waitFor(t, emitter.EventHeartbeat)
+	require.NoError(t, c.Complete(ctx))
+	w := wire(rec)
+	assert.GreaterOrEqual(t, len(w), 3)
+	for _, l := range w[1 : len(w)-1] {
+		assert.Equal(t, "compaction_update slow in_progress", l, "heartbeats are field-less in_progress updates")
+	}
+	n := len(rec.Lines())
+	time.Sleep(20 * time.Millisecond)
+	assert.Equal(t, n, len(rec.Lines()), "no heartbeat after settlement")
+}
+
+func TestTerminalUpdatesSurviveACancelledContext(t *testing.T) {
+	var sawCancelled bool
+	var lines int
+	n := emitter.NotifierFunc(func(ctx context.Context, _ string, _ any) error {
+		if ctx.Err() != nil {
+			sawCancelled = true
+			return ctx.Err()
+		}
+		lines++
+		return nil
+	})
+	em := emitter.New(n, emitter.WithNegotiation(capable))
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := em.Session("s").Start(ctx)
+	require.NoError(t, err)
+	cancel()
+	require.NoError(t, c.Cancel(ctx))
+	assert.False(t, sawCancelled)
+	assert.Equal(t, 2, lines)
+	_, err = em.Session("s").Start(ctx)
+	assert.ErrorIs(t, err, emitter.ErrUndeliverable, "non-terminal updates honour the caller's context")
+}
+
+func TestUndeliverableUpdatesAreReportedAndStillSettle(t *testing.T) {
+	ctx := context.Background()
+	em, rec, obs := newCapable(t)
+	c, _ := em.Session("s").Start(ctx, emitter.WithID("c"))
+	rec.Fail = errors.New("broken pipe")
+	err := c.Complete(ctx)
+	assert.ErrorIs(t, err, emitter.ErrUndeliverable)
+	assert.Contains(t, err.Error(), "broken pipe")
+	assert.Zero(t, em.Open())
+	assert.Contains(t, obs.kinds(), "undeliverable")
+}
+
+func TestReplayIsTerminalFirstAtTheCallersPosition(t *testing.T) {
+	ctx := context.Background()
+	em, rec, obs := newCapable(t)
+	s := em.Session("s")
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "done", Status: emitter.Completed, Summary: []emitter.ContentBlock{emitter.Text("kept")}, Displayable: true}))
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "nosum", Status: emitter.Completed}))
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "bad", Status: emitter.Failed, Error: "summary request failed"}))
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "stopped", Status: emitter.Cancelled}))
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "running", Status: emitter.InProgress}))
+	assert.ErrorIs(t, s.Replay(ctx, emitter.Record{}), emitter.ErrInvalidID)
+	// Replay uses authoritative patches so a client that still holds the
+	// entity ends with exactly the stored state, never a duplicate.
+	assert.Equal(t, []string{
+		`compaction_update done completed summary=["kept"] error=null`,
+		`compaction_update nosum completed summary=null error=null`,
+		`compaction_update bad failed summary=null error=summary request failed`,
+		`compaction_update stopped cancelled summary=null error=null`,
+	}, wire(rec))
+	assert.Contains(t, obs.kinds(), "skipped")
+	assert.Zero(t, em.Open())
+	validateAll(t, rec, 1)
+	validateAll(t, rec, 2)
+}
+
+func TestCapabilityGateLiveAndOnReplay(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		n    capability.Negotiation
+		mode capability.Mode
+		sent bool
+	}{
+		{"v1 without the capability", capability.Negotiation{Version: 1}, capability.Off, false},
+		{"v1 zero negotiation", capability.Negotiation{}, capability.Off, false},
+		{"v1 with the capability", capable, capability.Standard, true},
+		{"v2", capability.Negotiation{Version: 2, Compaction: true}, capability.Standard, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &wiretest.Recorder{}
+			em := emitter.New(rec, emitter.WithNegotiation(tc.n))
+			assert.Equal(t, tc.mode, em.Mode())
+			s := em.Session("s")
+			c, err := s.Start(ctx)
+			require.NoError(t, err)
+			require.NoError(t, c.Chunk(ctx, emitter.Text("x")))
+			require.NoError(t, c.Complete(ctx))
+			require.NoError(t, s.Fail(ctx, "early", errors.New("x")))
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "r", Status: emitter.Completed}))
+			if tc.sent {
+				assert.NotEmpty(t, rec.Lines())
+			} else {
+				assert.Empty(t, rec.Lines(), "a client without the capability never receives a compaction update")
+			}
+		})
+	}
+	// A fallback renderer is used only for clients without the capability.
+	var rendered []emitter.EventKind
+	fb := emitter.RendererFunc(func(_ context.Context, ev emitter.Event, _ emitter.Notifier) error {
+		rendered = append(rendered, ev.Kind)
+		return nil
+	})
+	em := emitter.New(&wiretest.Recorder{}, emitter.WithFallback(fb))
+	assert.Equal(t, capability.Fallback, em.Mode())
+	c, _ := em.Session("s").Start(ctx)
+	_ = c.Complete(ctx)
+	_ = em.Session("s").Replay(ctx, emitter.Record{ID: "r", Status: emitter.Failed})
+	assert.Equal(t, []emitter.EventKind{emitter.EventStarted, emitter.EventSettled, emitter.EventReplayed}, rendered)
+	em = emitter.New(&wiretest.Recorder{}, emitter.WithFallback(fb), emitter.WithNegotiation(capable))
+	assert.Equal(t, capability.Standard, em.Mode())
+	em = emitter.New(&wiretest.Recorder{}, emitter.WithPolicy(func(capability.Negotiation, bool) capability.Mode { return capability.Fallback }))
+	assert.Equal(t, capability.Off, em.Mode(), "fallback mode without a renderer is off")
+}
+
+func TestSummaryPolicyDefaultsToUserDisplayableOnly(t *testing.T) {
+	ctx := context.Background()
+	rec := &wiretest.Recorder{}
+	obs := newEvents()
+	em := emitter.New(rec, emitter.WithNegotiation(capable), emitter.WithObserver(obs))
+	s := em.Session("s")
+	hidden, _ := s.Start(ctx, emitter.WithID("hidden"))
+	require.NoError(t, hidden.Chunk(ctx, emitter.Text("secret context")))
+	require.NoError(t, hidden.Complete(ctx, emitter.Summary(emitter.Text("secret context"))))
+	shown, _ := s.Start(ctx, emitter.WithID("shown"), emitter.UserDisplayable())
+	require.NoError(t, shown.Chunk(ctx, emitter.Text("visible")))
+	require.NoError(t, shown.Complete(ctx, emitter.Summary(emitter.Text("visible"))))
+	assert.Equal(t, []string{
+		`compaction_update hidden in_progress`,
+		`compaction_update hidden completed`,
+		`compaction_update shown in_progress`,
+		`compaction_summary_chunk shown +"visible"`,
+		`compaction_update shown completed summary=["visible"]`,
+	}, wire(rec))
+	assert.Contains(t, obs.kinds(), "withheld")
+
+	redact := func(_ emitter.Info, b emitter.ContentBlock) (emitter.ContentBlock, bool) {
+		b.Text = strings.ReplaceAll(b.Text, "sk-123", "[redacted]")
+		return b, true
+	}
+	rec2 := &wiretest.Recorder{}
+	em = emitter.New(rec2, emitter.WithNegotiation(capable), emitter.WithSummaryPolicy(redact))
+	c, _ := em.Session("s").Start(ctx, emitter.WithID("r"))
+	require.NoError(t, c.Chunk(ctx, emitter.Text("key sk-123")))
+	require.NoError(t, c.Complete(ctx, emitter.Summary(emitter.Text("uses sk-123"))))
+	assert.Equal(t, []string{
+		`compaction_update r in_progress`,
+		`compaction_summary_chunk r +"key [redacted]"`,
+		`compaction_update r completed summary=["uses [redacted]"]`,
+	}, wire(rec2))
+}
+
+func TestNilHandleIsAnErrorNotAPanic(t *testing.T) {
+	var c *emitter.Compaction
+	ctx := context.Background()
+	assert.ErrorIs(t, c.Chunk(ctx, emitter.Text("x")), emitter.ErrNilCompaction)
+	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrNilCompaction)
+	assert.ErrorIs(t, c.Fail(ctx, nil), emitter.ErrNilCompaction)
+	assert.ErrorIs(t, c.Cancel(ctx), emitter.ErrNilCompaction)
+	assert.Empty(t, c.ID())
+	assert.Empty(t, c.SessionID())
+	assert.Equal(t, emitter.Record{}, c.Record())
+}
+
+func TestStartMetaAndSettleMetaReachTheWire(t *testing.T) {
+	ctx := context.Background()
+	em, rec, _ := newCapable(t)
+	c, _ := em.Session("s").Start(ctx, emitter.WithID("m"), emitter.WithStartMeta(emitter.Meta{"k": []byte(`1`)}))
+	require.NoError(t, c.Complete(ctx, emitter.WithSettleMeta(emitter.Meta{"k": []byte(`2`)})))
+	assert.Equal(t, []string{
+		`compaction_update m in_progress _meta=map[k:1]`,
+		`compaction_update m completed _meta=map[k:2]`,
+	}, wire(rec))
+}

@@ -1,0 +1,56 @@
+package emitter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/acpcompact/acpcompact/capability"
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/wiretest"
+)
+
+// printer is a Notifier that prints each session/update line, as an agent
+// would write it to stdout.
+type printer struct{}
+
+func (printer) Notify(_ context.Context, sessionID string, update any) error {
+	line, err := wiretest.Line(sessionID, update)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stdout, string(line))
+	return nil
+}
+
+func Example() {
+	ctx := context.Background()
+	// The client advertised clientCapabilities.session.compaction: {}.
+	n := capability.Parse([]byte(`{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}`), []byte(`{"protocolVersion":1}`))
+	em := emitter.New(printer{}, emitter.WithNegotiation(n))
+
+	c, _ := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_001"), emitter.WithTrigger(emitter.Auto), emitter.UserDisplayable())
+	_ = c.Chunk(ctx, emitter.Text("## Retained context\n\n"))
+	_ = c.Complete(ctx, emitter.Summary(emitter.Text("## Retained context\n\nThe user is updating the ACP schema.")))
+
+	// A compaction the runtime forgot: the turn's end settles it.
+	_, _ = em.Session("sess_1").Start(ctx, emitter.WithID("cmp_002"))
+	_, _ = em.Session("sess_1").SettleAll(ctx, emitter.ErrTurnEnded)
+	// Output:
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_001","status":"in_progress"}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_001","content":{"type":"text","text":"## Retained context\n\n"}}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_001","status":"completed","summary":[{"type":"text","text":"## Retained context\n\nThe user is updating the ACP schema."}]}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_002","status":"in_progress"}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_002","status":"failed","error":"the turn ended before the compaction finished"}}}
+}
+
+func ExampleSession_Fail() {
+	ctx := context.Background()
+	em := emitter.New(printer{}, emitter.WithNegotiation(capability.Negotiation{Version: 2}))
+	// The runtime failed before it ever reported a start.
+	_ = em.Session("s").Fail(ctx, "cmp_9", errors.New("summary request failed"))
+	// Output:
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_9","status":"in_progress"}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_9","status":"failed","error":"summary request failed"}}}
+}
