@@ -401,8 +401,14 @@ func (s *Session) Replay(ctx context.Context, rec Record) error {
 	}
 	ev := Event{
 		Kind: EventReplayed, SessionID: s.id, ID: rec.ID, Trigger: rec.Trigger, Status: rec.Status,
-		Version: s.e.cfg.negotiation.Version, Meta: rec.Meta,
+		Version: s.e.cfg.negotiation.Version, Details: rec.Details,
 		Err: errorText(rec.Error),
+	}
+	// Replay is the entity's first sight on this connection, so v1 and v2
+	// alike get the whole stored _meta.
+	ev.Meta = terminalMeta(1, rec.Meta, nil, s.e.cfg.recordKey, rec.Details)
+	if ev.Meta == nil && len(rec.Meta) > 0 {
+		ev.Meta = rec.Meta
 	}
 	if blocks := s.filterLocked(ctx, ev, rec.Summary, rec.Displayable); len(blocks) > 0 {
 		ev.Summary = Set(blocks)
@@ -482,6 +488,7 @@ type Compaction struct {
 	streamed uint64 // running FNV-1a hash of what was streamed
 	summary  []ContentBlock
 	errText  string
+	details  *Details
 }
 
 // ID returns the compaction's ID.
@@ -577,7 +584,7 @@ func (c *Compaction) Record() Record {
 	if !c.settled {
 		status = InProgress
 	}
-	return Record{ID: c.id, Status: status, Trigger: c.trigger, Summary: c.summary, Error: c.errText, Displayable: c.displayable}
+	return Record{ID: c.id, Status: status, Trigger: c.trigger, Summary: c.summary, Error: c.errText, Displayable: c.displayable, Meta: c.meta, Details: c.details}
 }
 
 func (c *Compaction) settle(ctx context.Context, status Status, cause error, so settleOptions) error {
@@ -601,10 +608,19 @@ func (c *Compaction) settle(ctx context.Context, status Status, cause error, so 
 	ev := c.event(EventSettled)
 	ev.Status = status
 	ev.Err = cause
-	ev.Duration = time.Since(c.started)
-	if so.meta != nil {
-		ev.Meta = so.meta
+	now := time.Now()
+	ev.Duration = now.Sub(c.started)
+	if so.details != nil || s.e.cfg.recordKey != "" {
+		d := Details{}
+		if so.details != nil {
+			d = *so.details
+		}
+		d.Trigger, d.Status = c.trigger, status
+		d.StartedAt, d.EndedAt, d.DurationMs = c.started.UTC(), now.UTC(), ev.Duration.Milliseconds()
+		ev.Details = &d
+		c.details = &d
 	}
+	ev.Meta = terminalMeta(ev.Version, c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
 	switch so.summary {
 	case summarySet:
 		blocks := s.filterLocked(ctx, ev, so.blocks, c.displayable)
@@ -629,7 +645,25 @@ func (c *Compaction) settle(ctx context.Context, status Status, cause error, so 
 	// is already cancelled, so send on a detached, bounded context.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.e.cfg.settleTimeout)
 	defer cancel()
-	return s.emitLocked(dctx, ev)
+	err := s.emitLocked(dctx, ev)
+	if err == nil && status == Completed {
+		err = s.usageLocked(dctx, ev.Details)
+	}
+	return err
+}
+
+// usageLocked sends the optional usage_update that follows a completed
+// compaction, so the client's context gauge drops at the boundary.
+func (s *Session) usageLocked(ctx context.Context, d *Details) error {
+	if !s.e.cfg.usageUpdates || d == nil || d.TokensAfter <= 0 || d.ContextWindow <= 0 || s.e.mode == capability.Off || s.child != "" {
+		return nil
+	}
+	if err := s.e.n.Notify(ctx, s.id, UsageUpdate{Used: d.TokensAfter, Size: d.ContextWindow}); err != nil {
+		err = fmt.Errorf("%w: session %s, usage_update: %w", ErrUndeliverable, s.id, err)
+		s.observeLocked(ctx, Event{Kind: EventUndeliverable, SessionID: s.id, Err: err})
+		return err
+	}
+	return nil
 }
 
 // beat re-sends a field-less in_progress update when the compaction has
@@ -675,8 +709,11 @@ type Record struct {
 	Displayable bool
 	// Error is the failure text of a failed compaction.
 	Error string
-	// Meta is replayed as the update's _meta.
+	// Meta is the compaction's stored _meta (its start meta), replayed
+	// with the record's key added when WithRecords is on.
 	Meta Meta
+	// Details is the compaction's record, replayed under the record key.
+	Details *Details
 }
 
 func errorText(s string) error {

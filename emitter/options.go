@@ -23,6 +23,8 @@ type config struct {
 	summaryPolicy SummaryPolicy
 	childRenderer Renderer
 	childStreams  bool
+	recordKey     string
+	usageUpdates  bool
 }
 
 func defaults() config {
@@ -201,6 +203,7 @@ type settleOptions struct {
 	summary summaryMode
 	blocks  []ContentBlock
 	meta    Meta
+	details *Details
 }
 
 func collect(opts []SettleOption) settleOptions {

@@ -60,6 +60,9 @@ type Event struct {
 	Err error
 	// Duration is how long the compaction ran (Settled).
 	Duration time.Duration
+	// Details is the compaction's record (Settled, Replayed), when the
+	// runtime gave one or WithRecords is on.
+	Details *Details
 }
 
 // Info returns the event's compaction identity.
