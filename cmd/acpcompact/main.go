@@ -1,0 +1,49 @@
+// Command acpcompact is the project's toolbox: `demo` shows compaction
+// reporting end to end, `check` verifies an agent's recorded transcript
+// against the RFD's obligations, and `proxy` gives third-party agent CLIs
+// standard compaction updates.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: acpcompact <command> [flags] [args]
+
+commands:
+  demo     run the scenario agent against in-process clients and print the timeline
+  check    check an ACP transcript (client/agent lines) for compaction conformance
+  proxy    run an ACP agent behind a proxy that fixes its compaction reporting
+  help     print this help
+
+Run 'acpcompact <command> -h' for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches a subcommand and returns the process exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "check":
+		return runCheck(ctx, args[1:], stdin, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "acpcompact: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
