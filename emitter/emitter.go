@@ -36,7 +36,7 @@ var (
 	ErrNilCompaction = errors.New("emitter: nil compaction handle")
 )
 
-// Reasons for SettleAll and Abandon. They decide the terminal status:
+// Reasons for SettleAll. They decide the terminal status:
 // ErrCancelled (alone or wrapped) settles as cancelled; anything else
 // settles as failed with its text as the error.
 var (

@@ -1,0 +1,405 @@
+package otelobs_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/observe/internal/script"
+	"github.com/acpcompact/acpcompact/observe/otelobs"
+)
+
+const (
+	traceID     = "4bf92f3577b34da6a3ce929d0e0e4736"
+	parentSpan  = "00f067aa0ba902b7"
+	traceparent = "00-" + traceID + "-" + parentSpan + "-01"
+	tracestate  = "vendor=opaque"
+)
+
+// baggageSpy records the baggage in each span's start context, which is
+// where baggage-copying span processors look for it.
+type baggageSpy struct {
+	sdktrace.SpanProcessor
+	mu   sync.Mutex
+	seen []string
+}
+
+func (b *baggageSpy) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) {
+	b.mu.Lock()
+	b.seen = append(b.seen, baggage.FromContext(ctx).Member("tenant").Value())
+	b.mu.Unlock()
+}
+
+type fixture struct {
+	obs    *otelobs.Observer
+	reader *sdkmetric.ManualReader
+	spans  *tracetest.InMemoryExporter
+	tp     *sdktrace.TracerProvider
+	spy    *baggageSpy
+}
+
+func newFixture(t *testing.T, opts ...otelobs.Option) *fixture {
+	t.Helper()
+	f := &fixture{reader: sdkmetric.NewManualReader(), spans: tracetest.NewInMemoryExporter()}
+	f.spy = &baggageSpy{SpanProcessor: sdktrace.NewSimpleSpanProcessor(tracetest.NewNoopExporter())}
+	f.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(f.spans), sdktrace.WithSpanProcessor(f.spy))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(f.reader))
+	t.Cleanup(func() {
+		_ = f.tp.Shutdown(context.Background())
+		_ = mp.Shutdown(context.Background())
+	})
+	obs, err := otelobs.New(append([]otelobs.Option{otelobs.WithMeterProvider(mp), otelobs.WithTracerProvider(f.tp)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.obs = obs
+	return f
+}
+
+// metrics collects every data point as name -> encoded attributes ->
+// value; histograms report their count.
+func (f *fixture) metrics(t *testing.T) map[string]map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := f.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]map[string]int64)
+	enc := attribute.DefaultEncoder()
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != otelobs.ScopeName {
+			t.Errorf("scope %q", sm.Scope.Name)
+		}
+		for _, m := range sm.Metrics {
+			points := make(map[string]int64)
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				if !d.IsMonotonic || d.Temporality != metricdata.CumulativeTemporality {
+					t.Errorf("%s: not a cumulative counter", m.Name)
+				}
+				for _, p := range d.DataPoints {
+					points[p.Attributes.Encoded(enc)] = p.Value
+				}
+			case metricdata.Histogram[float64]:
+				if m.Unit != "s" {
+					t.Errorf("%s: unit %q", m.Name, m.Unit)
+				}
+				for _, p := range d.DataPoints {
+					points[p.Attributes.Encoded(enc)] = int64(p.Count)
+				}
+			default:
+				t.Errorf("%s: unexpected %T", m.Name, m.Data)
+			}
+			out[m.Name] = points
+		}
+	}
+	return out
+}
+
+func (f *fixture) spanByID(t *testing.T) map[string]tracetest.SpanStub {
+	t.Helper()
+	out := make(map[string]tracetest.SpanStub)
+	for _, s := range f.spans.GetSpans() {
+		id := attrs(s)["acpcompact.compaction.id"]
+		if _, dup := out[fmt.Sprint(id)]; dup {
+			t.Errorf("two spans for compaction %v", id)
+		}
+		out[fmt.Sprint(id)] = s
+	}
+	return out
+}
+
+func attrs(s tracetest.SpanStub) map[string]any {
+	m := make(map[string]any, len(s.Attributes))
+	for _, kv := range s.Attributes {
+		m[string(kv.Key)] = kv.Value.AsInterface()
+	}
+	return m
+}
+
+const (
+	st     = "acpcompact.compaction.status="
+	tr     = "acpcompact.compaction.trigger="
+	reason = "acpcompact.abandon.reason="
+)
+
+func TestScriptMetrics(t *testing.T) {
+	f := newFixture(t)
+	script.Run(t, context.Background(), f.obs)
+
+	settled := map[string]int64{
+		st + "completed," + tr + "auto":   2,
+		st + "failed," + tr + "manual":    3,
+		st + "cancelled," + tr + "manual": 1,
+		st + "failed," + tr + "auto":      1,
+		st + "cancelled," + tr + "auto":   1,
+		st + "failed," + tr + "idle":      1,
+	}
+	want := map[string]map[string]int64{
+		"acpcompact.compaction.started":  {tr + "auto": 4, tr + "manual": 4, tr + "idle": 1},
+		"acpcompact.compaction.settled":  settled,
+		"acpcompact.compaction.duration": settled,
+		"acpcompact.compaction.replayed": {st + "completed," + tr + "auto": 1},
+		"acpcompact.compaction.abandoned": {
+			reason + "connection_closed": 1, reason + "turn_ended": 1,
+			reason + "agent_crashed": 1, reason + "timeout": 1,
+		},
+		"acpcompact.compaction.summary.size": {"": script.SummaryBytes},
+		"acpcompact.compaction.withheld":     {"": 1},
+		"acpcompact.compaction.dropped": {
+			"acpcompact.drop.reason=after_settled": 2,
+			"acpcompact.drop.reason=id_reused":     1,
+		},
+		"acpcompact.compaction.undeliverable": {"": 2},
+	}
+	got := f.metrics(t)
+	for name, w := range want {
+		if !maps.Equal(got[name], w) {
+			t.Errorf("%s:\n got %v\nwant %v", name, got[name], w)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("unexpected metric %s", name)
+		}
+	}
+}
+
+func TestScriptSpans(t *testing.T) {
+	f := newFixture(t)
+	ctx := emitter.WithTrace(context.Background(), emitter.TraceContext{
+		Traceparent: traceparent, Tracestate: tracestate, Baggage: "tenant=acme",
+	})
+	script.Run(t, ctx, f.obs)
+	if n := f.obs.OpenSpans(); n != 0 {
+		t.Errorf("%d spans left open", n)
+	}
+
+	spans := f.spanByID(t)
+	type want struct {
+		session, trigger, status string
+		chunks, bytes            int64
+		code                     codes.Code
+		desc, abandon            string
+		extra                    map[string]any
+	}
+	wants := map[string]want{
+		"c1": {"s1", "auto", "completed", 2, script.SummaryBytes, codes.Unset, "", "", nil},
+		"c2": {"s1", "manual", "failed", 0, 0, codes.Error, script.ProviderErr, "",
+			map[string]any{"acpcompact.compaction.withheld": int64(1), "error.type": "_OTHER"}},
+		"c3": {"s1", "manual", "cancelled", 0, 0, codes.Unset, "", "", nil},
+		"c4": {"s1", "auto", "failed", 0, 0, codes.Error, emitter.ErrConnectionClosed.Error(), "connection_closed", nil},
+		"c5": {"s2", "auto", "cancelled", 0, 0, codes.Unset, "", "", nil},
+		"c6": {"s1", "manual", "failed", 0, 0, codes.Error, emitter.ErrTurnEnded.Error(), "turn_ended", nil},
+		"c7": {"s1", "manual", "failed", 0, 0, codes.Error, emitter.ErrAgentCrashed.Error(), "agent_crashed", nil},
+		"u1": {"u", "auto", "completed", 0, 0, codes.Unset, "", "", nil},
+		"w1": {"w", "idle", "failed", 0, 0, codes.Error, "compaction timed out after 1ms", "timeout", nil},
+	}
+	if len(spans) != len(wants) {
+		t.Errorf("got %d spans, want %d", len(spans), len(wants))
+	}
+	for id, w := range wants {
+		s, ok := spans[id]
+		if !ok {
+			t.Errorf("no span for %s", id)
+			continue
+		}
+		if s.Name != "compaction" || s.SpanKind.String() != "internal" {
+			t.Errorf("%s: span %q kind %v", id, s.Name, s.SpanKind)
+		}
+		if s.Parent.TraceID().String() != traceID || s.Parent.SpanID().String() != parentSpan || !s.Parent.IsRemote() {
+			t.Errorf("%s: parent %v, want the traceparent's", id, s.Parent)
+		}
+		if s.SpanContext.TraceID().String() != traceID || s.SpanContext.TraceState().String() != tracestate {
+			t.Errorf("%s: span context %v", id, s.SpanContext)
+		}
+		wantAttrs := map[string]any{
+			"gen_ai.conversation.compacted":      true,
+			"gen_ai.conversation.id":             w.session,
+			"acpcompact.session.id":              w.session,
+			"acpcompact.compaction.id":           id,
+			"acpcompact.compaction.trigger":      w.trigger,
+			"acpcompact.compaction.status":       w.status,
+			"acpcompact.compaction.chunks":       w.chunks,
+			"acpcompact.compaction.summary.size": w.bytes,
+		}
+		if w.abandon != "" {
+			wantAttrs["acpcompact.abandon.reason"] = w.abandon
+			wantAttrs["error.type"] = w.abandon
+		}
+		maps.Copy(wantAttrs, w.extra)
+		if got := attrs(s); !reflect.DeepEqual(got, wantAttrs) {
+			t.Errorf("%s attributes:\n got %v\nwant %v", id, got, wantAttrs)
+		}
+		if s.Status.Code != w.code || s.Status.Description != w.desc {
+			t.Errorf("%s: status %v %q, want %v %q", id, s.Status.Code, s.Status.Description, w.code, w.desc)
+		}
+	}
+	// u1's start was undeliverable before its span existed; its terminal
+	// update's failure is recorded on the span.
+	if ev := spans["u1"].Events; len(ev) != 1 || ev[0].Name != "undeliverable" {
+		t.Errorf("u1 events: %v", ev)
+	}
+	f.spy.mu.Lock()
+	defer f.spy.mu.Unlock()
+	for _, v := range f.spy.seen {
+		if v != "acme" {
+			t.Errorf("baggage at span start: %v", f.spy.seen)
+			break
+		}
+	}
+}
+
+// Without a W3C trace context, the compaction belongs to whatever span the
+// runtime's ctx carries; an unparsable traceparent is ignored the same way.
+func TestParentFromContextSpan(t *testing.T) {
+	f := newFixture(t)
+	ctx, prompt := f.tp.Tracer("test").Start(context.Background(), "prompt")
+	em := emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error { return nil }),
+		emitter.WithNegotiation(script.Negotiation), emitter.WithObserver(f.obs))
+	for i, c := range []context.Context{ctx, emitter.WithTrace(ctx, emitter.TraceContext{Traceparent: "not-a-traceparent"})} {
+		cmp, err := em.Session("s").Start(c, emitter.WithID(emitter.ID(fmt.Sprint("p", i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmp.Complete(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prompt.End()
+	for id, s := range f.spanByID(t) {
+		if id == "<nil>" {
+			continue // the prompt span
+		}
+		if s.Parent.SpanID() != prompt.SpanContext().SpanID() || s.Parent.IsRemote() {
+			t.Errorf("%s: parent %v, want the prompt span", id, s.Parent)
+		}
+	}
+}
+
+func TestChildSessionSpan(t *testing.T) {
+	f := newFixture(t)
+	em := emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error { return nil }),
+		emitter.WithNegotiation(script.Negotiation), emitter.WithObserver(f.obs))
+	ctx := context.Background()
+	cmp, err := em.ChildSession("parent", "child").Start(ctx, emitter.WithID("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmp.Complete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := attrs(f.spanByID(t)["k"])
+	if got["gen_ai.conversation.id"] != "child" || got["acpcompact.session.id"] != "parent" || got["acpcompact.child_session.id"] != "child" {
+		t.Errorf("attributes %v", got)
+	}
+}
+
+// The cap ends the oldest span as abandoned; its compaction's later
+// settlement still counts in the metrics, but no second span appears.
+func TestMaxOpenSpans(t *testing.T) {
+	f := newFixture(t, otelobs.WithMaxOpenSpans(2))
+	em := emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error { return nil }),
+		emitter.WithNegotiation(script.Negotiation), emitter.WithObserver(f.obs))
+	ctx := context.Background()
+	s := em.Session("s")
+	var cs []*emitter.Compaction
+	for _, id := range []emitter.ID{"a", "b", "c"} {
+		c, err := s.Start(ctx, emitter.WithID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	if n := f.obs.OpenSpans(); n != 2 {
+		t.Errorf("OpenSpans = %d, want 2", n)
+	}
+	ended := f.spans.GetSpans()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans ended, want 1", len(ended))
+	}
+	a := ended[0]
+	if got := attrs(a); got["acpcompact.compaction.id"] != "a" || got["acpcompact.abandon.reason"] != "span_limit" {
+		t.Errorf("evicted span attributes %v", got)
+	}
+	if a.Status.Code != codes.Error || a.Status.Description != "abandoned" {
+		t.Errorf("evicted span status %v", a.Status)
+	}
+	for _, c := range cs {
+		if err := c.Complete(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(f.spans.GetSpans()); n != 3 || f.obs.OpenSpans() != 0 {
+		t.Errorf("%d spans ended, %d open; want 3, 0", n, f.obs.OpenSpans())
+	}
+	if got := f.metrics(t)["acpcompact.compaction.settled"][st+"completed,"+tr+"manual"]; got != 3 {
+		t.Errorf("settled = %d, want 3", got)
+	}
+}
+
+// With tracing switched off nothing is recorded, so nothing is held.
+func TestNoopProviders(t *testing.T) {
+	obs, err := otelobs.New(otelobs.WithMeterProvider(metricnoop.NewMeterProvider()), otelobs.WithTracerProvider(tracenoop.NewTracerProvider()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	em := emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error { return nil }),
+		emitter.WithNegotiation(script.Negotiation), emitter.WithObserver(obs))
+	if _, err := em.Session("s").Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := obs.OpenSpans(); n != 0 {
+		t.Errorf("OpenSpans = %d, want 0", n)
+	}
+}
+
+func TestConcurrentSessions(t *testing.T) {
+	const sessions, perSession = 16, 20
+	f := newFixture(t)
+	em := emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error { return nil }),
+		emitter.WithNegotiation(script.Negotiation), emitter.WithObserver(f.obs),
+		emitter.WithSummaryPolicy(emitter.AllSummaries))
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range sessions {
+		wg.Go(func() {
+			s := em.Session(fmt.Sprint("s", i))
+			for range perSession {
+				c, err := s.Start(ctx, emitter.WithTrigger(emitter.Auto))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = c.Chunk(ctx, emitter.Text("ab"))
+				_ = c.Complete(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	const n = sessions * perSession
+	m := f.metrics(t)
+	if got := m["acpcompact.compaction.settled"][st+"completed,"+tr+"auto"]; got != n {
+		t.Errorf("settled = %d, want %d", got, n)
+	}
+	if got := m["acpcompact.compaction.summary.size"][""]; got != 2*n {
+		t.Errorf("summary bytes = %d, want %d", got, 2*n)
+	}
+	if got := len(f.spans.GetSpans()); got != n || f.obs.OpenSpans() != 0 {
+		t.Errorf("%d spans, %d open", got, f.obs.OpenSpans())
+	}
+}
