@@ -324,28 +324,31 @@ func (s *Session) lookup(ctx context.Context, id ID, what string) (*Compaction, 
 // start event) the client still sees a proper lifecycle: in_progress, then
 // failed, because a live first update is never terminal.
 func (s *Session) Fail(ctx context.Context, id ID, cause error, opts ...SettleOption) error {
+	if cause == nil {
+		cause = errors.New("")
+	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	c, ok := s.open[id]
 	if !ok {
 		if _, used := s.used[id]; used {
-			s.mu.Unlock()
 			err := fmt.Errorf("%w: session %s, compaction %s", ErrSettled, s.id, id)
-			s.observe(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
+			s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
 			return err
 		}
 		var err error
 		if c, err = s.openLocked(ctx, startOptions{id: id, idSet: true}); err != nil {
-			s.mu.Unlock()
 			return err
 		}
-		if err := s.emitLocked(ctx, c.event(EventStarted)); err != nil {
-			s.mu.Unlock()
-			_ = c.Fail(ctx, cause, opts...)
+		// Start and failure are sent under one hold of the lock, so no
+		// concurrent SettleAll can slip in and replace the runtime's cause.
+		startErr := s.emitLocked(ctx, c.event(EventStarted))
+		if err := c.settleLocked(ctx, Failed, cause, collect(opts)); startErr == nil {
 			return err
 		}
+		return startErr
 	}
-	s.mu.Unlock()
-	return c.Fail(ctx, cause, opts...)
+	return c.settleLocked(ctx, Failed, cause, collect(opts))
 }
 
 // SettleAll ends every open compaction of the session: cancelled when
@@ -588,9 +591,14 @@ func (c *Compaction) Record() Record {
 }
 
 func (c *Compaction) settle(ctx context.Context, status Status, cause error, so settleOptions) error {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.settleLocked(ctx, status, cause, so)
+}
+
+// settleLocked sends the terminal update; s.mu must be held.
+func (c *Compaction) settleLocked(ctx context.Context, status Status, cause error, so settleOptions) error {
 	s := c.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if c.settled {
 		err := fmt.Errorf("%w: %s ignored: session %s, compaction %s is already %s", ErrSettled, status, s.id, c.id, c.status)
 		s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: c.id, Status: status, Err: err})

@@ -1,0 +1,49 @@
+package fallback_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/stretchr/testify/require"
+)
+
+func TestComposeRendersThroughEachInOrder(t *testing.T) {
+	ups := renderEvents(t, fallback.Compose(fallback.Marker(), nil, fallback.Text()),
+		started("cmp_1", emitter.Auto), settled("cmp_1", emitter.Completed))
+	require.Equal(t, []string{"session_info_update", "agent_message_chunk", "session_info_update", "agent_message_chunk"}, kinds(ups))
+}
+
+func TestComposeTakesAnAgentsOwnRenderer(t *testing.T) {
+	var seen []emitter.EventKind
+	own := emitter.RendererFunc(func(_ context.Context, ev emitter.Event, _ emitter.Notifier) error {
+		seen = append(seen, ev.Kind)
+		return nil
+	})
+	ups := renderEvents(t, fallback.Compose(own, fallback.Text()), started("cmp_1", emitter.Auto), replayed("cmp_2", emitter.Completed))
+	require.Equal(t, []emitter.EventKind{emitter.EventStarted, emitter.EventReplayed}, seen)
+	require.Len(t, ups, 2)
+}
+
+func TestComposeKeepsRenderingAfterAFailureSoEveryFormStillEnds(t *testing.T) {
+	errBroken := errors.New("broken renderer")
+	broken := emitter.RendererFunc(func(context.Context, emitter.Event, emitter.Notifier) error { return errBroken })
+	rec := &wiretest.Recorder{}
+	err := fallback.Compose(broken, fallback.Marker()).Render(context.Background(), sessionEvent(settled("cmp_1", emitter.Completed)), rec)
+	require.ErrorIs(t, err, errBroken)
+	require.Len(t, rec.Lines(), 1, "the marker still settled")
+}
+
+func TestComposeOfNothingRendersNothing(t *testing.T) {
+	require.Empty(t, renderEvents(t, fallback.Compose(), started("cmp_1", emitter.Auto)))
+}
+
+func TestNoneRendersNothingAndIsTheEmittersNone(t *testing.T) {
+	var r emitter.Renderer = fallback.None{}
+	_, same := r.(emitter.None)
+	require.True(t, same)
+	require.Empty(t, renderEvents(t, r, started("cmp_1", emitter.Auto), settled("cmp_1", emitter.Completed), replayed("cmp_2", emitter.Failed)))
+}

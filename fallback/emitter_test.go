@@ -1,0 +1,257 @@
+package fallback_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/capability"
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/stretchr/testify/require"
+)
+
+// Tests at the emitter level: what a fallback client receives when the
+// emitter drives the renderers.
+
+var capableV1 = capability.Negotiation{Version: capability.V1, Compaction: true}
+
+func TestChildCompactionOnAStandardClientsParentStreamIsOnlyAMarker(t *testing.T) {
+	rec := &wiretest.Recorder{}
+	em := emitter.New(rec, emitter.WithNegotiation(capableV1), emitter.WithChildRenderer(fallback.Marker()))
+	require.Equal(t, capability.Standard, em.Mode())
+	ctx := context.Background()
+
+	c, err := em.ChildSession("sess_parent", "sess_child").Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto), emitter.UserDisplayable())
+	require.NoError(t, err)
+	require.NoError(t, c.Chunk(ctx, emitter.Text("child summary")))
+	require.NoError(t, c.Complete(ctx))
+
+	ups := rec.Updates()
+	requireValidV1(t, rec.Lines())
+	requireNoStandardUpdates(t, ups) // a standard update here would read as the parent's own compaction
+	for _, u := range ups {
+		require.Equal(t, "sess_parent", u["·session"])
+	}
+	require.Equal(t, []map[string]any{
+		{"status": "started", "compactionId": "cmp_1", "trigger": "auto", "childSessionId": "sess_child"},
+		{"status": "completed", "compactionId": "cmp_1", "trigger": "auto", "childSessionId": "sess_child"},
+	}, markers(ups, fallback.DefaultMarkerKey))
+
+	// The parent's own compactions stay standard on the same connection.
+	rec.Reset()
+	p, err := em.Session("sess_parent").Start(ctx, emitter.WithID("cmp_p"))
+	require.NoError(t, err)
+	require.NoError(t, p.Complete(ctx))
+	require.Equal(t, []string{emitter.KindUpdate, emitter.KindUpdate}, kinds(rec.Updates()))
+}
+
+func TestChildCompactionGoesToTheChildsOwnStreamWithChildStreams(t *testing.T) {
+	rec := &wiretest.Recorder{}
+	em := emitter.New(rec, emitter.WithNegotiation(capableV1), emitter.WithChildRenderer(fallback.Marker()), emitter.WithChildStreams())
+	ctx := context.Background()
+	c, err := em.ChildSession("sess_parent", "sess_child").Start(ctx, emitter.WithID("cmp_1"))
+	require.NoError(t, err)
+	require.NoError(t, c.Complete(ctx))
+	ups := rec.Updates()
+	require.Equal(t, []string{emitter.KindUpdate, emitter.KindUpdate}, kinds(ups))
+	for _, u := range ups {
+		require.Equal(t, "sess_child", u["·session"])
+	}
+	require.Empty(t, markers(ups, fallback.DefaultMarkerKey))
+}
+
+func TestChildCompactionOnAFallbackClientUsesTheChildRenderer(t *testing.T) {
+	rec := &wiretest.Recorder{}
+	em := emitter.New(rec, emitter.WithNegotiation(v1NoCapability),
+		emitter.WithFallback(fallback.Text()), emitter.WithChildRenderer(fallback.Marker()), emitter.WithChildStreams())
+	ctx := context.Background()
+	c, err := em.ChildSession("sess_parent", "sess_child").Start(ctx, emitter.WithID("cmp_1"))
+	require.NoError(t, err)
+	require.NoError(t, c.Cancel(ctx))
+	ups := rec.Updates()
+	requireNoStandardUpdates(t, ups)
+	require.Equal(t, []string{"session_info_update", "session_info_update"}, kinds(ups),
+		"child streams are for standard clients; a fallback client sees the child marker on the parent")
+	m := markers(ups, fallback.DefaultMarkerKey)
+	require.Equal(t, "cancelled", m[1]["status"])
+	require.Equal(t, "sess_child", m[1]["childSessionId"])
+}
+
+// historyMarker is an ordinary history item the test replays around the
+// compactions, to see where each one lands.
+func historyMarker(t *testing.T, rec *wiretest.Recorder, text string) {
+	t.Helper()
+	require.NoError(t, rec.Notify(context.Background(), "sess_1", map[string]any{
+		"sessionUpdate": "user_message_chunk", "content": map[string]any{"type": "text", "text": text},
+	}))
+}
+
+func TestReplayRendersEachSettledCompactionOnceAtItsPositionAndSkipsRunningOnes(t *testing.T) {
+	for _, tc := range goldenRenderers() {
+		t.Run(tc.name, func(t *testing.T) {
+			em, rec := newFallbackEmitter(t, tc.r)
+			s := em.Session("sess_1")
+			ctx := context.Background()
+			historyMarker(t, rec, "h1")
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_1", Status: emitter.Completed, Trigger: emitter.Auto}))
+			historyMarker(t, rec, "h2")
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_2", Status: emitter.InProgress, Trigger: emitter.Auto}))
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_3", Status: emitter.Failed, Trigger: emitter.Manual, Error: "provider overloaded"}))
+			historyMarker(t, rec, "h3")
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_4", Status: emitter.Cancelled, Trigger: emitter.Manual}))
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_5", Status: "_vendor_paused"}))
+			requireValidV1(t, rec.Lines())
+			requireNoStandardUpdates(t, rec.Updates())
+
+			// Split the wire at the history items: each segment must hold
+			// exactly the outcome forms of the compactions replayed there.
+			var segments [][]lineInfo
+			for _, l := range rec.Lines() {
+				li, err := classify(l)
+				require.NoError(t, err)
+				if li.kind == "user_message_chunk" {
+					segments = append(segments, nil)
+					continue
+				}
+				require.NotEqual(t, formStart, li.form, "a replay has no start form: %s", l)
+				segments[len(segments)-1] = append(segments[len(segments)-1], li)
+			}
+			require.Len(t, segments, 3)
+			carriers := map[string]bool{}
+			for _, li := range segments[0] {
+				carriers[li.carrier] = true
+			}
+			perOutcome := len(carriers)
+			if tc.name == "none" {
+				require.Zero(t, perOutcome)
+			} else {
+				require.NotZero(t, perOutcome)
+			}
+			// cmp_1 | cmp_3 (cmp_2 skipped) | cmp_4 (cmp_5 skipped)
+			for i, seg := range segments {
+				terminals := 0
+				for _, li := range seg {
+					if li.form == formTerminal {
+						terminals++
+					}
+				}
+				require.Equal(t, perOutcome, terminals, "segment %d holds one outcome per carrier: %v", i, seg)
+			}
+			// A later live start of a replayed ID is refused: replay marks it used.
+			_, err := s.Start(ctx, emitter.WithID("cmp_2"))
+			require.ErrorIs(t, err, emitter.ErrIDReused)
+		})
+	}
+}
+
+func TestWithheldSummaryNeverReachesTheTextEvenWithTheOptIn(t *testing.T) {
+	em, rec := newFallbackEmitter(t, fallback.Text(fallback.WithSummary()))
+	ctx := context.Background()
+	s := em.Session("sess_1")
+	// Not marked UserDisplayable: the default policy withholds its summary.
+	c, err := s.Start(ctx, emitter.WithID("cmp_1"))
+	require.NoError(t, err)
+	require.NoError(t, c.Chunk(ctx, emitter.Text("SECRET streamed")))
+	require.NoError(t, c.Complete(ctx, emitter.Summary(emitter.Text("SECRET final"))))
+	c2, err := s.Start(ctx, emitter.WithID("cmp_2"))
+	require.NoError(t, err)
+	require.NoError(t, c2.Chunk(ctx, emitter.Text("SECRET streamed only")))
+	require.NoError(t, c2.Complete(ctx))
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_3", Status: emitter.Completed, Summary: []emitter.ContentBlock{emitter.Text("SECRET replayed")}}))
+
+	wire := string(mustJSON(t, rec.Updates()))
+	require.NotContains(t, wire, "SECRET")
+	require.Equal(t, []string{"Compacting...", "\n\nCompacting completed.", "Compacting...", "\n\nCompacting completed.", "\n\nCompacting completed."}, texts(rec.Updates()))
+}
+
+func TestRedactingPolicysOutputIsWhatTheTextShows(t *testing.T) {
+	redact := func(_ emitter.Info, b emitter.ContentBlock) (emitter.ContentBlock, bool) {
+		b.Text = strings.ReplaceAll(b.Text, "sk-live-123", "[redacted]")
+		return b, true
+	}
+	em, rec := newFallbackEmitter(t, fallback.Text(fallback.WithSummary()), emitter.WithSummaryPolicy(redact))
+	ctx := context.Background()
+	s := em.Session("sess_1")
+	c, err := s.Start(ctx, emitter.WithID("cmp_1"))
+	require.NoError(t, err)
+	require.NoError(t, c.Chunk(ctx, emitter.Text("key sk-live-123 ")))
+	require.NoError(t, c.Chunk(ctx, emitter.Text("rotated")))
+	require.NoError(t, c.Complete(ctx))
+	c2, err := s.Start(ctx, emitter.WithID("cmp_2"))
+	require.NoError(t, err)
+	require.NoError(t, c2.Complete(ctx, emitter.Summary(emitter.Text("final sk-live-123"))))
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_3", Status: emitter.Completed, Summary: []emitter.ContentBlock{emitter.Text("replayed sk-live-123")}}))
+
+	require.Equal(t, []string{
+		"Compacting...", "\n\nCompacting completed.\n\n", "key [redacted] rotated",
+		"Compacting...", "\n\nCompacting completed.\n\n", "final [redacted]",
+		"\n\nCompacting completed.\n\n", "replayed [redacted]",
+	}, texts(rec.Updates()))
+	require.NotContains(t, string(mustJSON(t, rec.Updates())), "sk-live-123")
+}
+
+func TestHeartbeatsReachFallbackClientsWithoutEndingTheCompaction(t *testing.T) {
+	for _, r := range []emitter.Renderer{fallback.Marker(), fallback.ToolCall()} {
+		em, rec := newFallbackEmitter(t, r, emitter.WithHeartbeat(time.Millisecond))
+		ctx := context.Background()
+		c, err := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_1"))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return len(rec.Lines()) >= 3 }, 5*time.Second, time.Millisecond)
+		require.NoError(t, c.Complete(ctx))
+		lines := rec.Lines()
+		requireValidV1(t, lines)
+		last, err := classify(lines[len(lines)-1])
+		require.NoError(t, err)
+		require.Equal(t, formTerminal, last.form)
+		for _, l := range lines[:len(lines)-1] {
+			li, err := classify(l)
+			require.NoError(t, err)
+			require.NotEqual(t, formTerminal, li.form, "a heartbeat must never read as an outcome: %s", l)
+		}
+	}
+}
+
+// The emitter places its compaction records in the terminal event's _meta;
+// fallback clients must get them too, next to the marker, never instead.
+func TestEmitterRecordsReachFallbackClientsBesideTheMarker(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		r         emitter.Renderer
+		markerKey string
+	}{
+		{"marker", fallback.Marker(), fallback.DefaultMarkerKey},
+		{"opencode-marker", fallback.OpencodeMarker(), fallback.OpencodeMarkerKey},
+		{"toolcall", fallback.ToolCall(), ""},
+		{"text", fallback.Text(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			em, rec := newFallbackEmitter(t, tc.r, emitter.WithRecords(""))
+			ctx := context.Background()
+			s := em.Session("sess_1")
+			c, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto),
+				emitter.WithStartMeta(emitter.Meta{"example.com/trace": mustJSON(t, "span-1")}))
+			require.NoError(t, err)
+			require.NoError(t, c.Complete(ctx, emitter.WithDetails(emitter.Details{TokensBefore: 180000, TokensAfter: 42000})))
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_0", Status: emitter.Failed, Error: "boom",
+				Details: &emitter.Details{Trigger: emitter.Manual, Status: emitter.Failed, TokensBefore: 9}}))
+			lines := rec.Lines()
+			requireValidV1(t, lines)
+			ups := rec.Updates()
+			for _, i := range []int{1, 2} { // the live outcome, then the replayed one
+				meta, ok := ups[i]["_meta"].(map[string]any)
+				require.True(t, ok, "terminal carrier without _meta: %s", lines[i])
+				record, ok := meta[emitter.DefaultRecordKey].(map[string]any)
+				require.True(t, ok, "the emitter's record is missing: %s", lines[i])
+				require.NotZero(t, record["tokensBefore"])
+				if tc.markerKey != "" {
+					require.Contains(t, meta, tc.markerKey, "the marker must survive the merge: %s", lines[i])
+				}
+			}
+			require.Equal(t, "span-1", ups[1]["_meta"].(map[string]any)["example.com/trace"],
+				"the start's keys repeat on the outcome, as a v1 _meta replaces")
+		})
+	}
+}

@@ -1,0 +1,158 @@
+package fallback
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/acpcompact/acpcompact/emitter"
+)
+
+// Marker keys.
+const (
+	// DefaultMarkerKey is the _meta key of Marker unless WithKey says
+	// otherwise.
+	DefaultMarkerKey = "acpcompact/compaction"
+	// OpencodeMarkerKey is the _meta key opencode uses for its marker.
+	OpencodeMarkerKey = "opencode/compaction"
+)
+
+// MarkerOption configures Marker.
+type MarkerOption func(*markerRenderer)
+
+// WithKey sets the _meta key the marker is stored under. ACP reserves
+// _meta for extensions, and a namespaced key ("example.com/compaction")
+// keeps the marker apart from other extensions' keys. An empty key is
+// ignored.
+func WithKey(key string) MarkerOption {
+	return func(m *markerRenderer) {
+		if key != "" {
+			m.key = key
+		}
+	}
+}
+
+// Marker renders compaction as a session_info_update carrying only a _meta
+// record under one key (DefaultMarkerKey):
+//
+//	{"status":"started|completed|failed|cancelled","compactionId":"…","trigger":"manual|auto|idle",
+//	 "error":"…","childSessionId":"…"}
+//
+// error appears only for a failure or cancel with user-facing text,
+// childSessionId only for a child session's compaction shown on its
+// parent's stream, trigger only when known. Clients that do not know the
+// key ignore the update; clients that do can track each compaction by ID
+// without matching prose. The summary is never sent.
+//
+// It is the intended child renderer (emitter.WithChildRenderer): a standard
+// update on the parent's stream would read as the parent's own compaction,
+// while the marker names the child. Safe for concurrent use.
+func Marker(opts ...MarkerOption) emitter.Renderer {
+	m := &markerRenderer{key: DefaultMarkerKey, value: acpcompactValue}
+	for _, o := range opts {
+		if o != nil {
+			o(m)
+		}
+	}
+	return m
+}
+
+// OpencodeMarker renders opencode's own marker, for clients built against
+// opencode: key "opencode/compaction", value
+//
+//	{"status":"started|completed|failed","messageId":"<compaction ID>","reason":"auto|manual",
+//	 "error":{"type":"…","message":"…"}}
+//
+// opencode has no cancelled status: a cancel is failed with error type
+// "aborted", and any other failure has type "compaction.failed". opencode
+// knows only manual and auto: idle, like any trigger but manual, is reported
+// as "auto", and a record without a trigger as "manual", the emitter's
+// default. Child sessions are not named, as opencode does not name them.
+// The summary is never sent.
+func OpencodeMarker() emitter.Renderer {
+	return &markerRenderer{key: OpencodeMarkerKey, value: opencodeValue}
+}
+
+type markerRenderer struct {
+	key   string
+	value func(ev emitter.Event) any
+}
+
+// Render implements emitter.Renderer.
+func (m *markerRenderer) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
+	switch ev.Kind {
+	case emitter.EventStarted, emitter.EventHeartbeat, emitter.EventSettled, emitter.EventReplayed:
+		// A heartbeat repeats the start marker: it is idempotent for a
+		// client keyed by ID and shows a watchdog that the agent is alive.
+	default:
+		return nil
+	}
+	raw, err := json.Marshal(m.value(ev))
+	if err != nil {
+		return err
+	}
+	return n.Notify(ctx, ev.SessionID, &sessionInfoUpdate{SessionUpdate: "session_info_update", Meta: withMeta(ev.Meta, m.key, raw)})
+}
+
+func started(ev emitter.Event) bool {
+	return ev.Kind == emitter.EventStarted || ev.Kind == emitter.EventHeartbeat
+}
+
+type acpcompactMarker struct {
+	Status         string          `json:"status"`
+	CompactionID   emitter.ID      `json:"compactionId"`
+	Trigger        emitter.Trigger `json:"trigger,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	ChildSessionID string          `json:"childSessionId,omitempty"`
+}
+
+func acpcompactValue(ev emitter.Event) any {
+	v := acpcompactMarker{Status: string(ev.Status), CompactionID: ev.ID, Trigger: ev.Trigger, ChildSessionID: ev.ChildSessionID}
+	if started(ev) {
+		v.Status = "started"
+	} else if ev.Status == emitter.Failed || ev.Status == emitter.Cancelled {
+		v.Error = errorText(ev)
+	}
+	return v
+}
+
+type opencodeMarker struct {
+	Status    string         `json:"status"`
+	MessageID emitter.ID     `json:"messageId"`
+	Reason    string         `json:"reason"`
+	Error     *opencodeError `json:"error,omitempty"`
+}
+
+type opencodeError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+func opencodeValue(ev emitter.Event) any {
+	v := opencodeMarker{Status: "started", MessageID: ev.ID, Reason: "auto"}
+	// opencode knows only a user's /compact and its own budget trigger;
+	// the emitter's default trigger is manual, so an unknown one is too.
+	if ev.Trigger == emitter.Manual || ev.Trigger == "" {
+		v.Reason = "manual"
+	}
+	if started(ev) {
+		return v
+	}
+	switch ev.Status {
+	case emitter.Completed:
+		v.Status = "completed"
+	case emitter.Cancelled:
+		v.Status = "failed"
+		v.Error = &opencodeError{Type: "aborted", Message: orDefault(errorText(ev), "Compaction cancelled")}
+	default:
+		v.Status = "failed"
+		v.Error = &opencodeError{Type: "compaction.failed", Message: orDefault(errorText(ev), "Compaction failed")}
+	}
+	return v
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,124 @@
+package fallback_test
+
+import (
+	"testing"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMarkerIsASessionInfoUpdateCarryingOneNamespacedRecord(t *testing.T) {
+	ups := renderEvents(t, fallback.Marker(),
+		started("cmp_1", emitter.Idle), settled("cmp_1", emitter.Completed),
+		started("cmp_2", emitter.Auto), failedWith("cmp_2", "provider overloaded"),
+		started("cmp_3", emitter.Manual), settled("cmp_3", emitter.Cancelled),
+	)
+	for _, u := range ups {
+		require.Equal(t, "session_info_update", u["sessionUpdate"])
+		require.NotContains(t, u, "title", "the marker must not touch the session's title")
+		require.Len(t, u["_meta"], 1)
+	}
+	require.Equal(t, []map[string]any{
+		{"status": "started", "compactionId": "cmp_1", "trigger": "idle"},
+		{"status": "completed", "compactionId": "cmp_1", "trigger": "auto"},
+		{"status": "started", "compactionId": "cmp_2", "trigger": "auto"},
+		{"status": "failed", "compactionId": "cmp_2", "trigger": "auto", "error": "provider overloaded"},
+		{"status": "started", "compactionId": "cmp_3", "trigger": "manual"},
+		{"status": "cancelled", "compactionId": "cmp_3", "trigger": "auto"},
+	}, markers(ups, fallback.DefaultMarkerKey))
+}
+
+func TestMarkerErrorAppearsOnlyForAFailureOrCancelWithText(t *testing.T) {
+	cancelled := settled("cmp_2", emitter.Cancelled)
+	cancelled.Error = emitter.Set("stopped by the user")
+	completed := settled("cmp_3", emitter.Completed)
+	completed.Error = emitter.Set("stale text a completion must not show")
+	ups := renderEvents(t, fallback.Marker(), settled("cmp_1", emitter.Failed), cancelled, completed)
+	m := markers(ups, fallback.DefaultMarkerKey)
+	require.NotContains(t, m[0], "error", "no text, no error key")
+	require.Equal(t, "stopped by the user", m[1]["error"])
+	require.NotContains(t, m[2], "error")
+}
+
+func TestMarkerNamesTheChildSessionOnlyForAChildsCompaction(t *testing.T) {
+	ev := started("cmp_1", emitter.Auto)
+	ev.ChildSessionID = "sub_1"
+	done := settled("cmp_1", emitter.Completed)
+	done.ChildSessionID = "sub_1"
+	m := markers(renderEvents(t, fallback.Marker(), ev, done, started("cmp_2", emitter.Auto)), fallback.DefaultMarkerKey)
+	require.Equal(t, "sub_1", m[0]["childSessionId"])
+	require.Equal(t, "sub_1", m[1]["childSessionId"])
+	require.NotContains(t, m[2], "childSessionId")
+}
+
+func TestMarkerKeyIsConfigurable(t *testing.T) {
+	ups := renderEvents(t, fallback.Marker(fallback.WithKey("example.com/compaction"), fallback.WithKey("")), started("cmp_1", emitter.Auto))
+	require.Len(t, markers(ups, "example.com/compaction"), 1, "an empty key is ignored, the last non-empty one wins")
+	require.Empty(t, markers(ups, fallback.DefaultMarkerKey))
+}
+
+func TestMarkerKeepsTheEventMetaAndNeverLosesItsOwnKey(t *testing.T) {
+	ev := settled("cmp_1", emitter.Completed)
+	ev.Meta = emitter.Meta{
+		"example.com/usage":       jsonRaw(`{"tokensAfter":42000}`),
+		fallback.DefaultMarkerKey: jsonRaw(`"an emitter record under the marker's own key"`),
+	}
+	for _, r := range []emitter.Renderer{fallback.Marker(), fallback.OpencodeMarker()} {
+		ups := renderEvents(t, r, ev)
+		meta := ups[0]["_meta"].(map[string]any)
+		require.Equal(t, map[string]any{"tokensAfter": float64(42000)}, meta["example.com/usage"])
+	}
+	m := markers(renderEvents(t, fallback.Marker(), ev), fallback.DefaultMarkerKey)
+	require.Len(t, m, 1, "the marker's key wins a collision")
+	require.Equal(t, "completed", m[0]["status"])
+	require.Equal(t, jsonRaw(`"an emitter record under the marker's own key"`), ev.Meta[fallback.DefaultMarkerKey], "the event's map is not written")
+}
+
+func TestMarkerNeverSendsSummariesAndHeartbeatsRepeatTheStart(t *testing.T) {
+	done := settled("cmp_1", emitter.Completed)
+	done.Summary = emitter.Set([]emitter.ContentBlock{emitter.Text("secret summary")})
+	for _, r := range []emitter.Renderer{fallback.Marker(), fallback.OpencodeMarker()} {
+		ups := renderEvents(t, r,
+			started("cmp_1", emitter.Auto),
+			emitter.Event{Kind: emitter.EventChunk, ID: "cmp_1", Status: emitter.InProgress, Content: emitter.Text("secret chunk")},
+			emitter.Event{Kind: emitter.EventHeartbeat, ID: "cmp_1", Trigger: emitter.Auto, Status: emitter.InProgress},
+			done,
+		)
+		require.Len(t, ups, 3, "chunks are not rendered")
+		require.Equal(t, ups[0], ups[1], "a heartbeat repeats the start marker, harmless to a client keyed by ID")
+		require.NotContains(t, string(mustJSON(t, ups)), "secret")
+	}
+}
+
+func TestOpencodeMarkerReproducesOpencodesExactMarker(t *testing.T) {
+	cancelled := settled("cmp_3", emitter.Cancelled)
+	cancelled.Trigger = emitter.Manual
+	child := started("cmp_4", emitter.Idle)
+	child.ChildSessionID = "sub_1"
+	ups := renderEvents(t, fallback.OpencodeMarker(),
+		started("msg_1", emitter.Manual), settled("msg_1", emitter.Completed),
+		failedWith("msg_2", "provider overloaded"),
+		settled("msg_5", emitter.Failed),
+		cancelled, child,
+	)
+	for _, u := range ups {
+		require.Len(t, u["_meta"], 1)
+	}
+	require.Equal(t, []map[string]any{
+		{"status": "started", "messageId": "msg_1", "reason": "manual"},
+		{"status": "completed", "messageId": "msg_1", "reason": "auto"},
+		{"status": "failed", "messageId": "msg_2", "reason": "auto", "error": map[string]any{"type": "compaction.failed", "message": "provider overloaded"}},
+		{"status": "failed", "messageId": "msg_5", "reason": "auto", "error": map[string]any{"type": "compaction.failed", "message": "Compaction failed"}},
+		{"status": "failed", "messageId": "cmp_3", "reason": "manual", "error": map[string]any{"type": "aborted", "message": "Compaction cancelled"}},
+		{"status": "started", "messageId": "cmp_4", "reason": "auto"},
+	}, markers(ups, fallback.OpencodeMarkerKey), "a cancel is failed/aborted, idle is auto, children are not named")
+}
+
+func TestOpencodeMarkerReplaysOneTerminalMarker(t *testing.T) {
+	ups := renderEvents(t, fallback.OpencodeMarker(), replayed("msg_1", emitter.Completed), replayed("msg_2", emitter.Cancelled))
+	m := markers(ups, fallback.OpencodeMarkerKey)
+	require.Equal(t, "completed", m[0]["status"])
+	require.Equal(t, "failed", m[1]["status"])
+	require.Equal(t, "aborted", m[1]["error"].(map[string]any)["type"])
+}

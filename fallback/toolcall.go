@@ -1,0 +1,165 @@
+package fallback
+
+import (
+	"context"
+	"strings"
+
+	"github.com/acpcompact/acpcompact/emitter"
+)
+
+// ToolCallWording is the text of the ToolCall renderer. An empty field
+// takes its default (see DefaultToolCallWording).
+type ToolCallWording struct {
+	// Title names the tool call.
+	Title string
+	// Failed is the content of a failed compaction; {error} stands for
+	// the user-facing error text.
+	Failed string
+	// FailedBare is the content of a failure whose error text is missing
+	// or only repeats that compaction failed.
+	FailedBare string
+	// Cancelled is the content of a cancelled compaction.
+	Cancelled string
+}
+
+// DefaultToolCallWording returns the peers' wording ("Compact conversation",
+// "Compaction failed: <err>") plus a cancelled text they lack.
+func DefaultToolCallWording() ToolCallWording {
+	return ToolCallWording{
+		Title:      "Compact conversation",
+		Failed:     "Compaction failed: {error}",
+		FailedBare: "Compaction failed",
+		Cancelled:  "Compaction cancelled",
+	}
+}
+
+func (w ToolCallWording) orDefaults() ToolCallWording {
+	d := DefaultToolCallWording()
+	w.Title = orDefault(w.Title, d.Title)
+	w.Failed = orDefault(w.Failed, d.Failed)
+	w.FailedBare = orDefault(w.FailedBare, d.FailedBare)
+	w.Cancelled = orDefault(w.Cancelled, d.Cancelled)
+	return w
+}
+
+func (w ToolCallWording) reason(ev emitter.Event) string {
+	if ev.Status == emitter.Cancelled {
+		return w.Cancelled
+	}
+	if !strings.Contains(w.Failed, "{error}") {
+		return w.Failed
+	}
+	reason := errorText(ev)
+	if isGenericFailure(reason, w.FailedBare) {
+		return w.FailedBare
+	}
+	return strings.Replace(w.Failed, "{error}", reason, 1)
+}
+
+// ToolCallOption configures ToolCall.
+type ToolCallOption func(*toolCallRenderer)
+
+// WithToolCallWording replaces the default title and failure texts; empty
+// fields keep their default.
+func WithToolCallWording(w ToolCallWording) ToolCallOption {
+	return func(t *toolCallRenderer) { t.w = w.orDefaults() }
+}
+
+// WithSummaryContent shows the summary as the tool call's content: each
+// streamed chunk updates it, and a completion sets the final summary. It is
+// off by default, like the peers' tool call. ACP v1 tool call content can
+// only be replaced, not appended to, so every chunk re-sends the summary so
+// far: keep it for summaries of modest size.
+func WithSummaryContent() ToolCallOption { return func(t *toolCallRenderer) { t.content = true } }
+
+// ToolCall renders compaction as a tool call, as Claude's and codex's ACP
+// adapters do: a tool_call titled "Compact conversation", kind "think",
+// in_progress, with ID "compact-<compaction ID>" ("compact-<child session
+// ID>:<compaction ID>" for a child's compaction, whose IDs may collide with
+// another child's on the parent's stream), then one tool_call_update.
+//
+// Unlike the peers' it always settles: completed, or failed with the reason
+// as text content. A cancel is failed too ("Compaction cancelled"), since ACP
+// tool calls have no cancelled status and a tool call left in_progress
+// leaves the client's spinner running. A replayed compaction is a single
+// tool_call already in its terminal status. Safe for concurrent use; see
+// Text on the state that WithSummaryContent keeps.
+func ToolCall(opts ...ToolCallOption) emitter.Renderer {
+	t := &toolCallRenderer{w: DefaultToolCallWording()}
+	for _, o := range opts {
+		if o != nil {
+			o(t)
+		}
+	}
+	return t
+}
+
+type toolCallRenderer struct {
+	w        ToolCallWording
+	content  bool
+	streamed streams
+}
+
+func toolCallID(ev emitter.Event) string {
+	if ev.ChildSessionID != "" {
+		return "compact-" + ev.ChildSessionID + ":" + string(ev.ID)
+	}
+	return "compact-" + string(ev.ID)
+}
+
+// Render implements emitter.Renderer.
+func (t *toolCallRenderer) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
+	id := toolCallID(ev)
+	switch ev.Kind {
+	case emitter.EventStarted:
+		return n.Notify(ctx, ev.SessionID, &toolCall{
+			SessionUpdate: "tool_call", ToolCallID: id, Title: t.w.Title, Kind: "think",
+			Status: toolInProgress, Meta: copyMeta(ev.Meta),
+		})
+	case emitter.EventHeartbeat:
+		return n.Notify(ctx, ev.SessionID, &toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: id, Status: toolInProgress})
+	case emitter.EventChunk:
+		if !t.content {
+			return nil
+		}
+		all := t.streamed.add(ev, ev.Content, true)
+		return n.Notify(ctx, ev.SessionID, &toolCallUpdate{
+			SessionUpdate: "tool_call_update", ToolCallID: id, Content: emitter.Set(contentOf(all)),
+		})
+	case emitter.EventSettled:
+		u := &toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: id, Status: toolCompleted, Meta: copyMeta(ev.Meta)}
+		if t.content {
+			t.streamed.take(ev)
+		}
+		if ev.Status != emitter.Completed {
+			u.Status = toolFailed
+			u.Content = emitter.Set(contentOf([]emitter.ContentBlock{emitter.Text(t.w.reason(ev))}))
+		} else if t.content && !ev.Summary.IsZero() {
+			// An omitted summary keeps the streamed content the client
+			// already shows; a concrete or null one replaces or clears it.
+			u.Content = emitter.Set(contentOf(summaryOf(ev, nil)))
+		}
+		return n.Notify(ctx, ev.SessionID, u)
+	case emitter.EventReplayed:
+		c := &toolCall{
+			SessionUpdate: "tool_call", ToolCallID: id, Title: t.w.Title, Kind: "think",
+			Status: toolCompleted, Meta: copyMeta(ev.Meta),
+		}
+		if ev.Status != emitter.Completed {
+			c.Status = toolFailed
+			c.Content = contentOf([]emitter.ContentBlock{emitter.Text(t.w.reason(ev))})
+		} else if t.content {
+			c.Content = contentOf(summaryOf(ev, nil))
+		}
+		return n.Notify(ctx, ev.SessionID, c)
+	}
+	return nil
+}
+
+func contentOf(bs []emitter.ContentBlock) []toolCallContent {
+	out := make([]toolCallContent, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, toolCallContent{Type: "content", Content: b})
+	}
+	return out
+}

@@ -1,0 +1,138 @@
+package fallback_test
+
+import (
+	"testing"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/stretchr/testify/require"
+)
+
+// contentTexts returns the text of each tool call content item.
+func contentTexts(u map[string]any) []string {
+	items, _ := u["content"].([]any)
+	out := []string{}
+	for _, it := range items {
+		m := it.(map[string]any)
+		if m["type"] != "content" {
+			continue
+		}
+		c := m["content"].(map[string]any)
+		out = append(out, c["text"].(string))
+	}
+	return out
+}
+
+func strip(u map[string]any) map[string]any {
+	delete(u, "·session")
+	return u
+}
+
+func TestToolCallOpensAThinkToolCallWithADeterministicID(t *testing.T) {
+	ups := renderEvents(t, fallback.ToolCall(), started("cmp_1", emitter.Auto), started("cmp_1", emitter.Auto))
+	require.Equal(t, map[string]any{
+		"sessionUpdate": "tool_call", "toolCallId": "compact-cmp_1", "title": "Compact conversation",
+		"kind": "think", "status": "in_progress",
+	}, strip(ups[0]))
+	require.Equal(t, ups[0], strip(ups[1]), "the same compaction ID always gives the same tool call ID")
+}
+
+func TestToolCallAlwaysSettlesCompletedOrFailedWithTheReason(t *testing.T) {
+	ups := renderEvents(t, fallback.ToolCall(),
+		settled("cmp_1", emitter.Completed),
+		failedWith("cmp_2", "provider overloaded"),
+		settled("cmp_3", emitter.Cancelled),
+		settled("cmp_4", emitter.Failed),
+	)
+	require.Equal(t, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "compact-cmp_1", "status": "completed"}, strip(ups[0]))
+	want := []struct{ id, text string }{
+		{"compact-cmp_2", "Compaction failed: provider overloaded"},
+		{"compact-cmp_3", "Compaction cancelled"}, // no cancelled tool status in ACP: a cancel must still end
+		{"compact-cmp_4", "Compaction failed"},
+	}
+	for i, w := range want {
+		u := ups[i+1]
+		require.Equal(t, "tool_call_update", u["sessionUpdate"])
+		require.Equal(t, w.id, u["toolCallId"])
+		require.Equal(t, "failed", u["status"])
+		require.Equal(t, []string{w.text}, contentTexts(u))
+	}
+}
+
+func TestToolCallShowsNothingOfChunksByDefault(t *testing.T) {
+	chunk := emitter.Event{Kind: emitter.EventChunk, ID: "cmp_1", Status: emitter.InProgress, Content: emitter.Text("secret")}
+	done := settled("cmp_1", emitter.Completed)
+	done.Summary = emitter.Set([]emitter.ContentBlock{emitter.Text("secret")})
+	ups := renderEvents(t, fallback.ToolCall(), started("cmp_1", emitter.Auto), chunk, done)
+	require.Len(t, ups, 2)
+	require.NotContains(t, string(mustJSON(t, ups)), "secret")
+}
+
+func TestToolCallSummaryContentIsOptIn(t *testing.T) {
+	chunk := func(s string) emitter.Event {
+		return emitter.Event{Kind: emitter.EventChunk, ID: "cmp_1", Status: emitter.InProgress, Content: emitter.Text(s)}
+	}
+	r := fallback.ToolCall(fallback.WithSummaryContent())
+	t.Run("each chunk replaces the content with everything so far", func(t *testing.T) {
+		ups := renderEvents(t, r, started("cmp_1", emitter.Auto), chunk("## Retained"), chunk(" context"), settled("cmp_1", emitter.Completed))
+		require.Equal(t, []string{"## Retained"}, contentTexts(ups[1]))
+		require.Equal(t, []string{"## Retained context"}, contentTexts(ups[2]))
+		require.NotContains(t, ups[1], "status", "a content update leaves the status alone")
+		require.NotContains(t, ups[3], "content", "an omitted summary keeps the streamed content")
+	})
+	t.Run("a final summary replaces it and null clears it", func(t *testing.T) {
+		done := settled("cmp_1", emitter.Completed)
+		done.Summary = emitter.Set([]emitter.ContentBlock{emitter.Text("final")})
+		cleared := settled("cmp_2", emitter.Completed)
+		cleared.Summary = emitter.Null[[]emitter.ContentBlock]()
+		ups := renderEvents(t, r, done, cleared)
+		require.Equal(t, []string{"final"}, contentTexts(ups[0]))
+		require.Equal(t, []any{}, ups[1]["content"])
+	})
+	t.Run("a failure replaces partial content with the reason", func(t *testing.T) {
+		ups := renderEvents(t, r, started("cmp_1", emitter.Auto), chunk("partial"), failedWith("cmp_1", "provider overloaded"))
+		require.Equal(t, []string{"Compaction failed: provider overloaded"}, contentTexts(ups[2]))
+	})
+}
+
+func TestToolCallReplayIsOneToolCallAlreadyInItsTerminalStatus(t *testing.T) {
+	failed := replayed("cmp_2", emitter.Failed)
+	failed.Error = emitter.Set("context window still exceeded")
+	ups := renderEvents(t, fallback.ToolCall(), replayed("cmp_1", emitter.Completed), failed, replayed("cmp_3", emitter.Cancelled))
+	require.Equal(t, []string{"tool_call", "tool_call", "tool_call"}, kinds(ups))
+	require.Equal(t, map[string]any{
+		"sessionUpdate": "tool_call", "toolCallId": "compact-cmp_1", "title": "Compact conversation",
+		"kind": "think", "status": "completed",
+	}, strip(ups[0]))
+	require.Equal(t, "failed", ups[1]["status"])
+	require.Equal(t, []string{"Compaction failed: context window still exceeded"}, contentTexts(ups[1]))
+	require.Equal(t, "failed", ups[2]["status"])
+	require.Equal(t, []string{"Compaction cancelled"}, contentTexts(ups[2]))
+}
+
+func TestToolCallHeartbeatIsANoOpInProgressUpdate(t *testing.T) {
+	ups := renderEvents(t, fallback.ToolCall(), emitter.Event{Kind: emitter.EventHeartbeat, ID: "cmp_1", Status: emitter.InProgress})
+	require.Equal(t, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "compact-cmp_1", "status": "in_progress"}, strip(ups[0]))
+}
+
+func TestToolCallOfAChildSessionCannotCollideWithAnotherChilds(t *testing.T) {
+	a, b := started("cmp_1", emitter.Auto), started("cmp_1", emitter.Auto)
+	a.ChildSessionID, b.ChildSessionID = "sub_a", "sub_b"
+	ups := renderEvents(t, fallback.ToolCall(), a, b)
+	require.Equal(t, "compact-sub_a:cmp_1", ups[0]["toolCallId"])
+	require.Equal(t, "compact-sub_b:cmp_1", ups[1]["toolCallId"])
+}
+
+func TestToolCallWordingIsConfigurableAndCarriesTheEventMeta(t *testing.T) {
+	r := fallback.ToolCall(fallback.WithToolCallWording(fallback.ToolCallWording{Title: "Summarise history", Cancelled: "Stopped"}))
+	start := started("cmp_1", emitter.Auto)
+	start.Meta = emitter.Meta{"example.com/trace": jsonRaw(`"span"`)}
+	end := settled("cmp_1", emitter.Cancelled)
+	end.Meta = emitter.Meta{"example.com/usage": jsonRaw(`1`)}
+	ups := renderEvents(t, r, start, end, failedWith("cmp_2", "boom"))
+	require.Equal(t, "Summarise history", ups[0]["title"])
+	require.Equal(t, map[string]any{"example.com/trace": "span"}, ups[0]["_meta"])
+	require.Equal(t, []string{"Stopped"}, contentTexts(ups[1]))
+	require.Equal(t, map[string]any{"example.com/usage": float64(1)}, ups[1]["_meta"])
+	require.Equal(t, []string{"Compaction failed: boom"}, contentTexts(ups[2]), "unset fields keep their default")
+}
