@@ -1,0 +1,889 @@
+package conformance
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// Rule names one agent obligation the Checker enforces.
+type Rule string
+
+// The rules. Each Violation carries exactly one.
+const (
+	// RuleTranscript: a transcript line is not "client|agent <JSON object>".
+	RuleTranscript Rule = "transcript"
+	// RuleMalformed: a message lacks what the checker needs to follow it,
+	// e.g. a compaction_update without a string compactionId or status,
+	// which a client would drop.
+	RuleMalformed Rule = "malformed"
+	// RuleProtocol: the initialize handshake is missing or broken, e.g. the
+	// agent answers a protocolVersion above the client's, or sends
+	// session/update before any handshake.
+	RuleProtocol Rule = "protocol"
+	// RuleCapability: a v1 agent sent compaction_update or
+	// compaction_summary_chunk, live or in replay, to a client whose
+	// clientCapabilities.session.compaction is not a JSON object.
+	RuleCapability Rule = "capability"
+	// RuleSettlement: a compaction first seen in a turn had no terminal
+	// status when the turn ended (v1: the session/prompt response; v2: the
+	// idle state_update), or had none at the end of the transcript.
+	RuleSettlement Rule = "settlement"
+	// RuleAfterTurn: a compaction update or chunk arrived for a session with
+	// no open turn and outside a session/load replay.
+	RuleAfterTurn Rule = "after-turn"
+	// RuleTerminal: an update or chunk arrived for a compaction ID after its
+	// terminal update (chunk after terminal, second terminal, ID reused).
+	RuleTerminal Rule = "terminal"
+	// RuleReplay: during a history replay a compaction was not replayed
+	// terminal-first (its first update was not terminal, or a chunk).
+	RuleReplay Rule = "replay"
+	// RuleCancel: a compaction ended cancelled in a turn where the client
+	// had sent no session/cancel for the session; a provider failure or
+	// other interruption is failed.
+	RuleCancel Rule = "cancel"
+	// RuleFallback: a fallback form sent to a v1 client without the
+	// capability (the "Compact conversation" tool call, an
+	// opencode/compaction or acpcompact/compaction marker) never reached a
+	// terminal form before the turn ended or the transcript did.
+	RuleFallback Rule = "fallback"
+	// RuleSchema: an agent session/update does not validate against the
+	// official schema of the negotiated version (only WithSchema).
+	RuleSchema Rule = "schema"
+)
+
+// Violation is one broken obligation.
+type Violation struct {
+	// Line is the transcript line the violation is about: the offending
+	// message, the message that ended a turn too early, or for an
+	// unsettled compaction at the end of the transcript the line where it
+	// was first seen.
+	Line int
+	// Rule is the broken obligation.
+	Rule Rule
+	// Message explains the violation, naming the session and compaction
+	// (or fallback) ID concerned.
+	Message string
+}
+
+// String formats the violation as "line N: rule: message".
+func (v Violation) String() string { return fmt.Sprintf("line %d: %s: %s", v.Line, v.Rule, v.Message) }
+
+// SchemaValidator validates session/update params ({sessionId, update,
+// _meta}) against one protocol version's official schema.
+// *acpschema.Validator satisfies it; an interface keeps this package usable
+// where the schema is not installed.
+type SchemaValidator interface {
+	Notification(params []byte) error
+}
+
+// Option configures a Checker.
+type Option func(*config)
+
+type config struct {
+	schema  [3]SchemaValidator // indexed by protocol version
+	assumed *protocol
+}
+
+// WithSchema validates every agent session/update against the validator
+// of the negotiated version and reports failures as RuleSchema. A nil
+// validator disables validation for that version.
+func WithSchema(v1, v2 SchemaValidator) Option {
+	return func(c *config) { c.schema[1], c.schema[2] = v1, v2 }
+}
+
+// WithAssumedProtocol sets the protocol state to use until an initialize
+// handshake is seen, for transcripts or proxies that start mid-connection.
+// compaction says whether a v1 client advertised the capability; it is
+// ignored for v2. Without this option, a session/update before any
+// handshake is a RuleProtocol violation and checking continues as v1 with
+// the capability.
+func WithAssumedProtocol(version int, compaction bool) Option {
+	return func(c *config) {
+		c.assumed = &protocol{known: true, version: version, compaction: compaction || version == 2}
+	}
+}
+
+// Checker follows one connection's messages in wire order and reports the
+// agent's broken compaction obligations. Feed it every message of both
+// directions with Observe, then call Close. A Checker is not safe for
+// concurrent use.
+type Checker struct {
+	cfg      config
+	proto    protocol
+	warned   bool // the missing-handshake violation is reported once
+	closed   bool
+	requests map[string]*request
+	sessions map[string]*session
+	order    []*session
+}
+
+type protocol struct {
+	known      bool
+	version    int
+	compaction bool // clients of v2 count as capable: it needs no capability
+}
+
+// request is a client request awaiting the agent's response.
+type request struct {
+	method    string
+	sessionID string
+	requested int64 // initialize: the client's protocolVersion, -1 if absent
+	capable   bool  // initialize: v1 clientCapabilities.session.compaction is an object
+}
+
+type turn struct {
+	prompts   map[string]bool // v1 prompt request ids still unanswered
+	cancelled bool
+	// What was first seen in this turn, so ending it costs its own size,
+	// not the session's history.
+	comps     []*compaction
+	fallbacks []*fallback
+}
+
+type replay struct {
+	method string
+	id     string
+	seen   map[string]bool // compaction IDs already replayed in this replay
+}
+
+type session struct {
+	id          string
+	turn        *turn
+	replay      *replay
+	lastTurnEnd int
+	comps       map[string]*compaction
+	compOrder   []*compaction
+	fallbacks   map[string]*fallback
+	fbOrder     []*fallback
+}
+
+type compaction struct {
+	id           string
+	status       string
+	firstLine    int
+	terminalLine int
+	terminal     bool
+	reported     bool // an unsettled violation was already reported
+}
+
+type fallback struct {
+	what      string
+	status    string
+	firstLine int
+	settled   bool
+	reported  bool
+	terminals string // the statuses that settle it, for messages
+}
+
+// NewChecker returns a Checker for one connection.
+func NewChecker(opts ...Option) *Checker {
+	c := &Checker{requests: map[string]*request{}, sessions: map[string]*session{}}
+	for _, o := range opts {
+		if o != nil {
+			o(&c.cfg)
+		}
+	}
+	if c.cfg.assumed != nil {
+		c.proto = *c.cfg.assumed
+	}
+	return c
+}
+
+func (c *Checker) version() int {
+	if c.proto.known && c.proto.version == 2 {
+		return 2
+	}
+	return 1
+}
+
+// capable reports whether compaction updates may be sent; before any
+// handshake the checker gives the agent the benefit of the doubt.
+func (c *Checker) capable() bool { return !c.proto.known || c.proto.compaction }
+
+func (c *Checker) session(id string) *session {
+	s, ok := c.sessions[id]
+	if !ok {
+		s = &session{id: id, comps: map[string]*compaction{}, fallbacks: map[string]*fallback{}}
+		c.sessions[id] = s
+		c.order = append(c.order, s)
+	}
+	return s
+}
+
+// Observe checks one message. line is its transcript line number (or any
+// increasing sequence number); raw is the JSON-RPC message. It returns the
+// violations this message reveals.
+func (c *Checker) Observe(dir Direction, line int, raw json.RawMessage) []Violation {
+	m, ok := decodeObject(raw)
+	if !ok {
+		return []Violation{{line, RuleMalformed, fmt.Sprintf("%s message is not a JSON object", dir)}}
+	}
+	method, hasMethod := m.str("method")
+	idRaw, hasID := m["id"]
+	// A null id correlates nothing, so it is treated as absent.
+	hasID = hasID && !isNull(idRaw)
+	id := string(compact(idRaw))
+	switch dir {
+	case FromClient:
+		switch {
+		case hasMethod && hasID:
+			c.clientRequest(line, method, id, m)
+		case hasMethod:
+			c.clientNotification(method, m)
+		}
+		return nil
+	case FromAgent:
+		switch {
+		case method == "session/update":
+			return c.update(line, m["params"])
+		case !hasMethod && hasID:
+			return c.agentResponse(line, id, m)
+		}
+		return nil
+	}
+	return []Violation{{line, RuleMalformed, fmt.Sprintf("unknown direction %v", dir)}}
+}
+
+func (c *Checker) clientRequest(line int, method, id string, m object) {
+	p, _ := m.obj("params")
+	sid, _ := p.str("sessionId")
+	req := &request{method: method, sessionID: sid}
+	switch method {
+	case "initialize":
+		req.requested = -1
+		if v, ok := p.integer("protocolVersion"); ok {
+			req.requested = v
+		}
+		req.capable = v1Capability(p)
+	case "session/prompt":
+		if sid == "" {
+			return
+		}
+		s := c.session(sid)
+		if s.turn == nil {
+			s.turn = &turn{prompts: map[string]bool{}}
+		}
+		s.turn.prompts[id] = true
+	case "session/load":
+		if sid != "" {
+			c.session(sid).replay = &replay{method: method, id: id, seen: map[string]bool{}}
+		}
+	case "session/resume":
+		// Only a v2 resume with a replay cursor replays history; v1 resume
+		// explicitly returns no previous messages.
+		if rf, ok := p["replayFrom"]; ok && !isNull(rf) && sid != "" {
+			c.session(sid).replay = &replay{method: method, id: id, seen: map[string]bool{}}
+		}
+	case "session/close":
+		// Closing cancels the session's work as session/cancel does.
+		c.cancel(sid)
+	default:
+		return
+	}
+	c.requests[id] = req
+}
+
+// v1Capability reads clientCapabilities.session.compaction, which counts
+// only as a JSON object: opencode's false and codex's "any non-null" (true,
+// "", 0, []) readings are the defects this guards against.
+func v1Capability(params object) bool {
+	cc, ok := params.obj("clientCapabilities")
+	if !ok {
+		return false
+	}
+	sess, ok := cc.obj("session")
+	if !ok {
+		return false
+	}
+	_, ok = sess.obj("compaction")
+	return ok
+}
+
+func (c *Checker) clientNotification(method string, m object) {
+	p, _ := m.obj("params")
+	switch method {
+	case "session/cancel":
+		sid, _ := p.str("sessionId")
+		c.cancel(sid)
+	case "$/cancel_request":
+		if rid, ok := p["requestId"]; ok {
+			if req := c.requests[string(compact(rid))]; req != nil && req.method == "session/prompt" {
+				c.cancel(req.sessionID)
+			}
+		}
+	}
+}
+
+func (c *Checker) cancel(sid string) {
+	if s, ok := c.sessions[sid]; ok && s.turn != nil {
+		s.turn.cancelled = true
+	}
+}
+
+func (c *Checker) agentResponse(line int, id string, m object) []Violation {
+	req, ok := c.requests[id]
+	if !ok {
+		return nil
+	}
+	delete(c.requests, id)
+	_, isResult := m["result"]
+	switch req.method {
+	case "initialize":
+		if isResult {
+			return c.negotiate(line, req, m)
+		}
+	case "session/prompt":
+		s, ok := c.sessions[req.sessionID]
+		if !ok || c.version() != 1 || s.turn == nil || !s.turn.prompts[id] {
+			return nil
+		}
+		how := ""
+		if _, isErr := m["error"]; isErr {
+			how = " with an error"
+		}
+		out := c.settle(s, line, fmt.Sprintf("when the agent answered session/prompt id %s%s", id, how))
+		delete(s.turn.prompts, id)
+		if len(s.turn.prompts) == 0 {
+			s.turn, s.lastTurnEnd = nil, line
+		}
+		return out
+	case "session/load", "session/resume":
+		if s, ok := c.sessions[req.sessionID]; ok && s.replay != nil && s.replay.id == id {
+			s.replay = nil
+		}
+	}
+	return nil
+}
+
+func (c *Checker) negotiate(line int, req *request, m object) []Violation {
+	res, _ := m.obj("result")
+	v, ok := res.integer("protocolVersion")
+	if !ok {
+		return []Violation{{line, RuleProtocol, fmt.Sprintf(
+			"initialize response has no integer result.protocolVersion; still checking with v%d rules", c.version())}}
+	}
+	var out []Violation
+	if req.requested >= 0 && v > req.requested {
+		out = append(out, Violation{line, RuleProtocol, fmt.Sprintf(
+			"agent answered protocolVersion %d to a client that asked for %d; it may only pick the client's version or a lower one", v, req.requested)})
+	}
+	if v != 1 && v != 2 {
+		out = append(out, Violation{line, RuleProtocol, fmt.Sprintf(
+			"negotiated protocolVersion %d is neither 1 nor 2; checking with v1 rules", v)})
+		v = 1
+	}
+	c.proto = protocol{known: true, version: int(v), compaction: v == 2 || req.capable}
+	return out
+}
+
+func (c *Checker) update(line int, params json.RawMessage) []Violation {
+	var out []Violation
+	if !c.proto.known && !c.warned {
+		c.warned = true
+		out = append(out, Violation{line, RuleProtocol,
+			"agent sent session/update before any initialize handshake; checking with v1 rules and the compaction capability assumed"})
+	}
+	schemaFailed := false
+	if v := c.cfg.schema[c.version()]; v != nil {
+		if err := v.Notification(params); err != nil {
+			schemaFailed = true
+			out = append(out, Violation{line, RuleSchema, fmt.Sprintf("session/update fails the v%d schema: %s", c.version(), oneLine(err))})
+		}
+	}
+	p, _ := decodeObject(params)
+	sid, okS := p.str("sessionId")
+	u, okU := p.obj("update")
+	kind, okK := u.str("sessionUpdate")
+	if !okS || !okU || !okK {
+		if !schemaFailed {
+			out = append(out, Violation{line, RuleMalformed,
+				"session/update params need a string sessionId and an update object with a string sessionUpdate"})
+		}
+		return out
+	}
+	s := c.session(sid)
+	switch kind {
+	case "compaction_update", "compaction_summary_chunk":
+		return append(out, c.compactionUpdate(line, s, kind, u, schemaFailed)...)
+	case "state_update":
+		if c.version() == 2 {
+			return append(out, c.stateUpdate(line, s, u)...)
+		}
+	case "tool_call", "tool_call_update":
+		if c.fallbackApplies() {
+			c.fallbackTool(line, s, u)
+		}
+	case "session_info_update":
+		if c.fallbackApplies() {
+			return append(out, c.fallbackMarkers(line, s, u)...)
+		}
+	}
+	return out
+}
+
+// fallbackApplies reports a v1 client without the capability, the only
+// client an agent should send fallback forms to.
+func (c *Checker) fallbackApplies() bool {
+	return c.proto.known && c.proto.version == 1 && !c.proto.compaction
+}
+
+func (c *Checker) stateUpdate(line int, s *session, u object) []Violation {
+	state, _ := u.str("state")
+	if state != "idle" {
+		// running, requires_action and unknown states all mean busy; an
+		// agent-initiated one opens a turn without a prompt.
+		if s.turn == nil {
+			s.turn = &turn{prompts: map[string]bool{}}
+		}
+		return nil
+	}
+	if s.turn == nil {
+		return nil
+	}
+	out := c.settle(s, line, "when the agent reported the idle state_update")
+	s.turn, s.lastTurnEnd = nil, line
+	return out
+}
+
+// settle reports the compactions and fallbacks of the session's current
+// turn that have not reached a terminal form.
+func (c *Checker) settle(s *session, line int, when string) []Violation {
+	var out []Violation
+	for _, cp := range s.turn.comps {
+		if !cp.terminal && !cp.reported {
+			cp.reported = true
+			out = append(out, Violation{line, RuleSettlement, fmt.Sprintf(
+				"session %q: compaction %q is still %q %s; it must reach completed, failed or cancelled first (first seen at line %d)",
+				s.id, cp.id, cp.status, when, cp.firstLine)})
+		}
+	}
+	for _, f := range s.turn.fallbacks {
+		if !f.settled && !f.reported {
+			f.reported = true
+			out = append(out, Violation{line, RuleFallback, fmt.Sprintf(
+				"session %q: %s is still %q %s; a fallback must reach %s (first seen at line %d)",
+				s.id, f.what, f.status, when, f.terminals, f.firstLine)})
+		}
+	}
+	return out
+}
+
+func isTerminal(status string) bool {
+	switch status {
+	case "completed", "failed", "cancelled":
+		return true
+	}
+	return false
+}
+
+func (c *Checker) compactionUpdate(line int, s *session, kind string, u object, schemaFailed bool) []Violation {
+	malformed := func(msg string) []Violation {
+		if schemaFailed {
+			return nil
+		}
+		return []Violation{{line, RuleMalformed, fmt.Sprintf("session %q: %s", s.id, msg)}}
+	}
+	id, ok := u.str("compactionId")
+	if !ok {
+		return malformed(kind + " without a string compactionId; a client drops it")
+	}
+	var status string
+	if kind == "compaction_update" {
+		if status, ok = u.str("status"); !ok {
+			return malformed(fmt.Sprintf("compaction_update for compaction %q without a string status; a client drops it", id))
+		}
+	} else if _, ok := contentBlock(u["content"]); !ok {
+		return malformed(fmt.Sprintf("compaction_summary_chunk for compaction %q whose content is not a content block; a client drops it", id))
+	}
+	if !c.capable() {
+		where := ""
+		if s.replay != nil {
+			where = " during " + s.replay.method + " replay"
+		}
+		// The lifecycle of an update the client cannot read is moot, so
+		// the gate is the only thing reported for it.
+		return []Violation{{line, RuleCapability, fmt.Sprintf(
+			"session %q: %s for compaction %q sent%s to a v1 client that did not advertise clientCapabilities.session.compaction as an object",
+			s.id, kind, id, where)}}
+	}
+	if s.replay != nil {
+		return c.replayed(line, s, kind, id, status)
+	}
+	var out []Violation
+	cp := s.comps[id]
+	if cp != nil && cp.terminal {
+		out = append(out, afterTerminal(line, s, cp, kind, status, ""))
+	}
+	if s.turn == nil {
+		ended := "no turn has started"
+		if s.lastTurnEnd > 0 {
+			ended = fmt.Sprintf("the turn ended at line %d", s.lastTurnEnd)
+		}
+		out = append(out, Violation{line, RuleAfterTurn, fmt.Sprintf(
+			"session %q: %s for compaction %q%s arrived with no turn open (%s); a client reads it as a new turn",
+			s.id, kind, id, statusSuffix(status), ended)})
+	}
+	if cp == nil {
+		cp = s.track(id, line)
+		if s.turn != nil {
+			s.turn.comps = append(s.turn.comps, cp)
+		}
+	}
+	if cp.terminal || kind != "compaction_update" {
+		return out
+	}
+	cp.status = status
+	if !isTerminal(status) {
+		return out
+	}
+	cp.terminal, cp.terminalLine = true, line
+	if status == "cancelled" && s.turn != nil && !s.turn.cancelled {
+		out = append(out, Violation{line, RuleCancel, fmt.Sprintf(
+			"session %q: compaction %q ended cancelled but the client sent no session/cancel for this session in the turn; only a user cancel is a cancel, an interruption or provider failure is failed",
+			s.id, id)})
+	}
+	return out
+}
+
+func statusSuffix(status string) string {
+	if status == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (status %q)", status)
+}
+
+func (s *session) track(id string, line int) *compaction {
+	cp := &compaction{id: id, status: StatusInProgress, firstLine: line}
+	s.comps[id] = cp
+	s.compOrder = append(s.compOrder, cp)
+	return cp
+}
+
+func afterTerminal(line int, s *session, cp *compaction, kind, status, where string) Violation {
+	var msg string
+	switch {
+	case kind == "compaction_summary_chunk":
+		msg = fmt.Sprintf("chunk after terminal: compaction_summary_chunk for compaction %q after its terminal %q at line %d",
+			cp.id, cp.status, cp.terminalLine)
+	case isTerminal(status):
+		msg = fmt.Sprintf("second terminal: compaction %q got status %q after its terminal %q at line %d; report exactly one terminal status",
+			cp.id, status, cp.status, cp.terminalLine)
+	default:
+		msg = fmt.Sprintf("ID reused: compaction %q got status %q after its terminal %q at line %d; a compaction ID is never reused",
+			cp.id, status, cp.status, cp.terminalLine)
+	}
+	return Violation{line, RuleTerminal, fmt.Sprintf("session %q: %s%s", s.id, msg, where)}
+}
+
+// replayed checks a compaction update inside a history replay. Each replay
+// is judged on its own: a settled compaction is replayed as one terminal
+// compaction_update even if the connection saw it live, since the client
+// may be rebuilding its view.
+func (c *Checker) replayed(line int, s *session, kind, id, status string) []Violation {
+	r := s.replay
+	where := " during " + r.method + " replay"
+	if r.seen[id] {
+		cp := s.comps[id]
+		if cp.terminal {
+			return []Violation{afterTerminal(line, s, cp, kind, status, where)}
+		}
+		if kind == "compaction_update" {
+			cp.status = status
+			if isTerminal(status) {
+				cp.terminal, cp.terminalLine = true, line
+				return nil
+			}
+		}
+		return []Violation{{line, RuleReplay, fmt.Sprintf(
+			"session %q: %s for compaction %q%s%s; a replayed compaction is one terminal compaction_update",
+			s.id, kind, id, statusSuffix(status), where)}}
+	}
+	r.seen[id] = true
+	// History overrides whatever the connection held for this ID.
+	if old := s.comps[id]; old != nil {
+		old.reported = true
+	}
+	cp := s.track(id, line)
+	if kind == "compaction_update" && isTerminal(status) {
+		cp.status, cp.terminal, cp.terminalLine = status, true, line
+		return nil
+	}
+	// The replay violation already says it; it is not reported again as
+	// never settled.
+	cp.reported = true
+	if kind == "compaction_update" {
+		cp.status = status
+		return []Violation{{line, RuleReplay, fmt.Sprintf(
+			"session %q: first replayed update for compaction %q has status %q%s; replay must be terminal-first (no in_progress, no chunks)",
+			s.id, id, status, where)}}
+	}
+	return []Violation{{line, RuleReplay, fmt.Sprintf(
+		"session %q: compaction_summary_chunk for compaction %q%s; replay must be terminal-first, and chunks append to a summary the client may already hold",
+		s.id, id, where)}}
+}
+
+func isCompactTool(u object) bool {
+	if t, _ := u.str("title"); t == "Compact conversation" {
+		return true
+	}
+	meta, _ := u.obj("_meta")
+	cc, _ := meta.obj("claudeCode")
+	name, _ := cc.str("toolName")
+	return name == "compact"
+}
+
+func (c *Checker) fallbackTool(line int, s *session, u object) {
+	id, ok := u.str("toolCallId")
+	if !ok {
+		return
+	}
+	key := "tool\x00" + id
+	f := s.fallbacks[key]
+	if f == nil {
+		if !isCompactTool(u) {
+			return
+		}
+		f = &fallback{
+			what:      fmt.Sprintf("fallback tool call %q (Compact conversation)", id),
+			status:    "pending",
+			firstLine: line,
+			terminals: "completed or failed via tool_call_update",
+		}
+		s.addFallback(key, f)
+	}
+	if st, ok := u.str("status"); ok && !f.settled {
+		f.status = st
+		f.settled = st == "completed" || st == "failed"
+	}
+}
+
+func (s *session) addFallback(key string, f *fallback) {
+	s.fallbacks[key] = f
+	s.fbOrder = append(s.fbOrder, f)
+	if s.turn != nil {
+		s.turn.fallbacks = append(s.turn.fallbacks, f)
+	}
+}
+
+func (c *Checker) fallbackMarkers(line int, s *session, u object) []Violation {
+	meta, ok := u.obj("_meta")
+	if !ok {
+		return nil
+	}
+	var out []Violation
+	for _, mk := range [...]struct{ key, idField string }{
+		{"opencode/compaction", "messageId"},
+		{"acpcompact/compaction", "compactionId"},
+	} {
+		val, ok := meta.obj(mk.key)
+		if !ok {
+			continue
+		}
+		status, _ := val.str("status")
+		id, _ := val.str(mk.idField)
+		key := mk.key + "\x00" + id
+		f := s.fallbacks[key]
+		switch {
+		case status == "started":
+			if f != nil && !f.settled {
+				continue
+			}
+			s.addFallback(key, &fallback{
+				what:      fmt.Sprintf("%s marker for %s %q", mk.key, mk.idField, id),
+				status:    status,
+				firstLine: line,
+				terminals: "a completed, failed or cancelled marker",
+			})
+		case isTerminal(status):
+			if f != nil && !f.settled {
+				f.status, f.settled = status, true
+			}
+			if mk.key == "acpcompact/compaction" && status == "cancelled" && s.turn != nil && !s.turn.cancelled {
+				out = append(out, Violation{line, RuleCancel, fmt.Sprintf(
+					"session %q: acpcompact/compaction marker for compactionId %q is cancelled but the client sent no session/cancel for this session in the turn; an interruption or provider failure is failed",
+					s.id, id)})
+			}
+		}
+	}
+	return out
+}
+
+// Close ends the stream and reports what was never settled. A prompt still
+// unanswered is not a violation by itself: the transcript may simply stop.
+// Later calls return nothing.
+func (c *Checker) Close() []Violation {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	var out []Violation
+	for _, s := range c.order {
+		for _, cp := range s.compOrder {
+			if !cp.terminal && !cp.reported {
+				cp.reported = true
+				out = append(out, Violation{cp.firstLine, RuleSettlement, fmt.Sprintf(
+					"session %q: compaction %q never settled: still %q at the end of the transcript", s.id, cp.id, cp.status)})
+			}
+		}
+		for _, f := range s.fbOrder {
+			if !f.settled && !f.reported {
+				f.reported = true
+				out = append(out, Violation{f.firstLine, RuleFallback, fmt.Sprintf(
+					"session %q: %s never settled: still %q at the end of the transcript", s.id, f.what, f.status)})
+			}
+		}
+	}
+	sortViolations(out)
+	return out
+}
+
+func sortViolations(vs []Violation) {
+	slices.SortStableFunc(vs, func(a, b Violation) int { return cmp.Compare(a.Line, b.Line) })
+}
+
+// CheckTranscript reads a whole transcript and returns its violations in
+// line order, malformed lines included as RuleTranscript. The error is the
+// reader's; the violations found before it are still returned.
+func CheckTranscript(r io.Reader, opts ...Option) ([]Violation, error) {
+	c := NewChecker(opts...)
+	sc := NewScanner(r)
+	var out []Violation
+	for {
+		l, err := sc.Next()
+		var le *LineError
+		switch {
+		case err == nil:
+			out = append(out, c.Observe(l.Dir, l.N, l.Raw)...)
+			continue
+		case errors.As(err, &le):
+			out = append(out, Violation{le.N, RuleTranscript, le.Err.Error()})
+			continue
+		case errors.Is(err, io.EOF):
+			out = append(out, c.Close()...)
+			sortViolations(out)
+			return out, nil
+		default:
+			sortViolations(out)
+			return out, err
+		}
+	}
+}
+
+// oneLine flattens a validator error into one bounded line. A union's
+// error lists why every variant failed, which buries the one cause that
+// matters, so a tree of "- at 'PATH': MSG" lines (the format of the
+// project's schema validator) is pruned to the variants whose discriminator
+// matched; any other text is only flattened.
+func oneLine(err error) string {
+	s := err.Error()
+	if causes := schemaCauses(s); len(causes) > 0 {
+		s = strings.Join(causes, "; ")
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	const limit = 400
+	if len(s) > limit {
+		s = s[:limit] + "…"
+	}
+	return strings.ToValidUTF8(s, "?")
+}
+
+type errNode struct {
+	text     string
+	children []*errNode
+}
+
+func schemaCauses(s string) []string {
+	root := &errNode{}
+	stack := []*errNode{root}
+	indents := []int{-1}
+	for _, line := range strings.Split(s, "\n") {
+		trimmed := strings.TrimLeft(line, " ")
+		if !strings.HasPrefix(trimmed, "- at '") {
+			continue
+		}
+		indent := len(line) - len(trimmed)
+		for len(indents) > 1 && indents[len(indents)-1] >= indent {
+			stack, indents = stack[:len(stack)-1], indents[:len(indents)-1]
+		}
+		n := &errNode{text: tidyCause(strings.TrimPrefix(trimmed, "- at "))}
+		parent := stack[len(stack)-1]
+		parent.children = append(parent.children, n)
+		stack, indents = append(stack, n), append(indents, indent)
+	}
+	if len(root.children) == 0 {
+		return nil
+	}
+	if causes := dedupe(root.leaves(true)); len(causes) > 0 {
+		return causes
+	}
+	// Every variant was ruled out by its discriminator, e.g. an unknown
+	// sessionUpdate in v1: list what the discriminator may be.
+	var out []string
+	allowed := map[string][]string{}
+	for _, l := range dedupe(root.leaves(false)) {
+		path, msg, _ := strings.Cut(l, ": ")
+		if v, ok := strings.CutPrefix(msg, "value must be "); ok {
+			if _, seen := allowed[path]; !seen {
+				out = append(out, path)
+			}
+			allowed[path] = append(allowed[path], v)
+		}
+	}
+	for i, path := range out {
+		out[i] = path + ": must be one of " + strings.Join(allowed[path], ", ")
+	}
+	return out
+}
+
+// tidyCause turns "'/update/summary': got string" into
+// "params/update/summary: got string": the validated document is the
+// session/update params.
+func tidyCause(s string) string {
+	if path, msg, ok := strings.Cut(strings.TrimPrefix(s, "'"), "': "); ok {
+		return "params" + path + ": " + msg
+	}
+	return s
+}
+
+// isDiscriminatorMismatch spots the leaf that rules a union variant out: a
+// const that does not match, or (v2) the catch-all variant's "not any
+// known value".
+func isDiscriminatorMismatch(n *errNode) bool {
+	return len(n.children) == 0 && (strings.Contains(n.text, "value must be '") || strings.HasSuffix(n.text, "'not' failed"))
+}
+
+// leaves returns the deepest causes. With prune, a conjunction that
+// includes a const mismatch is a variant of a union that does not apply
+// and contributes nothing.
+func (n *errNode) leaves(prune bool) []string {
+	if len(n.children) == 0 {
+		if prune && isDiscriminatorMismatch(n) {
+			return nil
+		}
+		return []string{n.text}
+	}
+	union := strings.Contains(n.text, "'oneOf' failed") || strings.Contains(n.text, "'anyOf' failed")
+	var out []string
+	for _, c := range n.children {
+		if prune && !union && isDiscriminatorMismatch(c) {
+			return nil
+		}
+		out = append(out, c.leaves(prune)...)
+	}
+	return out
+}
+
+func dedupe(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
