@@ -1,0 +1,81 @@
+package acpsdk_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/acpcompact/acpcompact/agentkit/acpsdk"
+	"github.com/acpcompact/acpcompact/emitter"
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// exampleAgent is an acp.Agent; stubAgent (in this package's tests)
+// answers every method but Prompt.
+type exampleAgent struct {
+	stubAgent
+	kit  *acpsdk.Kit
+	conn *acp.AgentSideConnection
+}
+
+func (a *exampleAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	defer a.kit.Recover(a.conn) // a panic here settles open compactions first
+	// In the runtime, when the model starts compacting:
+	c, err := a.kit.Session(a.conn, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto))
+	if err != nil {
+		return acp.PromptResponse{}, err
+	}
+	_ = c.Complete(ctx)
+	return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
+}
+
+// The integration for acp.Agent implementations: the kit creates the
+// AgentSideConnection. A stand-in client (in this package's tests)
+// initializes, prompts once and prints what it received.
+func ExampleKit_NewAgentSideConnection() {
+	kit := acpsdk.New(acpsdk.WithCancelGrace(5 * time.Second))
+	stdin, stdout, client := stdio() // stands in for os.Stdin, os.Stdout and the client
+
+	a := &exampleAgent{kit: kit}
+	a.conn = kit.NewAgentSideConnection(a, stdout, stdin)
+
+	for _, line := range client(a.conn.Done()) {
+		fmt.Println(line)
+	}
+	// Output:
+	// compaction_update cmp_1 in_progress
+	// compaction_update cmp_1 completed
+	// response session/prompt end_turn
+}
+
+// The integration for agents that dispatch methods themselves with a raw
+// acp.MethodHandler: the kit creates the Connection.
+func ExampleKit_NewConnection() {
+	kit := acpsdk.New(acpsdk.WithCancelGrace(5 * time.Second))
+	stdin, stdout, client := stdio() // stands in for os.Stdin, os.Stdout and the client
+
+	var conn *acp.Connection
+	conn = kit.NewConnection(func(ctx context.Context, method string, params json.RawMessage) (any, *acp.RequestError) {
+		switch method {
+		case "initialize":
+			return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
+		case "session/prompt": // in the runtime, when the model starts compacting:
+			c, err := kit.Session(conn, "sess_1").Start(ctx, emitter.WithID("cmp_1"))
+			if err != nil {
+				return nil, acp.NewInternalError(map[string]any{"error": err.Error()})
+			}
+			_ = c.Fail(ctx, fmt.Errorf("context window still exceeded"))
+			return map[string]any{"stopReason": "end_turn"}, nil
+		}
+		return nil, nil
+	}, stdout, stdin)
+
+	for _, line := range client(conn.Done()) {
+		fmt.Println(line)
+	}
+	// Output:
+	// compaction_update cmp_1 in_progress
+	// compaction_update cmp_1 failed
+	// response session/prompt end_turn
+}

@@ -1,0 +1,658 @@
+package agentkit_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/agentkit"
+	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
+	"github.com/acpcompact/acpcompact/capability"
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+func endTurn() (any, error)   { return map[string]any{"stopReason": "end_turn"}, nil }
+func cancelled() (any, error) { return map[string]any{"stopReason": "cancelled"}, nil }
+
+func TestStreamedCompactionReachesTheClientInOrderWithTheAgentsOwnUpdates(t *testing.T) {
+	a := &agent{}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		_ = agentMessage(ctx, conn, sid, "before")
+		c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto), emitter.UserDisplayable())
+		if err != nil {
+			return nil, err
+		}
+		_ = c.Chunk(ctx, emitter.Text("## Retained"))
+		_ = agentMessage(ctx, conn, sid, "between")
+		_ = c.Chunk(ctx, emitter.Text(" context"))
+		if err := c.Complete(ctx, emitter.Summary(emitter.Text("## Retained context"))); err != nil {
+			return nil, err
+		}
+		_ = agentMessage(ctx, conn, sid, "after")
+		return endTurn()
+	}
+	r := newRig(t, a)
+	r.initialize(1, true)
+	res, err := r.client.Prompt(r.ctx, session, nil)
+	if err != nil || kittest.StopReason(res) != "end_turn" {
+		t.Fatalf("prompt: %s, %v", res, err)
+	}
+	evs := r.finish(1)
+	want := []string{
+		"agent_message_chunk", "compaction_update:in_progress", "compaction_summary_chunk", "agent_message_chunk",
+		"compaction_summary_chunk", "compaction_update:completed", "agent_message_chunk", "response:session/prompt",
+	}
+	if got := kittest.Summary(evs); !equal(got, want) {
+		t.Fatalf("wire order\n got %v\nwant %v", got, want)
+	}
+	last := kittest.Compactions(evs)[3]
+	if !kittest.SameJSON(kittest.Field(last, "summary"), `[{"type":"text","text":"## Retained context"}]`) {
+		t.Errorf("completed summary = %s", kittest.Field(last, "summary"))
+	}
+}
+
+func TestRuntimeFailureReachesTheClientAsFailedWithItsMessage(t *testing.T) {
+	a := &agent{}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"))
+		if err != nil {
+			return nil, err
+		}
+		_ = c.Fail(ctx, errors.New("provider overloaded"))
+		return endTurn()
+	}
+	r := newRig(t, a)
+	r.initialize(1, true)
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := r.finish(1)
+	if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
+		t.Fatalf("statuses %v", got)
+	}
+	if e := string(kittest.Field(kittest.Compactions(evs)[1], "error")); e != `"provider overloaded"` {
+		t.Errorf("error = %s", e)
+	}
+}
+
+func TestTurnEndingWithAnOpenCompactionSettlesItAsFailedBeforeTheResponse(t *testing.T) {
+	a := &agent{}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		if _, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+			return nil, err
+		}
+		return endTurn() // the runtime forgot its handle
+	}
+	r := newRig(t, a)
+	r.initialize(1, true)
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := r.finish(1)
+	want := []string{"compaction_update:in_progress", "compaction_update:failed", "response:session/prompt"}
+	if got := kittest.Summary(evs); !equal(got, want) {
+		t.Fatalf("got %v want %v", got, want)
+	}
+	if e := string(kittest.Field(kittest.Compactions(evs)[1], "error")); e != fmt.Sprintf("%q", emitter.ErrTurnEnded.Error()) {
+		t.Errorf("error = %s", e)
+	}
+}
+
+// TestRuntimeReportingAfterItsTurnEndedSendsNothing: clients read a
+// terminal update after the turn as a new turn; the kit settled the
+// compaction at the turn's end, so late reports are dropped.
+func TestRuntimeReportingAfterItsTurnEndedSendsNothing(t *testing.T) {
+	a := &agent{}
+	responded := make(chan struct{})
+	var chunkErr, completeErr error
+	var wg sync.WaitGroup
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
+		if err != nil {
+			return nil, err
+		}
+		wg.Go(func() { // the runtime, still working after the handler returned
+			<-responded
+			chunkErr = c.Chunk(context.Background(), emitter.Text("late"))
+			completeErr = c.Complete(context.Background())
+		})
+		return endTurn()
+	}
+	r := newRig(t, a)
+	r.initialize(1, true)
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	close(responded)
+	wg.Wait()
+	evs := r.finish(1) // CheckTurns: nothing after the response
+	if !errors.Is(chunkErr, emitter.ErrSettled) || !errors.Is(completeErr, emitter.ErrSettled) {
+		t.Errorf("late Chunk = %v, Complete = %v; want ErrSettled", chunkErr, completeErr)
+	}
+	if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
+		t.Errorf("statuses %v", got)
+	}
+}
+
+// cancelScenario runs one prompt that the client cancels once the
+// compaction is on the wire.
+func cancelScenario(t *testing.T, a *agent, opts ...agentkit.Option) (json.RawMessage, []kittest.Event) {
+	t.Helper()
+	r := newRig(t, a, opts...)
+	r.initialize(1, true)
+	call, err := r.client.Conn.DispatchCall(r.ctx, "session/prompt", kittest.PromptParams(session, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Status == "in_progress" }); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.client.Cancel(r.ctx, session); err != nil {
+		t.Fatal(err)
+	}
+	var res json.RawMessage
+	if err := call.Wait(r.ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res, r.finish(1)
+}
+
+func TestCancelReportedByTheRuntimeReachesTheClientBeforeTheResponse(t *testing.T) {
+	a := &agent{}
+	var cause error
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"))
+		if err != nil {
+			return nil, err
+		}
+		<-ctx.Done() // session/cancel cancels the prompt's context
+		cause = context.Cause(ctx)
+		_ = c.Cancel(ctx)
+		return cancelled()
+	}
+	res, evs := cancelScenario(t, a)
+	if kittest.StopReason(res) != "cancelled" {
+		t.Errorf("stopReason %s", res)
+	}
+	if !errors.Is(cause, emitter.ErrCancelled) {
+		t.Errorf("prompt context cause = %v, want emitter.ErrCancelled", cause)
+	}
+	want := []string{"compaction_update:in_progress", "compaction_update:cancelled", "response:session/prompt"}
+	if got := kittest.Summary(evs); !equal(got, want) {
+		t.Fatalf("got %v want %v", got, want)
+	}
+}
+
+func TestCancelTheRuntimeNeverReportsIsSettledAsCancelledAtTheGraceDeadline(t *testing.T) {
+	settled := make(chan emitter.Event, 1)
+	obs := emitter.ObserverFunc(func(_ context.Context, ev emitter.Event) {
+		if ev.Kind == emitter.EventSettled {
+			settled <- ev
+		}
+	})
+	a := &agent{}
+	var late error
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"))
+		if err != nil {
+			return nil, err
+		}
+		<-ctx.Done()
+		<-settled // the kit, not the runtime, settles it; the turn is still open
+		late = c.Complete(ctx)
+		return cancelled()
+	}
+	_, evs := cancelScenario(t, a, agentkit.WithCancelGrace(50*time.Millisecond), agentkit.WithEmitterOptions(emitter.WithObserver(obs)))
+	if !errors.Is(late, emitter.ErrSettled) {
+		t.Errorf("the runtime's late Complete = %v, want ErrSettled", late)
+	}
+	want := []string{"compaction_update:in_progress", "compaction_update:cancelled", "response:session/prompt"}
+	if got := kittest.Summary(evs); !equal(got, want) {
+		t.Fatalf("got %v want %v", got, want)
+	}
+}
+
+func TestCancelledTurnEndingWithAnOpenCompactionSettlesItAsCancelled(t *testing.T) {
+	a := &agent{}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		if _, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+			return nil, err
+		}
+		<-ctx.Done()
+		return cancelled() // returns promptly but never settles
+	}
+	_, evs := cancelScenario(t, a, agentkit.WithCancelGrace(-1))
+	want := []string{"compaction_update:in_progress", "compaction_update:cancelled", "response:session/prompt"}
+	if got := kittest.Summary(evs); !equal(got, want) {
+		t.Fatalf("got %v want %v", got, want)
+	}
+}
+
+func TestAgentClosingTheConnectionSettlesOpenCompactionsOnTheWire(t *testing.T) {
+	a := &agent{}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		if _, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+			return nil, err
+		}
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}
+	r := newRig(t, a)
+	r.initialize(1, true)
+	if _, err := r.client.Conn.DispatchCall(r.ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Status == "in_progress" }); err != nil {
+		t.Fatal(err)
+	}
+	evs := r.finish(1) // closes from the agent's side
+	if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
+		t.Fatalf("statuses %v\n%s", got, kittest.Dump(evs))
+	}
+	if e := string(kittest.Field(kittest.Compactions(evs)[1], "error")); e != fmt.Sprintf("%q", emitter.ErrConnectionClosed.Error()) {
+		t.Errorf("error = %s", e)
+	}
+}
+
+func TestConnectionContextEndingSettlesOpenCompactionsOnTheWire(t *testing.T) {
+	connCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	a := &agent{connCtx: connCtx}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		if _, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+			return nil, err
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	r := newRig(t, a)
+	r.initialize(1, true)
+	if _, err := r.client.Conn.DispatchCall(r.ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Status == "in_progress" }); err != nil {
+		t.Fatal(err)
+	}
+	stop() // the host shuts the connection down through its context
+	<-r.client.Conn.DisconnectNotify()
+	evs := r.finish(1)
+	if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
+		t.Fatalf("statuses %v\n%s", got, kittest.Dump(evs))
+	}
+}
+
+func TestPeerHangingUpSettlesWhatIsOpen(t *testing.T) {
+	settled := make(chan emitter.Event, 1)
+	obs := emitter.ObserverFunc(func(_ context.Context, ev emitter.Event) {
+		if ev.Kind == emitter.EventSettled {
+			settled <- ev
+		}
+	})
+	a := &agent{}
+	var late error
+	var open int
+	done := make(chan struct{})
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		defer close(done)
+		s := a.kit.Session(conn, sid)
+		c, err := s.Start(ctx, emitter.WithID("cmp_1"))
+		if err != nil {
+			return nil, err
+		}
+		<-ctx.Done()
+		<-settled
+		late, open = c.Complete(ctx), s.Open()
+		return nil, ctx.Err()
+	}
+	r := newRig(t, a, agentkit.WithEmitterOptions(emitter.WithObserver(obs)))
+	r.initialize(1, true)
+	if _, err := r.client.Conn.DispatchCall(r.ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Status == "in_progress" }); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.client.Conn.Close()
+	<-done
+	r.close()
+	if !errors.Is(late, emitter.ErrSettled) || open != 0 {
+		t.Errorf("after hang-up: Complete = %v, open = %d; want ErrSettled, 0", late, open)
+	}
+}
+
+func TestReplayOnLoadPrecedesTheLoadResponse(t *testing.T) {
+	a := &agent{}
+	var reuse error
+	a.load = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) error {
+		_ = agentMessage(ctx, conn, sid, "earlier")
+		if err := a.kit.Session(conn, sid).Replay(ctx, emitter.Record{
+			ID: "cmp_old", Status: emitter.Completed, Trigger: emitter.Auto,
+			Summary: []emitter.ContentBlock{emitter.Text("Retained")}, Displayable: true,
+		}); err != nil {
+			return err
+		}
+		return agentMessage(ctx, conn, sid, "later")
+	}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		_, reuse = a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_old"))
+		return endTurn()
+	}
+	r := newRig(t, a)
+	r.initialize(1, true)
+	if err := r.client.Conn.Call(r.ctx, "session/load", map[string]any{"sessionId": session, "cwd": "/", "mcpServers": []any{}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := r.finish(1)
+	want := []string{"agent_message_chunk", "compaction_update:completed", "agent_message_chunk", "response:session/load", "response:session/prompt"}
+	if got := kittest.Summary(evs); !equal(got, want) {
+		t.Fatalf("got %v want %v", got, want)
+	}
+	if !errors.Is(reuse, emitter.ErrIDReused) {
+		t.Errorf("starting a replayed ID again = %v, want ErrIDReused", reuse)
+	}
+}
+
+func TestV2TurnEndsAtTheIdleStateUpdateNotAtThePromptAcknowledgement(t *testing.T) {
+	a := &agent{version: 2}
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		wg.Go(func() {
+			_ = stateUpdate(ctx, conn, sid, "running", "")
+			c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = c.Chunk(ctx, emitter.Text("partial"))
+			_ = agentMessage(ctx, conn, sid, "working")
+			_ = stateUpdate(ctx, conn, sid, "idle", "end_turn") // the runtime forgot its handle
+		})
+		return map[string]any{"messageId": "msg_1"}, nil
+	}
+	r := newRig(t, a)
+	r.initialize(2, false)
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.State == "idle" }); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	evs := r.finish(2)
+	var updates []string
+	for _, s := range kittest.Summary(evs) {
+		if s != "response:session/prompt" {
+			updates = append(updates, s)
+		}
+	}
+	want := []string{"state_update:running", "compaction_update:in_progress", "compaction_summary_chunk", "agent_message_chunk", "compaction_update:failed", "state_update:idle"}
+	if !equal(updates, want) {
+		t.Fatalf("got %v want %v", updates, want)
+	}
+}
+
+func TestV2CancelSettlesAsCancelledBeforeIdle(t *testing.T) {
+	a := &agent{version: 2}
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		wg.Go(func() {
+			_ = stateUpdate(ctx, conn, sid, "running", "")
+			if _, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+				t.Error(err)
+				return
+			}
+			<-ctx.Done()
+			_ = stateUpdate(context.WithoutCancel(ctx), conn, sid, "idle", "cancelled")
+		})
+		return map[string]any{"messageId": "msg_1"}, nil
+	}
+	r := newRig(t, a, agentkit.WithCancelGrace(-1))
+	r.initialize(2, false)
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Status == "in_progress" }); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.client.Cancel(r.ctx, session); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.State == "idle" }); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	evs := r.finish(2)
+	want := []string{"state_update:running", "compaction_update:in_progress", "compaction_update:cancelled", "state_update:idle"}
+	var got []string
+	for _, s := range kittest.Summary(evs) {
+		if strings.HasPrefix(s, "state_update") || strings.HasPrefix(s, "compaction") {
+			got = append(got, s)
+		}
+	}
+	if !equal(got, want) {
+		t.Fatalf("got %v want %v", got, want)
+	}
+}
+
+func stateUpdate(ctx context.Context, conn *jsonrpc2.Conn, sid, state, stop string) error {
+	u := map[string]any{"sessionUpdate": "state_update", "state": state}
+	if stop != "" {
+		u["stopReason"] = stop
+	}
+	return conn.Notify(ctx, "session/update", map[string]any{"sessionId": sid, "update": u})
+}
+
+func TestV1ClientWithoutTheCapabilitySeesNoStandardUpdates(t *testing.T) {
+	marker := emitter.RendererFunc(func(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
+		text := map[emitter.EventKind]string{emitter.EventStarted: "Compacting...", emitter.EventSettled: "\n\nCompacting " + string(ev.Status) + "."}[ev.Kind]
+		if text == "" {
+			return nil
+		}
+		return n.Notify(ctx, ev.SessionID, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}})
+	})
+	for _, tc := range []struct {
+		name string
+		opts []agentkit.Option
+		mode capability.Mode
+		want []string
+	}{
+		{"no fallback", nil, capability.Off, []string{"response:session/prompt"}},
+		{"fallback", []agentkit.Option{agentkit.WithFallback(marker)}, capability.Fallback, []string{"agent_message_chunk", "agent_message_chunk", "response:session/prompt"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &agent{}
+			var mode capability.Mode
+			a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+				em, err := a.kit.Emitter(conn)
+				if err != nil {
+					return nil, err
+				}
+				mode = em.Mode()
+				c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
+				if err != nil {
+					return nil, err
+				}
+				_ = c.Chunk(ctx, emitter.Text("x"))
+				return endTurn() // left open: the fallback must still end
+			}
+			r := newRig(t, a, tc.opts...)
+			r.initialize(1, false)
+			if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+				t.Fatal(err)
+			}
+			evs := r.finish(1)
+			if mode != tc.mode {
+				t.Errorf("mode %v want %v", mode, tc.mode)
+			}
+			if got := kittest.Summary(evs); !equal(got, tc.want) {
+				t.Fatalf("got %v want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSessionErrorsAreSentinels(t *testing.T) {
+	a := &agent{}
+	r := newRig(t, a)
+	ctx := context.Background()
+	if _, err := a.kit.Session(r.agent, session).Start(ctx); !errors.Is(err, agentkit.ErrNotInitialized) {
+		t.Errorf("before initialize: %v", err)
+	}
+	if _, err := a.kit.Emitter(r.agent); !errors.Is(err, agentkit.ErrNotInitialized) {
+		t.Errorf("Emitter before initialize: %v", err)
+	}
+	if _, err := agentkit.New().Session(r.agent, session).Start(ctx); !errors.Is(err, agentkit.ErrUnknownConn) {
+		t.Errorf("another kit's connection: %v", err)
+	}
+	r.initialize(1, true)
+	held := a.kit.Session(r.agent, session)
+	if held.ID() != session {
+		t.Errorf("ID %q", held.ID())
+	}
+	r.close()
+	if _, err := held.Start(ctx); !errors.Is(err, agentkit.ErrClosed) {
+		t.Errorf("after close, held session: %v", err)
+	}
+	if _, err := a.kit.Session(r.agent, session).Start(ctx); !errors.Is(err, agentkit.ErrUnknownConn) {
+		t.Errorf("after close, new lookup: %v", err)
+	}
+}
+
+func TestPromptContextCarriesTheTraceContextOfItsMeta(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	var traces []string
+	var mu sync.Mutex
+	obs := emitter.ObserverFunc(func(ctx context.Context, ev emitter.Event) {
+		tc, _ := emitter.TraceFrom(ctx)
+		mu.Lock()
+		traces = append(traces, ev.Kind.String()+" "+tc.Traceparent)
+		mu.Unlock()
+	})
+	a := &agent{}
+	var inHandler string
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		tc, _ := emitter.TraceFrom(ctx)
+		inHandler = tc.Traceparent
+		// A runtime may pass a context of its own; the turn's trace is
+		// attached anyway.
+		_, err := a.kit.Session(conn, sid).Start(context.Background(), emitter.WithID("cmp_1"))
+		if err != nil {
+			return nil, err
+		}
+		return endTurn()
+	}
+	r := newRig(t, a, agentkit.WithEmitterOptions(emitter.WithObserver(obs)))
+	r.initialize(1, true)
+	if _, err := r.client.Prompt(r.ctx, session, map[string]any{"traceparent": tp}); err != nil {
+		t.Fatal(err)
+	}
+	r.finish(1)
+	if inHandler != tp {
+		t.Errorf("handler trace %q", inHandler)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"started " + tp, "settled " + tp}; !equal(traces, want) {
+		t.Errorf("observer saw %v, want %v", traces, want)
+	}
+}
+
+func TestStartIsRefusedWhileTheTurnIsBeingSettled(t *testing.T) {
+	var (
+		a       = &agent{}
+		conn    *jsonrpc2.Conn
+		refused error
+	)
+	obs := emitter.ObserverFunc(func(ctx context.Context, ev emitter.Event) {
+		if ev.Kind == emitter.EventSettled && errors.Is(ev.Err, emitter.ErrTurnEnded) {
+			// Between the settlement and the prompt response. (Observers
+			// must not call back into the emitter; the refused Start never
+			// reaches it, which is what this checks.)
+			_, refused = a.kit.Session(conn, session).Start(ctx, emitter.WithID("cmp_late"))
+		}
+	})
+	a.prompt = func(ctx context.Context, c *jsonrpc2.Conn, sid string) (any, error) {
+		conn = c
+		if _, err := a.kit.Session(c, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+			return nil, err
+		}
+		return endTurn()
+	}
+	r := newRig(t, a, agentkit.WithEmitterOptions(emitter.WithObserver(obs)))
+	r.initialize(1, true)
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := r.finish(1)
+	if !errors.Is(refused, emitter.ErrTurnEnded) {
+		t.Errorf("Start during settlement = %v, want ErrTurnEnded", refused)
+	}
+	if got := kittest.Statuses(evs, "cmp_late"); len(got) != 0 {
+		t.Errorf("cmp_late reached the wire: %v", got)
+	}
+}
+
+// TestCancelRightBehindPromptIsNeverLost sends session/cancel immediately
+// behind session/prompt, 1,000 times.
+func TestCancelRightBehindPromptIsNeverLost(t *testing.T) {
+	const turns = 1000
+	a := &agent{}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		c, err := a.kit.Session(conn, sid).Start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			_ = c.Cancel(ctx)
+			return cancelled()
+		case <-time.After(10 * time.Second): // a lost cancel; fails below
+			_ = c.Complete(ctx)
+			return endTurn()
+		}
+	}
+	r := newRig(t, a, agentkit.WithCancelGrace(-1))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	r.ctx = ctx
+	r.initialize(1, true)
+	lost := 0
+	for i := range turns {
+		call, err := r.client.Conn.DispatchCall(r.ctx, "session/prompt", kittest.PromptParams(session, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.client.Cancel(r.ctx, session); err != nil {
+			t.Fatal(err)
+		}
+		var res json.RawMessage
+		if err := call.Wait(r.ctx, &res); err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+		if kittest.StopReason(res) != "cancelled" {
+			lost++
+		}
+	}
+	evs := r.finish(1)
+	if lost != 0 {
+		t.Errorf("%d of %d cancels lost", lost, turns)
+	}
+	counts := map[string]int{}
+	for _, e := range kittest.Compactions(evs) {
+		counts[e.Status]++
+	}
+	if counts["in_progress"] != turns || counts["cancelled"] != turns || len(counts) != 2 {
+		t.Errorf("statuses on the wire: %v", counts)
+	}
+}

@@ -1,0 +1,47 @@
+package agentkit_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/acpcompact/acpcompact/agentkit"
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// The whole integration on sourcegraph/jsonrpc2: the kit creates the
+// connection, and the runtime reports through kit.Session. A stand-in
+// client (driveClient, in this package's tests) initializes, prompts once
+// and prints what it received.
+func Example() {
+	kit := agentkit.New(agentkit.WithCancelGrace(5 * time.Second))
+	stdio, clientEnd := net.Pipe() // stands in for the agent's stdin/stdout
+
+	handler := jsonrpc2.HandlerWithError(func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+		switch req.Method {
+		case "initialize":
+			return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
+		case "session/prompt": // in the runtime, when the model starts compacting:
+			c, err := kit.Session(conn, "sess_1").Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto))
+			if err != nil {
+				return nil, err
+			}
+			_ = c.Chunk(ctx, emitter.Text("## Retained context")) // withheld unless UserDisplayable
+			_ = c.Complete(ctx)
+			return map[string]any{"stopReason": "end_turn"}, nil
+		}
+		return nil, nil
+	})
+	conn := kit.NewConn(context.Background(), jsonrpc2.NewPlainObjectStream(stdio), agentkit.AsyncHandler(handler))
+
+	for _, line := range driveClient(clientEnd) {
+		fmt.Println(line)
+	}
+	<-conn.DisconnectNotify()
+	// Output:
+	// compaction_update cmp_1 in_progress
+	// compaction_update cmp_1 completed
+	// response session/prompt end_turn
+}

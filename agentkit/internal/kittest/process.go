@@ -1,0 +1,76 @@
+package kittest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// Crash tests run the agent in a child process (the test binary itself),
+// because a panic that the kit lets go on ends the process, as it would in
+// production. The child speaks ACP on file descriptors 3 (in) and 4 (out),
+// so test-framework output on stdout cannot corrupt the wire.
+
+// ChildStdio returns the ACP stream of a child started by StartChild.
+func ChildStdio() (in io.ReadCloser, out io.WriteCloser) {
+	return os.NewFile(3, "acp-in"), os.NewFile(4, "acp-out")
+}
+
+type fileRWC struct {
+	r *os.File
+	w *os.File
+}
+
+func (f fileRWC) Read(p []byte) (int, error)  { return f.r.Read(p) }
+func (f fileRWC) Write(p []byte) (int, error) { return f.w.Write(p) }
+func (f fileRWC) Close() error {
+	werr := f.w.Close()
+	rerr := f.r.Close()
+	if werr != nil {
+		return werr
+	}
+	return rerr
+}
+
+// Child is an agent process and the client connected to it.
+type Child struct {
+	Client *Client
+	cmd    *exec.Cmd
+	stderr bytes.Buffer
+}
+
+// StartChild re-runs the test binary with env set (for TestMain to run the
+// agent instead of the tests) and connects a client to it.
+func StartChild(t testing.TB, env string) *Child {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Child{cmd: exec.Command(os.Args[0], "-test.run=^$")}
+	c.cmd.Env = append(os.Environ(), env)
+	c.cmd.ExtraFiles = []*os.File{inR, outW}
+	c.cmd.Stderr = &c.stderr
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = inR.Close()
+	_ = outW.Close()
+	c.Client = NewClient(context.Background(), fileRWC{r: outR, w: inW})
+	return c
+}
+
+// Wait waits for the client to see the end of the stream and the process
+// to exit, and returns the child's stderr and its exit error.
+func (c *Child) Wait() (string, error) {
+	<-c.Client.Conn.DisconnectNotify()
+	err := c.cmd.Wait()
+	return c.stderr.String(), err
+}

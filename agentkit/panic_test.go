@@ -1,0 +1,100 @@
+package agentkit_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/agentkit"
+	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+const helperEnv = "AGENTKIT_TEST_AGENT"
+
+// runHelperAgent is the agent process of the panic tests: its prompt
+// handler opens a compaction, streams a chunk, then panics.
+func runHelperAgent(mode string) {
+	in, out := kittest.ChildStdio()
+	kit := agentkit.New(quiet)
+	a := &agent{kit: kit}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		if mode == "recover" {
+			// A host dispatching on its own goroutines opts in.
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				defer agentkit.Recover(ctx)
+				startThenPanic(ctx, kit, conn, sid)
+			}()
+			<-done
+			return endTurn()
+		}
+		startThenPanic(ctx, kit, conn, sid)
+		return endTurn()
+	}
+	var h jsonrpc2.Handler = jsonrpc2.HandlerWithError(a.handle)
+	switch mode {
+	case "async":
+		h = agentkit.AsyncHandler(h)
+	case "recover":
+		h = jsonrpc2.AsyncHandler(h)
+	}
+	conn := kit.NewConn(context.Background(), jsonrpc2.NewPlainObjectStream(rwc{in, out}), h)
+	<-conn.DisconnectNotify()
+}
+
+func startThenPanic(ctx context.Context, kit *agentkit.Kit, conn *jsonrpc2.Conn, sid string) {
+	c, err := kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
+	if err != nil {
+		panic(err)
+	}
+	_ = c.Chunk(ctx, emitter.Text("partial"))
+	panic("boom in the runtime")
+}
+
+type rwc struct {
+	io.ReadCloser
+	io.WriteCloser
+}
+
+func (r rwc) Close() error {
+	_ = r.WriteCloser.Close()
+	return r.ReadCloser.Close()
+}
+
+func TestPanickingHandlerSettlesAsFailedThenThePanicGoesOn(t *testing.T) {
+	for _, mode := range []string{"sync", "async", "recover"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			child := kittest.StartChild(t, helperEnv+"="+mode)
+			if _, err := child.Client.Initialize(ctx, 1, true); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := child.Client.Conn.DispatchCall(ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
+				t.Fatal(err)
+			}
+			stderr, err := child.Wait()
+			if err == nil || !strings.Contains(stderr, "panic: boom in the runtime") {
+				t.Fatalf("the agent did not crash with its panic: %v\n%s", err, stderr)
+			}
+			evs := child.Client.Wire.Events()
+			if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "chunk", "failed"}) {
+				t.Fatalf("statuses %v\n%s", got, kittest.Dump(evs))
+			}
+			if e := string(kittest.Field(kittest.Compactions(evs)[2], "error")); e != fmt.Sprintf("%q", emitter.ErrAgentCrashed.Error()) {
+				t.Errorf("error = %s", e)
+			}
+			if err := kittest.CheckTurns(evs, 1); err != nil {
+				t.Error(err)
+			}
+			kittest.Validate(t, evs, 1)
+		})
+	}
+}
