@@ -38,8 +38,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	switch args[0] {
+	case "demo":
+		return runDemo(ctx, args[1:], stdin, stdout, stderr)
 	case "check":
 		return runCheck(ctx, args[1:], stdin, stdout, stderr)
+	case "proxy":
+		return runProxy(ctx, args[1:], stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

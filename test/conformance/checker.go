@@ -230,13 +230,20 @@ func (c *Checker) Observe(dir Direction, line int, raw json.RawMessage) []Violat
 	id := string(compact(idRaw))
 	switch dir {
 	case FromClient:
+		var out []Violation
 		switch {
 		case hasMethod && hasID:
+			if method == "initialize" {
+				// A transcript may hold several connections in a row
+				// (a reconnect before session/load); each initialize
+				// starts a new one, whose client holds nothing yet.
+				out = c.endConnection("the connection ended (a new initialize began)")
+			}
 			c.clientRequest(line, method, id, m)
 		case hasMethod:
 			c.clientNotification(method, m)
 		}
-		return nil
+		return out
 	case FromAgent:
 		switch {
 		case method == "session/update":
@@ -721,24 +728,33 @@ func (c *Checker) Close() []Violation {
 		return nil
 	}
 	c.closed = true
+	return c.endConnection("the transcript ended")
+}
+
+// endConnection reports what the connection left unsettled and forgets its
+// requests and sessions, so the next connection starts from nothing.
+func (c *Checker) endConnection(when string) []Violation {
 	var out []Violation
 	for _, s := range c.order {
 		for _, cp := range s.compOrder {
 			if !cp.terminal && !cp.reported {
 				cp.reported = true
 				out = append(out, Violation{cp.firstLine, RuleSettlement, fmt.Sprintf(
-					"session %q: compaction %q never settled: still %q at the end of the transcript", s.id, cp.id, cp.status)})
+					"session %q: compaction %q never settled: still %q when %s", s.id, cp.id, cp.status, when)})
 			}
 		}
 		for _, f := range s.fbOrder {
 			if !f.settled && !f.reported {
 				f.reported = true
 				out = append(out, Violation{f.firstLine, RuleFallback, fmt.Sprintf(
-					"session %q: %s never settled: still %q at the end of the transcript", s.id, f.what, f.status)})
+					"session %q: %s never settled: still %q when %s", s.id, f.what, f.status, when)})
 			}
 		}
 	}
 	sortViolations(out)
+	// The protocol stays until the new initialize is answered: a failed
+	// re-initialize changes nothing.
+	c.requests, c.sessions, c.order = map[string]*request{}, map[string]*session{}, nil
 	return out
 }
 

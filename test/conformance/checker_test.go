@@ -236,7 +236,7 @@ func TestRuleSettlement(t *testing.T) {
 			upd(cu("cmp_1", "completed")),
 			upd(chunk("cmp_2", "partial")),
 		)
-		expect(t, got, want{5, conformance.RuleSettlement, `compaction "cmp_2" never settled: still "in_progress" at the end of the transcript`})
+		expect(t, got, want{5, conformance.RuleSettlement, `compaction "cmp_2" never settled: still "in_progress" when the transcript ended`})
 	})
 	t.Run("a compaction reported unsettled at the turn end is not reported again at the end", func(t *testing.T) {
 		got := check(t, nil,
@@ -650,4 +650,43 @@ func TestViolationString(t *testing.T) {
 	if got := v.String(); got != "line 7: cancel: m" {
 		t.Errorf("String() = %q", got)
 	}
+}
+
+// A transcript may hold several connections in a row: each initialize
+// starts a new one. Request IDs restart, the new client holds nothing, and
+// what the old connection left open is reported when it ends.
+func TestCheckerTreatsEachInitializeAsANewConnection(t *testing.T) {
+	t.Run("a reconnect with reused request ids and a replay is clean", func(t *testing.T) {
+		got := check(t, nil,
+			initV1Capable,
+			prompt(2, "s1"),
+			upd(cu("cmp_1", "in_progress")),
+			upd(cu("cmp_1", "completed")),
+			answer(2, "end_turn"),
+			initV1Capable,
+			load(2, "s1"),
+			upd(cu("cmp_1", "completed", `"summary":null`)),
+			loaded(2),
+		)
+		expect(t, got)
+	})
+	t.Run("the new connection's gate is its own", func(t *testing.T) {
+		got := check(t, nil,
+			initV1Capable,
+			initV1(`{}`),
+			load(2, "s1"),
+			upd(cu("cmp_1", "completed")),
+			loaded(2),
+		)
+		expect(t, got, want{6, conformance.RuleCapability, ""})
+	})
+	t.Run("a compaction left open by the old connection is reported when it ends", func(t *testing.T) {
+		got := check(t, nil,
+			initV1Capable,
+			prompt(2, "s1"),
+			upd(cu("cmp_1", "in_progress")),
+			initV1Capable,
+		)
+		expect(t, got, want{4, conformance.RuleSettlement, `never settled: still "in_progress" when the connection ended (a new initialize began)`})
+	})
 }

@@ -1,0 +1,617 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/acpcompact/acpcompact/examples/scenario-agent/client"
+	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
+	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/test/conformance"
+)
+
+const demoUsage = `usage: acpcompact demo [--wire] [--fallback NAME] [--verbose]
+
+Runs the scenario agent (examples/scenario-agent) in this process against two
+ACP v1 clients, one that advertises clientCapabilities.session.compaction and
+one that does not. Each plays the same script (a normal prompt, /compact,
+/compact fail, a /compact slow it cancels after a couple of chunks), then
+reconnects and loads the session. The timeline each client would show is
+printed: one row per message or compaction, each compaction updated in place.
+No network, API key or model is needed.
+
+--wire prints the JSON-RPC messages instead, in the transcript format that
+'acpcompact check' reads:
+
+  acpcompact demo --wire > t.jsonl && acpcompact check t.jsonl
+
+`
+
+// demoScript is what each client sends; demoSlow is cancelled mid-stream.
+var demoScript = []string{"hello, scenario agent", "/compact", "/compact fail", demoSlow}
+
+const (
+	demoSlow = "/compact slow"
+	// demoChunksBeforeCancel is how many summary chunks the capable client
+	// waits for before it sends session/cancel.
+	demoChunksBeforeCancel = 2
+	demoCwd                = "/home/user/project"
+	demoTimeout            = 30 * time.Second // a hang guard; the demo takes about a second
+)
+
+// demoClient is one of the two clients the demo compares.
+type demoClient struct {
+	name    string
+	capable bool
+}
+
+// demoConn is one finished client connection and what to call it.
+type demoConn struct {
+	title string
+	cl    *client.Client
+	sid   string
+}
+
+// runDemo implements "acpcompact demo"; args exclude the subcommand name.
+func runDemo(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, demoUsage)
+		fs.PrintDefaults()
+	}
+	wire := fs.Bool("wire", false, "print the raw JSON-RPC transcript (client/agent lines) instead of the timeline")
+	fb := fs.String("fallback", scenario.DefaultFallback,
+		"the form a client without the capability gets: "+strings.Join(fallback.Names(), ", "))
+	verbose := fs.Bool("verbose", false, "log the agent's and agentkit's events to stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "acpcompact demo: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if *verbose {
+		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	agent, err := scenario.New(scenario.Config{Fallback: *fb, Logger: logger})
+	if err != nil {
+		fmt.Fprintf(stderr, "acpcompact demo: %v\n", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, demoTimeout)
+	defer cancel()
+
+	clients := []demoClient{
+		{name: "A", capable: true},
+		{name: "B", capable: false},
+	}
+	if !*wire {
+		fmt.Fprintf(stdout, "acpcompact demo: the scenario agent, in process, and two ACP v1 clients.\n")
+		fmt.Fprintf(stdout, "Client A advertises clientCapabilities.session.compaction and gets compaction_update /\n")
+		fmt.Fprintf(stdout, "compaction_summary_chunk; client B does not, and gets the %q fallback instead.\n", *fb)
+	}
+	for _, dc := range clients {
+		conns, err := demoPlay(ctx, agent, dc)
+		if err != nil {
+			fmt.Fprintf(stderr, "acpcompact demo: client %s: %v\n", dc.name, err)
+			return 1
+		}
+		if *wire {
+			err = demoWriteWire(stdout, conns)
+		} else {
+			err = demoWriteTimelines(stdout, dc, *fb, conns)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "acpcompact demo: %v\n", err)
+			return 1
+		}
+	}
+	if !*wire {
+		fmt.Fprintf(stdout, "\nSee the messages themselves with 'acpcompact demo --wire'; check them with\n'acpcompact demo --wire > t.jsonl && acpcompact check t.jsonl'.\n")
+	}
+	return 0
+}
+
+// demoPlay runs one client against the agent: the script on a live
+// connection, then session/load on a fresh one.
+func demoPlay(ctx context.Context, agent *scenario.Agent, dc demoClient) ([]demoConn, error) {
+	live, done, err := demoConnect(ctx, agent, dc.capable)
+	if err != nil {
+		return nil, err
+	}
+	sid, err := live.NewSession(ctx, demoCwd)
+	if err != nil {
+		return nil, fmt.Errorf("session/new: %w", err)
+	}
+	for _, p := range demoScript {
+		if err := demoPrompt(ctx, live, sid, p, dc.capable); err != nil {
+			return nil, fmt.Errorf("prompt %q: %w", p, err)
+		}
+	}
+	if err := demoHangUp(live, done); err != nil {
+		return nil, err
+	}
+
+	loaded, done, err := demoConnect(ctx, agent, dc.capable)
+	if err != nil {
+		return nil, err
+	}
+	if err := loaded.Load(ctx, sid, demoCwd); err != nil {
+		return nil, fmt.Errorf("session/load: %w", err)
+	}
+	if err := demoHangUp(loaded, done); err != nil {
+		return nil, err
+	}
+	how := "with the capability"
+	if !dc.capable {
+		how = "without the capability"
+	}
+	return []demoConn{
+		{title: fmt.Sprintf("client %s (v1, %s): live session", dc.name, how), cl: live, sid: sid},
+		{title: fmt.Sprintf("client %s (v1, %s): session/load on a fresh connection", dc.name, how), cl: loaded, sid: sid},
+	}, nil
+}
+
+// demoConnect serves a new connection of agent over net.Pipe and
+// initializes a v1 client on it.
+func demoConnect(ctx context.Context, agent *scenario.Agent, capable bool) (*client.Client, <-chan error, error) {
+	agentEnd, clientEnd := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- agent.Serve(ctx, agentEnd) }()
+	cl := client.New(ctx, clientEnd)
+	if _, err := cl.Initialize(ctx, 1, capable); err != nil {
+		_ = cl.Close()
+		<-done
+		return nil, nil, fmt.Errorf("initialize: %w", err)
+	}
+	return cl, done, nil
+}
+
+func demoHangUp(cl *client.Client, served <-chan error) error {
+	_ = cl.Close()
+	if err := <-served; err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	return nil
+}
+
+// demoPrompt runs one prompt; the slow one is cancelled once a couple of
+// chunks (or, without the capability, the fallback's start) arrived.
+func demoPrompt(ctx context.Context, cl *client.Client, sid, text string, capable bool) error {
+	turn, err := cl.StartPrompt(ctx, sid, text)
+	if err != nil {
+		return err
+	}
+	if text == demoSlow {
+		chunks := 0
+		wait, stop := context.WithTimeout(ctx, 2*time.Second) // the "none" fallback shows nothing to wait for
+		_, _ = cl.Wait(wait, turn.From(), func(m client.Message) bool {
+			if m.Dir != conformance.FromAgent || m.Method != "session/update" {
+				return false
+			}
+			if !capable {
+				return true // the fallback's start form
+			}
+			if m.Kind == "compaction_summary_chunk" {
+				chunks++
+			}
+			return chunks >= demoChunksBeforeCancel
+		})
+		stop()
+		if err := cl.Cancel(ctx, sid); err != nil {
+			return err
+		}
+	}
+	o, err := turn.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	if o.Err != nil {
+		return o.Err
+	}
+	return nil
+}
+
+// demoWriteWire prints each connection's record as a transcript, headed by
+// a comment line.
+func demoWriteWire(w io.Writer, conns []demoConn) error {
+	for _, c := range conns {
+		if _, err := fmt.Fprintf(w, "# %s\n", c.title); err != nil {
+			return err
+		}
+		if err := c.cl.WriteTranscript(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func demoWriteTimelines(w io.Writer, dc demoClient, fb string, conns []demoConn) error {
+	var b strings.Builder
+	how := "advertises the compaction capability: standard updates"
+	if !dc.capable {
+		how = fmt.Sprintf("no compaction capability: the %q fallback", fb)
+	}
+	head := fmt.Sprintf("Client %s  (%s)", dc.name, how)
+	fmt.Fprintf(&b, "\n%s\n%s\n", head, strings.Repeat("=", len(head)))
+	for i, c := range conns {
+		title := "Live session " + c.sid
+		if i > 0 {
+			title = "After reconnecting: session/load on a fresh connection replays the history"
+		}
+		fmt.Fprintf(&b, "\n  %s\n\n", title)
+		v := newDemoView(c.cl.Messages(), c.sid, i > 0)
+		v.render(&b)
+		fmt.Fprintf(&b, "\n  %s\n", demoVerdict(c.cl))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// demoVerdict runs the conformance checker (without the schema, which
+// needs the npm package) over a connection's record.
+func demoVerdict(cl *client.Client) string {
+	var t bytes.Buffer
+	_ = cl.WriteTranscript(&t)
+	n := len(cl.Messages())
+	vs, err := conformance.CheckTranscript(&t)
+	switch {
+	case err != nil:
+		return "conformance check failed: " + err.Error()
+	case len(vs) == 0:
+		return fmt.Sprintf("conformance checker: %d messages, no violations", n)
+	}
+	var s []string
+	for _, v := range vs {
+		s = append(s, v.String())
+	}
+	return fmt.Sprintf("conformance checker: %d messages, %d violations:\n    %s", n, len(vs), strings.Join(s, "\n    "))
+}
+
+// demoView is a session's timeline as the client shows it: the reference
+// reducer's items (messages, compactions, tool calls), plus rows a client
+// shows from elsewhere, each anchored before the reducer item that came
+// after it: the user's own prompts (a v1 client echoes them itself), the
+// end of each turn, usage updates and fallback markers (session_info_update
+// _meta, which the reducer leaves to the client).
+type demoView struct {
+	items   []conformance.Item
+	extras  []demoExtra
+	history map[string]*demoHistory
+	replay  bool
+}
+
+type demoExtra struct {
+	at    int // the number of reducer items before it
+	label string
+	text  string
+	key   string // a marker's entity key, else ""
+}
+
+// demoHistory is the sequence of updates an entity received.
+type demoHistory struct {
+	steps  []string
+	chunks int
+}
+
+func (h *demoHistory) status(s string) {
+	h.flush()
+	if n := len(h.steps); n > 0 && strings.HasPrefix(h.steps[n-1], s) {
+		// Heartbeats repeat in_progress: count them.
+		var k int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(h.steps[n-1], s), " x%d", &k); err != nil {
+			k = 1
+		}
+		h.steps[n-1] = fmt.Sprintf("%s x%d", s, k+1)
+		return
+	}
+	h.steps = append(h.steps, s)
+}
+
+func (h *demoHistory) chunk() { h.chunks++ }
+
+func (h *demoHistory) flush() {
+	switch h.chunks {
+	case 0:
+		return
+	case 1:
+		h.steps = append(h.steps, "1 chunk")
+	default:
+		h.steps = append(h.steps, fmt.Sprintf("%d chunks", h.chunks))
+	}
+	h.chunks = 0
+}
+
+func (h *demoHistory) String() string {
+	h.flush()
+	return strings.Join(h.steps, ", ")
+}
+
+func newDemoView(msgs []client.Message, sid string, replay bool) *demoView {
+	v := &demoView{history: map[string]*demoHistory{}, replay: replay}
+	red := conformance.NewReducer(1)
+	markers := map[string]int{}
+	chunks := 0 // summary chunks received since the last prompt
+	hist := func(key string) *demoHistory {
+		h, ok := v.history[key]
+		if !ok {
+			h = &demoHistory{}
+			v.history[key] = h
+		}
+		return h
+	}
+	for _, m := range msgs {
+		at := len(red.Timeline(sid))
+		switch {
+		case m.Dir == conformance.FromClient && m.Method == "session/prompt":
+			// A v1 client shows the user's prompt itself; the agent does
+			// not echo it. Its own message ID keeps it a row of its own.
+			var p struct {
+				Prompt []json.RawMessage `json:"prompt"`
+			}
+			_ = json.Unmarshal(demoParams(m.Raw), &p)
+			chunks = 0
+			for _, blk := range p.Prompt {
+				u, _ := json.Marshal(map[string]any{"sessionUpdate": "user_message_chunk", "messageId": fmt.Sprintf("local-%d", m.Seq), "content": blk})
+				_ = red.Apply(sid, u)
+			}
+		case m.Dir == conformance.FromClient && m.Method == "session/cancel":
+			text := "(cancel: session/cancel)"
+			if chunks > 0 {
+				text = fmt.Sprintf("(cancel: session/cancel, after %d summary chunks)", chunks)
+			}
+			v.extras = append(v.extras, demoExtra{at: at, label: "you", text: text})
+		case m.Dir == conformance.FromAgent && m.Response && m.Method == "session/prompt":
+			var r struct {
+				StopReason string `json:"stopReason"`
+			}
+			_ = json.Unmarshal(m.Result, &r)
+			text := "turn ends: " + r.StopReason
+			if m.Error != nil {
+				text = "turn ends with error: " + m.Error.Message
+			}
+			v.extras = append(v.extras, demoExtra{at: at, text: text})
+		case m.Dir == conformance.FromAgent && m.Method == "session/update" && m.SessionID == sid:
+			_ = red.ApplyMessage(m.Raw)
+			switch m.Kind {
+			case "compaction_update":
+				hist("compaction\x00" + m.CompactionID).status(m.Status)
+			case "compaction_summary_chunk":
+				hist("compaction\x00" + m.CompactionID).chunk()
+				chunks++
+			case "tool_call", "tool_call_update":
+				if m.Status != "" {
+					hist("tool\x00" + m.ToolCallID).status(m.Status)
+				}
+			case "usage_update":
+				var u struct{ Used, Size int64 }
+				_ = json.Unmarshal(m.Update, &u)
+				v.extras = append(v.extras, demoExtra{at: at, label: "context", text: fmt.Sprintf("%s of %s tokens in use (usage_update)", demoNum(u.Used), demoNum(u.Size))})
+			case "session_info_update":
+				key, id, status := demoMarker(m.Update)
+				if key == "" {
+					break
+				}
+				hist(key).status(status)
+				text := id + "  " + status + "\n" + `session_info_update _meta["` + strings.Split(key, "\x00")[0] + `"]`
+				if i, ok := markers[key]; ok {
+					v.extras[i].text = text
+					break
+				}
+				markers[key] = len(v.extras)
+				v.extras = append(v.extras, demoExtra{at: at, label: "marker", text: text, key: key})
+			}
+		}
+	}
+	v.items = red.Timeline(sid)
+	return v
+}
+
+func demoParams(raw json.RawMessage) json.RawMessage {
+	var env struct {
+		Params json.RawMessage `json:"params"`
+	}
+	_ = json.Unmarshal(raw, &env)
+	return env.Params
+}
+
+// demoMarker reads a fallback marker (acpcompact's or opencode's) from a
+// session_info_update.
+func demoMarker(update json.RawMessage) (key, id, status string) {
+	var u struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	_ = json.Unmarshal(update, &u)
+	for _, mk := range []struct{ key, idField string }{
+		{fallback.DefaultMarkerKey, "compactionId"},
+		{fallback.OpencodeMarkerKey, "messageId"},
+	} {
+		var val map[string]any
+		if raw, ok := u.Meta[mk.key]; ok && json.Unmarshal(raw, &val) == nil {
+			id, _ = val[mk.idField].(string)
+			status, _ = val["status"].(string)
+			return mk.key + "\x00" + id, id, status
+		}
+	}
+	return "", "", ""
+}
+
+const demoIndent = "    "
+
+func (v *demoView) render(b *strings.Builder) {
+	next := 0
+	extrasBefore := func(at int) {
+		for ; next < len(v.extras) && v.extras[next].at <= at; next++ {
+			e := v.extras[next]
+			if e.label == "" {
+				demoRow(b, "", e.text)
+				continue
+			}
+			demoRow(b, e.label, e.text)
+			if e.key != "" {
+				if h := v.history[e.key]; h != nil && !v.replay {
+					demoRow(b, "", "updates: "+h.String())
+				}
+			}
+		}
+	}
+	for i, it := range v.items {
+		extrasBefore(i)
+		v.renderItem(b, it)
+	}
+	extrasBefore(len(v.items))
+}
+
+// demoRow writes one row: a label column, then text; the text's further
+// lines are indented under its first, blank ones dropped.
+func demoRow(b *strings.Builder, label, text string) {
+	lines := strings.Split(strings.Trim(text, "\n"), "\n")
+	fmt.Fprintf(b, "%s%-11s %s\n", demoIndent, label, lines[0])
+	for _, l := range lines[1:] {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		fmt.Fprintf(b, "%s%-11s %s\n", demoIndent, "", l)
+	}
+}
+
+func (v *demoView) renderItem(b *strings.Builder, it conformance.Item) {
+	switch it.Kind {
+	case conformance.KindUserMessage:
+		demoRow(b, "you", it.Text)
+	case conformance.KindAgentMessage:
+		demoRow(b, "agent", it.Text)
+	case conformance.KindAgentThought:
+		demoRow(b, "thought", it.Text)
+	case conformance.KindCompaction:
+		head := it.ID + "  " + it.Status
+		if it.Error != nil {
+			head += ": " + *it.Error
+		}
+		demoRow(b, "compaction", head)
+		if h := v.history["compaction\x00"+it.ID]; h != nil {
+			steps := h.String()
+			if v.replay {
+				steps += " (replayed: one terminal update)"
+			}
+			demoRow(b, "", "updates: "+steps)
+		}
+		if it.Summary != nil {
+			demoRow(b, "", "summary: "+demoIndentLines(demoBlocksText(it.Summary), "         "))
+		}
+		if rec := demoRecord(it.Meta); rec != "" {
+			demoRow(b, "", "record:  "+rec)
+		}
+	case "tool_call":
+		demoRow(b, "tool call", fmt.Sprintf("%s  %q  %s", it.ID, it.Text, it.Status))
+		if h := v.history["tool\x00"+it.ID]; h != nil {
+			steps := h.String()
+			if v.replay {
+				steps += " (replayed: one tool_call)"
+			}
+			demoRow(b, "", "updates: "+steps)
+		}
+		if c := demoToolContent(it.Raw); c != "" {
+			demoRow(b, "", "content: "+c)
+		}
+	default:
+		demoRow(b, string(it.Kind), strings.TrimSpace(it.ID+"  "+it.Status+"  "+it.Text))
+	}
+}
+
+func demoIndentLines(s, indent string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	var keep []string
+	for _, l := range lines {
+		if strings.TrimSpace(l) != "" {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n"+indent)
+}
+
+func demoBlocksText(blocks []json.RawMessage) string {
+	var b strings.Builder
+	for _, raw := range blocks {
+		var blk struct{ Type, Text string }
+		_ = json.Unmarshal(raw, &blk)
+		if blk.Type == "text" {
+			b.WriteString(blk.Text)
+		} else {
+			b.WriteString("[" + blk.Type + "]")
+		}
+	}
+	return b.String()
+}
+
+// demoRecord summarizes the acpcompact/record a terminal update carries.
+func demoRecord(meta map[string]json.RawMessage) string {
+	raw, ok := meta["acpcompact/record"]
+	if !ok {
+		return ""
+	}
+	var r struct {
+		Trigger      string `json:"trigger"`
+		TokensBefore int64  `json:"tokensBefore"`
+		TokensAfter  int64  `json:"tokensAfter"`
+		Summarizer   *struct {
+			Model string `json:"model"`
+		} `json:"summarizer"`
+	}
+	if json.Unmarshal(raw, &r) != nil {
+		return ""
+	}
+	parts := []string{r.Trigger}
+	switch {
+	case r.TokensBefore > 0 && r.TokensAfter > 0:
+		parts = append(parts, fmt.Sprintf("%s -> %s tokens", demoNum(r.TokensBefore), demoNum(r.TokensAfter)))
+	case r.TokensBefore > 0:
+		parts = append(parts, fmt.Sprintf("%s tokens before", demoNum(r.TokensBefore)))
+	}
+	if r.Summarizer != nil && r.Summarizer.Model != "" {
+		parts = append(parts, "by "+r.Summarizer.Model)
+	}
+	return strings.Join(parts, ", ") + `  (_meta["acpcompact/record"])`
+}
+
+// demoToolContent returns the text content of a tool call update.
+func demoToolContent(raw json.RawMessage) string {
+	var u struct {
+		Content []struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"content"`
+	}
+	_ = json.Unmarshal(raw, &u)
+	var blocks []json.RawMessage
+	for _, c := range u.Content {
+		blocks = append(blocks, c.Content)
+	}
+	return demoBlocksText(blocks)
+}
+
+// demoNum writes n with thousands separators.
+func demoNum(n int64) string {
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 && r != '-' {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

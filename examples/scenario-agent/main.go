@@ -1,0 +1,151 @@
+// Command scenario-agent is an ACP agent that reports context compaction on
+// cue, for trying clients and the acpcompact library against every
+// compaction lifecycle: `/compact`, `/compact fail`, `/compact slow`,
+// `/compact hang` and more (see package scenario for the list). It speaks
+// ACP (JSON-RPC 2.0, one message a line) on stdin and stdout, v1 or, when
+// the client asks for it, v2, and logs to stderr.
+//
+// Usage:
+//
+//	scenario-agent [flags]
+//
+// Flags:
+//
+//	--fallback NAME          what a v1 client without the compaction capability
+//	                         sees: text, marker, opencode-marker, toolcall or none
+//	                         (default toolcall)
+//	--cancel-grace D         after session/cancel, how long the runtime may take
+//	                         to report before the kit settles its compactions as
+//	                         cancelled (default 5s; 0: at once; negative: at the
+//	                         turn's end)
+//	--compaction-timeout D   watchdog: a compaction open this long fails
+//	                         (default 30s; 0 disables it)
+//	--heartbeat D            re-send in_progress after this much silence
+//	                         (default 10s; 0 disables it)
+//	--auto-compact-every N   every Nth ordinary prompt first compacts
+//	                         automatically (default 0, off)
+//	--log-level LEVEL        debug, info, warn or error (default info)
+//
+// Sessions live in memory: session/load replays sessions of this process
+// only.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
+	"github.com/acpcompact/acpcompact/fallback"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run parses flags and serves one ACP connection on stdin/stdout. It
+// returns the exit code.
+func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) int {
+	fs := flag.NewFlagSet("scenario-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: scenario-agent [flags]\n\nAn ACP agent on stdin/stdout that reports context compaction on cue\n(/compact, /compact fail, /compact slow, /compact hang, ...).\n\n")
+		fs.PrintDefaults()
+	}
+	fb := fs.String("fallback", scenario.DefaultFallback,
+		"what a v1 client without the compaction capability sees: "+strings.Join(fallback.Names(), ", "))
+	grace := fs.Duration("cancel-grace", scenario.DefaultCancelGrace,
+		"after session/cancel, how long the runtime may take to report before its compactions are settled as cancelled (0: at once; negative: at the end of the turn)")
+	timeout := fs.Duration("compaction-timeout", scenario.DefaultCompactionTimeout,
+		"a compaction still open after this long is settled as failed (0 disables the watchdog)")
+	heartbeat := fs.Duration("heartbeat", scenario.DefaultHeartbeat,
+		"re-send in_progress for a compaction silent this long (0 disables it)")
+	every := fs.Int("auto-compact-every", 0, "every Nth ordinary prompt of a session first runs an automatic compaction (0: never)")
+	level := fs.String("log-level", "info", "log level on stderr: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "scenario-agent: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(stderr, "scenario-agent: --log-level: %v\n", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+
+	cfg := scenario.Config{
+		Fallback:          *fb,
+		CancelGrace:       flagGrace(*grace),
+		CompactionTimeout: flagOff(*timeout),
+		Heartbeat:         flagOff(*heartbeat),
+		AutoCompactEvery:  *every,
+		Logger:            logger,
+	}
+	a, err := scenario.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "scenario-agent: %v\n", err)
+		return 2
+	}
+	logger.Info("scenario-agent serving ACP on stdin/stdout", "fallback", cfg.Fallback, "cancelGrace", *grace,
+		"compactionTimeout", *timeout, "heartbeat", *heartbeat, "autoCompactEvery", *every)
+	if err := a.Serve(ctx, stdio{stdin, stdout}); err != nil && !errors.Is(err, context.Canceled) {
+		logger.Error("scenario-agent stopped", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// flagOff maps a flag's 0 ("off") to the Config's negative value; Config
+// reads zero as "default".
+func flagOff(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// flagGrace maps --cancel-grace 0 ("settle at once") to the shortest grace
+// Config can express.
+func flagGrace(d time.Duration) time.Duration {
+	if d == 0 {
+		return time.Nanosecond
+	}
+	return d
+}
+
+// stdio is the agent's end of the connection.
+type stdio struct {
+	in  io.ReadCloser
+	out io.WriteCloser
+}
+
+func (s stdio) Read(p []byte) (int, error)  { return s.in.Read(p) }
+func (s stdio) Write(p []byte) (int, error) { return s.out.Write(p) }
+
+// Close closes stdout, which tells the client the agent is gone, then
+// stdin.
+func (s stdio) Close() error {
+	werr := s.out.Close()
+	rerr := s.in.Close()
+	if werr != nil {
+		return werr
+	}
+	return rerr
+}

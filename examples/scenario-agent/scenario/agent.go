@@ -1,0 +1,516 @@
+package scenario
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/acpcompact/acpcompact/agentkit"
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// Defaults of Config's zero fields.
+const (
+	// DefaultFallback is the fallback form for v1 clients without the
+	// compaction capability: a "Compact conversation" tool call, which
+	// every ACP client shows and which always settles.
+	DefaultFallback = fallback.NameToolCall
+	// DefaultCancelGrace is agentkit's wind-down deadline after
+	// session/cancel.
+	DefaultCancelGrace = agentkit.DefaultCancelGrace
+	// DefaultCompactionTimeout bounds a compaction's duration (the
+	// watchdog); /compact slow takes 5 s, /compact hang needs this.
+	DefaultCompactionTimeout = 30 * time.Second
+	// DefaultHeartbeat re-sends in_progress after this much silence, so a
+	// client's watchdog sees a hung compaction is still alive.
+	DefaultHeartbeat = 10 * time.Second
+)
+
+// Name and Version identify the agent in its initialize answer.
+const (
+	Name    = "scenario-agent"
+	Version = "0.1.0"
+)
+
+// Config configures an Agent. Its zero value gives the defaults above.
+type Config struct {
+	// Fallback names the form compaction takes for v1 clients without the
+	// capability, as fallback.ByName reads it: text, marker,
+	// opencode-marker, toolcall or none ("" means DefaultFallback).
+	Fallback string
+	// CancelGrace is how long the runtime may take, after session/cancel,
+	// to report its open compactions before agentkit settles them as
+	// cancelled. Zero means DefaultCancelGrace; a negative value leaves
+	// them to the end of the turn.
+	CancelGrace time.Duration
+	// CompactionTimeout settles a compaction still open after it as failed
+	// (emitter.WithMaxDuration). Zero means DefaultCompactionTimeout; a
+	// negative value disables the watchdog.
+	CompactionTimeout time.Duration
+	// Heartbeat re-sends in_progress for a compaction silent that long
+	// (emitter.WithHeartbeat). Zero means DefaultHeartbeat; a negative value
+	// disables it.
+	Heartbeat time.Duration
+	// AutoCompactEvery makes every Nth ordinary prompt of a session run an
+	// automatic compaction (trigger auto) before its answer; zero disables
+	// it.
+	AutoCompactEvery int
+	// Logger receives the agent's and agentkit's logs; nil means
+	// slog.Default(). Nothing but protocol messages is ever written to the
+	// connection.
+	Logger *slog.Logger
+}
+
+// Agent is the scenario agent: the sessions of one process and the agentkit
+// Kit that serves its connections. Safe for concurrent use.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	kit     *agentkit.Kit
+	settled *settlements
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	order    []*session
+}
+
+// New returns an agent configured by cfg. It fails only for an unknown
+// fallback name or a negative AutoCompactEvery.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Fallback == "" {
+		cfg.Fallback = DefaultFallback
+	}
+	r, err := fallback.ByName(cfg.Fallback)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	if cfg.AutoCompactEvery < 0 {
+		return nil, fmt.Errorf("scenario: AutoCompactEvery must not be negative, got %d", cfg.AutoCompactEvery)
+	}
+	cfg.CancelGrace = orDefault(cfg.CancelGrace, DefaultCancelGrace)
+	cfg.CompactionTimeout = orDefault(cfg.CompactionTimeout, DefaultCompactionTimeout)
+	cfg.Heartbeat = orDefault(cfg.Heartbeat, DefaultHeartbeat)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger, settled: newSettlements(), sessions: map[string]*session{}}
+
+	eopts := []emitter.Option{
+		emitter.WithRecords(""),
+		emitter.WithUsageUpdates(),
+		emitter.WithObserver(emitter.Observers(a.settled, emitter.NewSlogObserver(a.log))),
+	}
+	if cfg.CompactionTimeout > 0 {
+		eopts = append(eopts, emitter.WithMaxDuration(cfg.CompactionTimeout))
+	}
+	if cfg.Heartbeat > 0 {
+		eopts = append(eopts, emitter.WithHeartbeat(cfg.Heartbeat))
+	}
+	a.kit = agentkit.New(
+		agentkit.WithFallback(r),
+		agentkit.WithCancelGrace(cfg.CancelGrace),
+		agentkit.WithEmitterOptions(eopts...),
+		agentkit.WithLogger(a.log),
+	)
+	return a, nil
+}
+
+// orDefault maps zero to def; it keeps negative values, which mean off.
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Serve serves one ACP connection on rwc until the peer hangs up (it then
+// returns nil) or ctx ends (it closes the connection and returns ctx's
+// error). Either way it first waits for the connection's handlers to
+// return. When the input ends, the requests already read are answered
+// first (for at most DrainTimeout), so a client may write its requests and
+// close its side. Compactions still open when the connection ends are
+// settled as failed on it while it can still carry them (agentkit).
+func (a *Agent) Serve(ctx context.Context, rwc io.ReadWriteCloser) error {
+	c := &conn{a: a}
+	c.handlers.cond = sync.NewCond(&c.handlers.mu)
+	stream := jsonrpc2.NewPlainObjectStream(drainOnEOF{ReadWriteCloser: rwc, c: c})
+	rpc := a.kit.NewConn(ctx, stream, &counted{c: c, next: agentkit.AsyncHandler(c)}, jsonrpc2.SetLogger(rpcLogger{a.log}))
+	var err error
+	select {
+	case <-rpc.DisconnectNotify():
+	case <-ctx.Done():
+		err = ctx.Err()
+		_ = rpc.Close()
+		<-rpc.DisconnectNotify()
+	}
+	c.handlers.wait()
+	return err
+}
+
+// Serve serves one connection with a fresh Agent configured by cfg; see
+// Agent.Serve. Its sessions end with it, so session/load can only replay
+// sessions created on this connection.
+func Serve(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) error {
+	a, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return a.Serve(ctx, rwc)
+}
+
+// DrainTimeout bounds how long Serve keeps a connection open for the
+// requests in flight when its input ends.
+const DrainTimeout = 5 * time.Second
+
+// drainOnEOF holds back the end of the input until the requests already
+// read have been answered (for at most DrainTimeout): jsonrpc2 closes the
+// whole connection at EOF, which would drop their answers when a client
+// closes its side right after writing, as `printf ... | scenario-agent`
+// does.
+type drainOnEOF struct {
+	io.ReadWriteCloser
+	c *conn
+}
+
+func (d drainOnEOF) Read(p []byte) (int, error) {
+	n, err := d.ReadWriteCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		d.c.handlers.waitAtMost(DrainTimeout)
+	}
+	return n, err
+}
+
+// rpcLogger sends jsonrpc2's own messages (protocol errors) to the log.
+type rpcLogger struct{ l *slog.Logger }
+
+func (r rpcLogger) Printf(format string, v ...any) {
+	r.l.Warn(fmt.Sprintf(format, v...))
+}
+
+// conn is the agent's state for one connection.
+type conn struct {
+	a        *Agent
+	version  atomic.Int32 // negotiated protocol version, 0 before initialize
+	handlers inflight
+}
+
+// inflight counts running handlers, so Serve can wait for them. (A
+// WaitGroup would forbid the Add that a message read just before the
+// disconnect makes while Serve already waits.)
+type inflight struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	n    int
+}
+
+func (f *inflight) add() {
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+}
+
+func (f *inflight) done() {
+	f.mu.Lock()
+	f.n--
+	if f.n == 0 {
+		f.cond.Broadcast()
+	}
+	f.mu.Unlock()
+}
+
+// waitAtMost is wait, bounded by d.
+func (f *inflight) waitAtMost(d time.Duration) {
+	expired := false
+	t := time.AfterFunc(d, func() {
+		f.mu.Lock()
+		expired = true
+		f.cond.Broadcast()
+		f.mu.Unlock()
+	})
+	defer t.Stop()
+	f.mu.Lock()
+	for f.n > 0 && !expired {
+		f.cond.Wait()
+	}
+	f.mu.Unlock()
+}
+
+func (f *inflight) wait() {
+	f.mu.Lock()
+	for f.n > 0 {
+		f.cond.Wait()
+	}
+	f.mu.Unlock()
+}
+
+// counted counts a message as in flight in the read loop, before
+// AsyncHandler hands it to its own goroutine.
+type counted struct {
+	c    *conn
+	next jsonrpc2.Handler
+}
+
+func (h *counted) Handle(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	h.c.handlers.add()
+	h.next.Handle(ctx, rpc, req)
+}
+
+// Handle implements jsonrpc2.Handler; it runs on its own goroutine
+// (agentkit.AsyncHandler).
+func (c *conn) Handle(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	defer c.handlers.done()
+	var result any
+	var err error
+	switch req.Method {
+	case "initialize":
+		result, err = c.initialize(req)
+	case "session/new":
+		result, err = c.newSession(req)
+		if err == nil && !c.v2() {
+			// v1 advertises commands by notification, after the session
+			// exists on the client's side.
+			c.reply(ctx, rpc, req, result, nil)
+			c.notify(ctx, rpc, result.(newSessionResult).SessionID, availableCommandsV1())
+			return
+		}
+	case "session/load":
+		if c.v2() {
+			err = errMethodNotFound(req.Method)
+			break
+		}
+		result, err = c.load(ctx, rpc, req)
+	case "session/resume":
+		if !c.v2() {
+			err = errMethodNotFound(req.Method)
+			break
+		}
+		result, err = c.resume(ctx, rpc, req)
+	case "session/list":
+		result, err = c.list()
+	case "session/close":
+		result, err = c.closeSession(req)
+	case "session/prompt":
+		c.prompt(ctx, rpc, req)
+		return
+	case "session/cancel":
+		// agentkit has cancelled the prompt's context already.
+		return
+	default:
+		err = errMethodNotFound(req.Method)
+	}
+	c.reply(ctx, rpc, req, result, err)
+}
+
+func (c *conn) v2() bool { return c.version.Load() == 2 }
+
+// reply answers a request (and drops the answer to a notification).
+func (c *conn) reply(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Request, result any, err error) {
+	if req.Notif {
+		if err != nil {
+			c.a.log.Debug("notification not handled", "method", req.Method, "error", err)
+		}
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	var sendErr error
+	if err != nil {
+		var rpcErr *jsonrpc2.Error
+		if !errors.As(err, &rpcErr) {
+			rpcErr = &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: err.Error()}
+		}
+		sendErr = rpc.ReplyWithError(ctx, req.ID, rpcErr)
+	} else {
+		sendErr = rpc.Reply(ctx, req.ID, result)
+	}
+	if sendErr != nil {
+		c.a.log.Debug("reply not sent", "method", req.Method, "error", sendErr)
+	}
+}
+
+// notify sends one session/update.
+func (c *conn) notify(ctx context.Context, rpc *jsonrpc2.Conn, sessionID string, update any) {
+	err := rpc.Notify(context.WithoutCancel(ctx), "session/update", sessionNotification{SessionID: sessionID, Update: update})
+	if err != nil {
+		c.a.log.Debug("session/update not sent", "session", sessionID, "error", err)
+	}
+}
+
+func errMethodNotFound(method string) error {
+	return &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "method not found: " + method}
+}
+
+func errInvalidParams(msg string) error {
+	return &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: msg}
+}
+
+// codeResourceNotFound is ACP's error code for an unknown session.
+const codeResourceNotFound = -32002
+
+func errUnknownSession(id string) error {
+	return &jsonrpc2.Error{Code: codeResourceNotFound, Message: fmt.Sprintf("session %q not found in this agent process", id)}
+}
+
+func decode(req *jsonrpc2.Request, v any) error {
+	if req.Params == nil {
+		return errInvalidParams("missing params")
+	}
+	if err := json.Unmarshal(*req.Params, v); err != nil {
+		return errInvalidParams("invalid params: " + err.Error())
+	}
+	return nil
+}
+
+func (c *conn) initialize(req *jsonrpc2.Request) (any, error) {
+	var p struct {
+		ProtocolVersion int `json:"protocolVersion"`
+	}
+	if err := decode(req, &p); err != nil {
+		return nil, err
+	}
+	info := implementation{Name: Name, Title: "acpcompact scenario agent", Version: Version}
+	if p.ProtocolVersion >= 2 {
+		c.version.Store(2)
+		return initializeV2{ProtocolVersion: 2, Info: info, Capabilities: agentCapabilitiesV2{Session: struct{}{}}}, nil
+	}
+	c.version.Store(1)
+	return initializeV1{
+		ProtocolVersion:   1,
+		AgentCapabilities: agentCapabilitiesV1{LoadSession: true},
+		AuthMethods:       []any{},
+		AgentInfo:         info,
+	}, nil
+}
+
+func (c *conn) newSession(req *jsonrpc2.Request) (any, error) {
+	var p struct {
+		Cwd string `json:"cwd"`
+	}
+	if err := decode(req, &p); err != nil {
+		return nil, err
+	}
+	s := c.a.newSession(p.Cwd)
+	c.a.log.Info("session created", "session", s.id)
+	res := newSessionResult{SessionID: s.id}
+	if c.v2() {
+		res.AvailableCommands = availableCommandsV2()
+	}
+	return res, nil
+}
+
+func (c *conn) list() (any, error) {
+	c.a.mu.Lock()
+	defer c.a.mu.Unlock()
+	out := listSessionsResult{Sessions: []sessionInfo{}}
+	for _, s := range c.a.order {
+		out.Sessions = append(out.Sessions, s.info())
+	}
+	return out, nil
+}
+
+func (c *conn) closeSession(req *jsonrpc2.Request) (any, error) {
+	var p struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := decode(req, &p); err != nil {
+		return nil, err
+	}
+	s := c.a.session(p.SessionID)
+	if s == nil {
+		return nil, errUnknownSession(p.SessionID)
+	}
+	// Closing a session stops its work as a cancel does; the session stays
+	// in memory, so it can be loaded or resumed again.
+	s.cancelTurn()
+	return struct{}{}, nil
+}
+
+// load answers v1 session/load: the replay, then the response.
+func (c *conn) load(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+	var p struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := decode(req, &p); err != nil {
+		return nil, err
+	}
+	s := c.a.session(p.SessionID)
+	if s == nil {
+		return nil, errUnknownSession(p.SessionID)
+	}
+	if err := c.replay(ctx, rpc, s); err != nil {
+		return nil, err
+	}
+	return struct{}{}, nil
+}
+
+// resume answers v2 session/resume: the replay when asked for, the current
+// state, then the response.
+func (c *conn) resume(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+	var p struct {
+		SessionID  string          `json:"sessionId"`
+		ReplayFrom json.RawMessage `json:"replayFrom"`
+	}
+	if err := decode(req, &p); err != nil {
+		return nil, err
+	}
+	s := c.a.session(p.SessionID)
+	if s == nil {
+		return nil, errUnknownSession(p.SessionID)
+	}
+	if len(p.ReplayFrom) > 0 && string(p.ReplayFrom) != "null" {
+		var cursor struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(p.ReplayFrom, &cursor) != nil || cursor.Type != "start" {
+			return nil, errInvalidParams(`unsupported replayFrom cursor; this agent replays from {"type":"start"} only`)
+		}
+		if err := c.replay(ctx, rpc, s); err != nil {
+			return nil, err
+		}
+	}
+	state := stateUpdate{SessionUpdate: "state_update", State: "idle"}
+	if s.busy() {
+		state.State = "running"
+	}
+	c.notify(ctx, rpc, s.id, state)
+	return struct{}{}, nil
+}
+
+// replay sends the session's history in order: messages, and each settled
+// compaction as one terminal update through agentkit (fallback form for a
+// v1 client without the capability; a running one is skipped).
+func (c *conn) replay(ctx context.Context, rpc *jsonrpc2.Conn, s *session) error {
+	ks := c.a.kit.Session(rpc, s.id)
+	v2 := c.v2()
+	for _, e := range s.snapshot() {
+		switch {
+		case e.comp != nil:
+			rec := e.comp.record()
+			if err := ks.Replay(ctx, rec); err != nil {
+				return fmt.Errorf("replay compaction %s: %w", rec.ID, err)
+			}
+		case v2:
+			kind := "agent_message"
+			if e.role == roleUser {
+				kind = "user_message"
+			}
+			c.notify(ctx, rpc, s.id, messageUpsert{SessionUpdate: kind, MessageID: e.messageID, Content: e.content})
+		default:
+			kind := "agent_message_chunk"
+			if e.role == roleUser {
+				kind = "user_message_chunk"
+			}
+			for _, b := range e.content {
+				c.notify(ctx, rpc, s.id, messageChunk{SessionUpdate: kind, MessageID: e.messageID, Content: b})
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,323 @@
+package scenario_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/examples/scenario-agent/client"
+	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
+	"github.com/acpcompact/acpcompact/internal/acpschema"
+	"github.com/acpcompact/acpcompact/test/conformance"
+)
+
+// hangGuard bounds each test; no assertion depends on timing.
+const hangGuard = 20 * time.Second
+
+// config returns the agent configuration of a test: no heartbeat and no
+// watchdog unless the test asks, so the wire is exactly the script's.
+func config(mut ...func(*scenario.Config)) scenario.Config {
+	cfg := scenario.Config{
+		Heartbeat:         -1,
+		CompactionTimeout: -1,
+		Logger:            slog.New(slog.DiscardHandler),
+	}
+	for _, m := range mut {
+		m(&cfg)
+	}
+	return cfg
+}
+
+func newAgent(t *testing.T, mut ...func(*scenario.Config)) *scenario.Agent {
+	t.Helper()
+	a, err := scenario.New(config(mut...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// mode is how the test client takes compaction.
+type mode struct {
+	name    string
+	version int
+	capable bool
+}
+
+var (
+	capableV1 = mode{"v1 with the capability", 1, true}
+	plainV1   = mode{"v1 without the capability", 1, false}
+	v2        = mode{"v2", 2, false}
+)
+
+// bothModes are the two v1 capability modes every script is tested in.
+var bothModes = []mode{capableV1, plainV1}
+
+// rig is one client connection to an agent over net.Pipe.
+type rig struct {
+	t      *testing.T
+	ctx    context.Context
+	m      mode
+	cl     *client.Client
+	served chan error
+	closed bool
+}
+
+// connect serves a new connection of a and initializes the client.
+func connect(t *testing.T, a *scenario.Agent, m mode) *rig {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	t.Cleanup(cancel)
+	agentEnd, clientEnd := net.Pipe()
+	r := &rig{t: t, ctx: ctx, m: m, served: make(chan error, 1)}
+	go func() { r.served <- a.Serve(context.Background(), agentEnd) }()
+	r.cl = client.New(context.Background(), clientEnd)
+	t.Cleanup(r.close)
+	if _, err := r.cl.Initialize(ctx, m.version, m.capable); err != nil {
+		t.Fatalf("initialize: %v", err)
+	}
+	return r
+}
+
+// session creates a session.
+func (r *rig) session() string {
+	r.t.Helper()
+	from := r.cl.Len()
+	sid, err := r.cl.NewSession(r.ctx, "/work")
+	if err != nil {
+		r.t.Fatalf("session/new: %v", err)
+	}
+	if r.m.version == 1 {
+		// v1 advertises its commands right after the response; wait for
+		// them, so they are not part of the first turn's record.
+		r.waitFor(from, "available_commands_update", func(m client.Message) bool {
+			return m.Kind == "available_commands_update" && m.SessionID == sid
+		})
+	}
+	return sid
+}
+
+// prompt runs one prompt to its end and returns the outcome and the
+// messages of the turn.
+func (r *rig) prompt(sid, text string) (client.Outcome, []client.Message) {
+	r.t.Helper()
+	turn, err := r.cl.StartPrompt(r.ctx, sid, text)
+	if err != nil {
+		r.t.Fatalf("prompt %q: %v", text, err)
+	}
+	return r.wait(turn)
+}
+
+func (r *rig) wait(turn *client.Turn) (client.Outcome, []client.Message) {
+	r.t.Helper()
+	o, err := turn.Wait(r.ctx)
+	if err != nil {
+		r.t.Fatalf("waiting for the turn: %v\nwire:\n%s", err, dump(r.cl.Messages()))
+	}
+	return o, r.cl.Messages()[turn.From():]
+}
+
+// waitFor waits for an agent message from Seq from on that satisfies pred.
+func (r *rig) waitFor(from int, what string, pred func(client.Message) bool) {
+	r.t.Helper()
+	if _, err := r.cl.Wait(r.ctx, from, func(m client.Message) bool { return m.Dir == conformance.FromAgent && pred(m) }); err != nil {
+		r.t.Fatalf("waiting for %s: %v\nwire:\n%s", what, err, dump(r.cl.Messages()))
+	}
+}
+
+// close hangs up and waits for the agent's Serve to return.
+func (r *rig) close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	_ = r.cl.Close()
+	select {
+	case err := <-r.served:
+		if err != nil {
+			r.t.Errorf("Serve returned %v after the client hung up", err)
+		}
+	case <-time.After(hangGuard):
+		r.t.Errorf("Serve did not return after the client hung up")
+	}
+}
+
+// finish hangs up and checks the whole record: the conformance checker
+// with the official schema finds nothing, and every message of either side
+// validates against the schema of the negotiated version. It returns the
+// record.
+func (r *rig) finish() []client.Message {
+	r.t.Helper()
+	r.close()
+	msgs := r.cl.Messages()
+	checkRecord(r.t, msgs, r.m.version)
+	return msgs
+}
+
+// checkRecord runs the checks of finish on a record.
+func checkRecord(t *testing.T, msgs []client.Message, version int) {
+	t.Helper()
+	v1, err := acpschema.For(1)
+	if err != nil {
+		t.Fatalf("official schema: %v", err)
+	}
+	v2, err := acpschema.For(2)
+	if err != nil {
+		t.Fatalf("official schema: %v", err)
+	}
+	var transcript bytes.Buffer
+	for _, m := range msgs {
+		transcript.WriteString(m.Line() + "\n")
+	}
+	vs, err := conformance.CheckTranscript(&transcript, conformance.WithSchema(v1, v2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		t.Errorf("conformance: %v", v)
+	}
+	schema := v1
+	if version == 2 {
+		schema = v2
+	}
+	for _, m := range msgs {
+		if err := schema.Message(m.Raw); err != nil {
+			t.Errorf("message %d does not match the v%d schema: %v", m.Seq, version, err)
+		}
+	}
+	if t.Failed() {
+		t.Logf("wire:\n%s", dump(msgs))
+	}
+}
+
+func dump(msgs []client.Message) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		fmt.Fprintf(&b, "%3d %s\n", m.Seq, m.Line())
+	}
+	return b.String()
+}
+
+// seq describes what the agent sent, one word per message: a session
+// update's kind with its entity's ID and status (or state and stop
+// reason), a response's result. Runs of the same word are collapsed to
+// "word*N".
+func seq(msgs []client.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		if m.Dir != conformance.FromAgent {
+			continue
+		}
+		out = append(out, word(m))
+	}
+	return collapse(out)
+}
+
+func word(m client.Message) string {
+	switch {
+	case m.Response && m.Error != nil:
+		return fmt.Sprintf("error:%d", m.Error.Code)
+	case m.Response && m.Method == "session/prompt":
+		var r struct {
+			StopReason string `json:"stopReason"`
+			MessageID  string `json:"messageId"`
+		}
+		_ = json.Unmarshal(m.Result, &r)
+		if r.StopReason != "" {
+			return "response:" + r.StopReason
+		}
+		return "response:messageId"
+	case m.Response:
+		return "response:" + m.Method
+	case m.Kind == "compaction_update":
+		return "compaction_update:" + m.CompactionID + ":" + m.Status
+	case m.Kind == "compaction_summary_chunk":
+		return "chunk:" + m.CompactionID
+	case m.Kind == "tool_call" || m.Kind == "tool_call_update":
+		return m.Kind + ":" + m.ToolCallID + ":" + m.Status
+	case m.Kind == "state_update":
+		return strings.TrimSuffix("state_update:"+m.State+":"+m.StopReason, ":")
+	case m.Kind != "":
+		return m.Kind
+	}
+	return m.Method
+}
+
+func collapse(words []string) []string {
+	var out []string
+	for i := 0; i < len(words); {
+		j := i + 1
+		for j < len(words) && words[j] == words[i] {
+			j++
+		}
+		if n := j - i; n > 1 {
+			out = append(out, fmt.Sprintf("%s*%d", words[i], n))
+		} else {
+			out = append(out, words[i])
+		}
+		i = j
+	}
+	return out
+}
+
+// wantSeq fails the test when got differs from want.
+func wantSeq(t *testing.T, got []client.Message, want ...string) {
+	t.Helper()
+	if s := seq(got); !slices.Equal(s, want) {
+		t.Errorf("the agent sent\n  %s\nwant\n  %s\nwire:\n%s", strings.Join(s, "\n  "), strings.Join(want, "\n  "), dump(got))
+	}
+}
+
+// noStandardUpdates fails the test when a v1 client without the
+// capability got a compaction_update or compaction_summary_chunk.
+func noStandardUpdates(t *testing.T, msgs []client.Message) {
+	t.Helper()
+	for _, m := range msgs {
+		if m.Kind == "compaction_update" || m.Kind == "compaction_summary_chunk" {
+			t.Errorf("message %d is a standard compaction update sent to a client without the capability: %s", m.Seq, m.Raw)
+		}
+	}
+}
+
+// field returns a top-level field of a session update.
+func field(m client.Message, name string) json.RawMessage {
+	var u map[string]json.RawMessage
+	_ = json.Unmarshal(m.Update, &u)
+	return u[name]
+}
+
+// find returns the first agent message of msgs that satisfies pred.
+func find(t *testing.T, msgs []client.Message, what string, pred func(client.Message) bool) client.Message {
+	t.Helper()
+	for _, m := range msgs {
+		if m.Dir == conformance.FromAgent && pred(m) {
+			return m
+		}
+	}
+	t.Fatalf("no %s on the wire:\n%s", what, dump(msgs))
+	return client.Message{}
+}
+
+func update(kind, id, status string) func(client.Message) bool {
+	return func(m client.Message) bool {
+		return m.Kind == kind && (m.CompactionID == id || m.ToolCallID == id) && m.Status == status
+	}
+}
+
+// sameJSON reports whether got encodes the same JSON value as want.
+func sameJSON(got json.RawMessage, want string) bool {
+	var g, w any
+	if json.Unmarshal(got, &g) != nil || json.Unmarshal([]byte(want), &w) != nil {
+		return false
+	}
+	gb, _ := json.Marshal(g)
+	wb, _ := json.Marshal(w)
+	return bytes.Equal(gb, wb)
+}
