@@ -1,0 +1,295 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const proxyWait = 20 * time.Second
+
+// proxyFakeAgent builds the proxy package's fake agent into the test's
+// temporary directory.
+func proxyFakeAgent(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "fakeagent")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/acpcompact/acpcompact/proxy/internal/fakeagent").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building the fake agent: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// proxyRun is one "acpcompact proxy" invocation with the test as editor.
+type proxyRun struct {
+	t      *testing.T
+	stdin  *io.PipeWriter
+	lines  chan []byte
+	stderr *lockedBuffer
+	code   chan int
+	cancel context.CancelFunc
+}
+
+func startProxyCmd(t *testing.T, args ...string) *proxyRun {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	r := &proxyRun{t: t, stdin: inW, lines: make(chan []byte, 256), stderr: &lockedBuffer{}, code: make(chan int, 1), cancel: cancel}
+	go func() {
+		code := runProxy(ctx, args, inR, outW, r.stderr)
+		outW.Close()
+		r.code <- code
+	}()
+	go func() {
+		defer close(r.lines)
+		br := bufio.NewReader(outR)
+		for {
+			l, err := br.ReadBytes('\n')
+			if len(l) > 0 {
+				r.lines <- l
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		inW.Close()
+		for range r.lines {
+		}
+		if t.Failed() {
+			t.Logf("stderr:\n%s", r.stderr.String())
+		}
+	})
+	return r
+}
+
+func (r *proxyRun) send(line string) {
+	r.t.Helper()
+	if _, err := r.stdin.Write([]byte(line + "\n")); err != nil {
+		r.t.Fatalf("write to the proxy: %v", err)
+	}
+}
+
+func (r *proxyRun) next() []byte {
+	r.t.Helper()
+	select {
+	case l, ok := <-r.lines:
+		if !ok {
+			r.t.Fatal("the proxy's output ended")
+		}
+		return l
+	case <-time.After(proxyWait):
+		r.t.Fatalf("no output within %s", proxyWait)
+	}
+	return nil
+}
+
+func (r *proxyRun) expect(want string) {
+	r.t.Helper()
+	got := r.next()
+	var x, y any
+	if json.Unmarshal(got, &x) != nil || json.Unmarshal([]byte(want), &y) != nil || !reflect.DeepEqual(x, y) {
+		r.t.Fatalf("editor got\n%s\nwant\n%s", bytes.TrimSpace(got), want)
+	}
+}
+
+func (r *proxyRun) exit() int {
+	r.t.Helper()
+	select {
+	case c := <-r.code:
+		return c
+	case <-time.After(proxyWait):
+		r.t.Fatalf("the proxy did not exit within %s", proxyWait)
+	}
+	return -1
+}
+
+func (r *proxyRun) handshake(params string) {
+	r.t.Helper()
+	r.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":` + params + `}`)
+	r.expect(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}`)
+	r.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	r.expect(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
+}
+
+func (r *proxyRun) prompt() {
+	r.t.Helper()
+	r.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"go"}]}}`)
+}
+
+const (
+	capableClient = `{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}`
+	plainClient   = `{"protocolVersion":1,"clientCapabilities":{}}`
+)
+
+func sessionUpdate(u string) string {
+	return `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":` + u + `}}`
+}
+
+func TestProxyPassesExitCodeAndStderrThrough(t *testing.T) {
+	bin := proxyFakeAgent(t)
+	r := startProxyCmd(t, "--", bin, "-behavior", "plain", "-exit", "7", "-stderr", "hello from the agent")
+	r.handshake(capableClient)
+	r.prompt()
+	r.expect(sessionUpdate(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello."}}`))
+	r.expect(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
+	r.stdin.Close()
+	if code := r.exit(); code != 7 {
+		t.Errorf("exit code %d, want the agent's 7", code)
+	}
+	errText := r.stderr.String()
+	if !strings.Contains(errText, "hello from the agent\n") {
+		t.Errorf("the agent's stderr did not pass through: %q", errText)
+	}
+	if !strings.Contains(errText, "initialize negotiated") {
+		t.Errorf("the proxy's log is missing: %q", errText)
+	}
+}
+
+func TestProxySettlesWhenTheAgentCrashesMidCompaction(t *testing.T) {
+	bin := proxyFakeAgent(t)
+	r := startProxyCmd(t, "--", bin, "-behavior", "crash")
+	r.handshake(capableClient)
+	r.prompt()
+	r.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_c1","status":"in_progress"}`))
+	r.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_c1","status":"failed","error":"the agent crashed during compaction"}`))
+	// The editor still has its end of stdin open: the agent's exit alone
+	// ends the proxy.
+	if code := r.exit(); code != 3 {
+		t.Errorf("exit code %d, want the agent's 3", code)
+	}
+	if !strings.Contains(r.stderr.String(), "fakeagent: panic: provider connection reset") {
+		t.Errorf("stderr: %q", r.stderr.String())
+	}
+}
+
+func TestProxyForwardsSIGTERMToTheAgent(t *testing.T) {
+	bin := proxyFakeAgent(t)
+	r := startProxyCmd(t, "--", bin, "-behavior", "sigterm")
+	r.handshake(capableClient)
+	// The proxy catches the signal (the test process survives it) and
+	// passes it to the agent, whose handler exits with 42.
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := r.exit(); code != 42 {
+		t.Errorf("exit code %d, want the agent's 42", code)
+	}
+	if !strings.Contains(r.stderr.String(), "fakeagent: got terminated") {
+		t.Errorf("stderr: %q", r.stderr.String())
+	}
+}
+
+func TestProxyReportsAgentKilledBySignal(t *testing.T) {
+	bin := proxyFakeAgent(t)
+	r := startProxyCmd(t, "--", bin, "-behavior", "plain")
+	r.handshake(capableClient)
+	// Without a signal to forward, the end of the context terminates the
+	// agent; the default SIGTERM action kills it: 128+15.
+	r.cancel()
+	if code := r.exit(); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit code %d, want %d", code, 128+int(syscall.SIGTERM))
+	}
+}
+
+func TestProxyUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{nil, 2, "missing the agent command"},
+		{[]string{"--translate=claude-text,bogus", "--", "x"}, 2, "unknown translator"},
+		{[]string{"--no-translate=bogus", "--", "x"}, 2, "unknown translator"},
+		{[]string{"--fallback=bogus", "--", "x"}, 2, "unknown renderer"},
+		{[]string{"--check=maybe", "--", "x"}, 2, "want agent or client"},
+		{[]string{"--log-level=loud", "--", "x"}, 2, "--log-level"},
+		{[]string{"-h"}, 0, "usage: acpcompact proxy"},
+		{[]string{"--", "/nonexistent/agent-binary"}, 127, "cannot start the agent"},
+	} {
+		var stderr lockedBuffer
+		code := runProxy(context.Background(), tc.args, strings.NewReader(""), io.Discard, &stderr)
+		if code != tc.code || !strings.Contains(stderr.String(), tc.msg) {
+			t.Errorf("proxy %q = %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), tc.code, tc.msg)
+		}
+	}
+}
+
+func TestProxyCheckFlagReportsTheAgentsViolations(t *testing.T) {
+	bin := proxyFakeAgent(t)
+	r := startProxyCmd(t, "--check", "--", bin, "-behavior", "ignore-gate")
+	r.handshake(plainClient)
+	r.prompt()
+	// The client never sees the gated updates: they are a tool call now.
+	r.expect(sessionUpdate(`{"sessionUpdate":"tool_call","toolCallId":"compact-cmp_g1","title":"Compact conversation","kind":"think","status":"in_progress"}`))
+	r.expect(sessionUpdate(`{"sessionUpdate":"tool_call_update","toolCallId":"compact-cmp_g1","status":"completed"}`))
+	r.expect(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
+	r.stdin.Close()
+	if code := r.exit(); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	errText := r.stderr.String()
+	if !strings.Contains(errText, "rule=capability") || !strings.Contains(errText, "--check=agent: 3 violations (capability 3)") {
+		t.Errorf("--check did not report the agent's capability violations:\n%s", errText)
+	}
+}
+
+func TestProxyFallbackAndTranslateFlags(t *testing.T) {
+	bin := proxyFakeAgent(t)
+	t.Run("fallback", func(t *testing.T) {
+		r := startProxyCmd(t, "--fallback=opencode-marker", "--", bin, "-behavior", "toolcall")
+		r.handshake(plainClient)
+		r.prompt()
+		r.expect(sessionUpdate(`{"sessionUpdate":"session_info_update","_meta":{"opencode/compaction":{"status":"started","messageId":"toolu_1","reason":"manual"}}}`))
+		r.expect(sessionUpdate(`{"sessionUpdate":"session_info_update","_meta":{"opencode/compaction":{"status":"completed","messageId":"toolu_1","reason":"manual"}}}`))
+		r.expect(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
+	})
+	t.Run("no-translate", func(t *testing.T) {
+		r := startProxyCmd(t, "--no-translate=toolcall", "--", bin, "-behavior", "toolcall")
+		r.handshake(capableClient)
+		r.prompt()
+		r.expect(sessionUpdate(`{"sessionUpdate":"tool_call","toolCallId":"toolu_1","title":"Compact conversation","kind":"think","status":"in_progress","_meta":{"claudeCode":{"toolName":"compact"}}}`))
+		r.expect(sessionUpdate(`{"sessionUpdate":"tool_call_update","toolCallId":"toolu_1","status":"completed"}`))
+	})
+	t.Run("translate subset", func(t *testing.T) {
+		r := startProxyCmd(t, "--translate=codex-text", "--", bin, "-behavior", "toolcall")
+		r.handshake(capableClient)
+		r.prompt()
+		r.expect(sessionUpdate(`{"sessionUpdate":"tool_call","toolCallId":"toolu_1","title":"Compact conversation","kind":"think","status":"in_progress","_meta":{"claudeCode":{"toolName":"compact"}}}`))
+	})
+}
+
+// lockedBuffer is a bytes.Buffer safe for the agent's stderr copier and the
+// proxy's logger writing at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,341 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/test/conformance"
+)
+
+// Sentinel errors. Errors returned by this package that stem from one of
+// these wrap it, so callers branch with errors.Is.
+var (
+	// ErrUnknownTranslator: a translator name that Translators does not
+	// list.
+	ErrUnknownTranslator = errors.New("proxy: unknown translator")
+	// ErrRunning: Run was called while another Run of the same Proxy was
+	// still going. A Proxy carries one connection at a time.
+	ErrRunning = errors.New("proxy: already running")
+	// ErrClientClosed: a write to the client failed, so the client is
+	// gone; Run stops, since nothing the agent says can reach anyone.
+	ErrClientClosed = errors.New("proxy: write to the client failed")
+	// ErrAgentOutput: reading the agent's output failed with something
+	// other than end of file.
+	ErrAgentOutput = errors.New("proxy: read from the agent failed")
+)
+
+// DefaultMaxLineBytes is the longest line the proxy inspects. ACP messages
+// carrying images or resources are large, so the bound is generous; it
+// exists so that a framing error cannot exhaust memory. Longer lines are
+// streamed through uninspected.
+const DefaultMaxLineBytes = conformance.MaxLineBytes
+
+// Translator names one recogniser of a legacy compaction signal.
+type Translator string
+
+// The translators, each recognising one peer's legacy signal (see the
+// README for the exact wire forms).
+const (
+	// ClaudeText: agent_message_chunk text "Compacting...", then
+	// "\n\nCompacting completed.", "\n\nCompacting failed: <err>" or
+	// "\n\nCompacting failed." (Claude Agent ACP up to 0.74 and Go
+	// adapters modelled on it).
+	ClaudeText Translator = "claude-text"
+	// ToolCall: a tool_call titled "Compact conversation" (or whose
+	// _meta.claudeCode.toolName is "compact") and its tool_call_updates
+	// (Claude Agent ACP 0.75+, codex-acp TypeScript).
+	ToolCall Translator = "toolcall"
+	// OpencodeMarker: a session_info_update whose _meta carries
+	// "opencode/compaction" (opencode).
+	OpencodeMarker Translator = "opencode-marker"
+	// CodexText: agent_message_chunk text "Context compacted\n", sent
+	// after the fact (codex-acp, Rust).
+	CodexText Translator = "codex-text"
+	// CodexNotice: a notice update titled "Context compacted", or
+	// agent_message_chunk text "*Context compacted to fit the model's
+	// context window.*\n\n", sent after the fact (codex-acp, TypeScript).
+	CodexNotice Translator = "codex-notice"
+)
+
+// Translators returns every translator, in the order flags list them.
+func Translators() []Translator {
+	return []Translator{ClaudeText, ToolCall, OpencodeMarker, CodexText, CodexNotice}
+}
+
+// ParseTranslators reads a comma-separated list of translator names, as
+// given to a command-line flag. Names are matched case-insensitively; empty
+// entries are skipped, so "" is the empty list.
+func ParseTranslators(list string) ([]Translator, error) {
+	var out []Translator
+	for _, part := range strings.Split(list, ",") {
+		name := Translator(strings.ToLower(strings.TrimSpace(part)))
+		if name == "" {
+			continue
+		}
+		if !slices.Contains(Translators(), name) {
+			return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownTranslator, string(name), translatorList())
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+func translatorList() string {
+	names := make([]string, 0, len(Translators()))
+	for _, t := range Translators() {
+		names = append(names, string(t))
+	}
+	return strings.Join(names, ", ")
+}
+
+// Checker follows a connection's messages and reports broken compaction
+// obligations; *conformance.Checker implements it. The proxy serializes
+// its calls.
+type Checker interface {
+	Observe(dir conformance.Direction, line int, raw json.RawMessage) []conformance.Violation
+	Close() []conformance.Violation
+}
+
+// Checked names the agent-to-client stream a Checker sees. The client's
+// messages are the same in both, since the proxy never changes them.
+type Checked int
+
+const (
+	// CheckAgent checks what the agent sent, before any correction: the
+	// agent's own bugs, which is what its author wants to see.
+	CheckAgent Checked = iota
+	// CheckClient checks what the client received, corrections included:
+	// the proxy's own output.
+	CheckClient
+)
+
+// String returns "agent" or "client".
+func (c Checked) String() string {
+	if c == CheckClient {
+		return "client"
+	}
+	return "agent"
+}
+
+// Option configures a Proxy.
+type Option func(*config)
+
+type config struct {
+	translators  map[Translator]bool
+	unknown      []string
+	fallback     emitter.Renderer
+	gateFallback emitter.Renderer
+	checker      Checker
+	checked      Checked
+	logger       *slog.Logger
+	turnReason   error
+	exitReason   error
+	cancelGrace  time.Duration
+	maxLine      int
+}
+
+// WithTranslators enables exactly ts; the default is every translator.
+func WithTranslators(ts ...Translator) Option {
+	return func(c *config) {
+		c.translators = map[Translator]bool{}
+		for _, t := range ts {
+			c.enable(t, true)
+		}
+	}
+}
+
+// WithoutTranslators disables ts, leaving their signals untouched.
+func WithoutTranslators(ts ...Translator) Option {
+	return func(c *config) {
+		for _, t := range ts {
+			c.enable(t, false)
+		}
+	}
+}
+
+func (c *config) enable(t Translator, on bool) {
+	if !slices.Contains(Translators(), t) {
+		c.unknown = append(c.unknown, string(t))
+		return
+	}
+	c.translators[t] = on
+}
+
+// WithFallback sets how compaction is shown to a v1 client without the
+// capability: recognised legacy signals are replaced by r's rendering, and
+// standard updates the agent should not have sent are rewritten with it.
+// Without it such a client gets the legacy signals untouched. Use the
+// renderers of package fallback; fallback.None drops both.
+func WithFallback(r emitter.Renderer) Option { return func(c *config) { c.fallback = r } }
+
+// WithGateFallback sets the rendering of standard updates sent to a v1
+// client without the capability when no WithFallback is given. The default
+// is fallback.ToolCall(): a "Compact conversation" tool call that every v1
+// client shows as one row updated in place, ends with a terminal status
+// that stops the client's spinner, and keeps the agent's message text
+// clean.
+func WithGateFallback(r emitter.Renderer) Option {
+	return func(c *config) {
+		if r != nil {
+			c.gateFallback = r
+		}
+	}
+}
+
+// WithChecker runs ch on the live connection: it sees every client message
+// and the stream which says (CheckAgent by default), and each violation is
+// logged at warn level.
+func WithChecker(ch Checker, which Checked) Option {
+	return func(c *config) { c.checker, c.checked = ch, which }
+}
+
+// WithLogger sets where the proxy logs malformed lines, corrections and
+// violations. The default discards them.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// WithTurnEndReason sets the failure the client sees for a compaction still
+// open when its turn ends without a cancel (default emitter.ErrTurnEnded).
+// A reason wrapping emitter.ErrCancelled would report a cancel the user
+// never asked for, so it is ignored.
+func WithTurnEndReason(err error) Option {
+	return func(c *config) {
+		if err != nil && !errors.Is(err, emitter.ErrCancelled) {
+			c.turnReason = err
+		}
+	}
+}
+
+// WithExitReason sets the failure the client sees for a compaction still
+// open when the agent's output ends (default emitter.ErrAgentCrashed).
+// Like WithTurnEndReason it ignores a reason wrapping emitter.ErrCancelled.
+func WithExitReason(err error) Option {
+	return func(c *config) {
+		if err != nil && !errors.Is(err, emitter.ErrCancelled) {
+			c.exitReason = err
+		}
+	}
+}
+
+// WithCancelGrace settles a session's open compactions as cancelled when
+// the agent has not settled them d after the client's session/cancel, so a
+// hung agent cannot keep the client's spinner running; the agent's later
+// updates for them are dropped. Zero, the default, waits for the end of the
+// turn, which settles them anyway.
+func WithCancelGrace(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.cancelGrace = d
+		}
+	}
+}
+
+// WithMaxLineBytes sets the longest line the proxy inspects (default
+// DefaultMaxLineBytes); longer lines are forwarded uninspected.
+func WithMaxLineBytes(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxLine = n
+		}
+	}
+}
+
+// Proxy carries one ACP connection at a time between a client and an
+// agent. Create it with New; its methods are safe for concurrent use.
+type Proxy struct {
+	cfg     config
+	running atomic.Bool
+}
+
+// New returns a proxy configured by opts. It fails only for an unknown
+// translator name (ErrUnknownTranslator).
+func New(opts ...Option) (*Proxy, error) {
+	c := config{
+		translators: map[Translator]bool{},
+		turnReason:  emitter.ErrTurnEnded,
+		exitReason:  emitter.ErrAgentCrashed,
+		maxLine:     DefaultMaxLineBytes,
+	}
+	for _, t := range Translators() {
+		c.translators[t] = true
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if len(c.unknown) > 0 {
+		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownTranslator, strings.Join(c.unknown, ","), translatorList())
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	if c.gateFallback == nil {
+		c.gateFallback = fallback.ToolCall()
+	}
+	return &Proxy{cfg: c}, nil
+}
+
+// Enabled reports whether translator t is on.
+func (p *Proxy) Enabled(t Translator) bool { return p.cfg.translators[t] }
+
+// Run carries one connection: client messages are read from clientIn and
+// written to agentIn, agent messages are read from agentOut and written,
+// corrected, to clientOut.
+//
+// Run returns when agentOut ends (nil at end of file), when a write to the
+// client fails (ErrClientClosed), or when ctx is done (ctx.Err()); in every
+// case it first settles the compactions the client saw start.
+//
+// agentIn is closed, if it is an io.Closer, when clientIn ends and when Run
+// returns, because end of input is how an agent learns that its client has
+// gone. When ctx is done, agentOut is closed too, if it is an io.Closer, so
+// that a blocked read returns; a write to clientOut in progress is waited
+// for, since the settlement must follow it. Run does not wait for a read of
+// clientIn or agentOut still in progress when it returns: the reading
+// goroutine ends when that read does, without writing anything further.
+// Run never closes clientOut.
+func (p *Proxy) Run(ctx context.Context, clientIn io.Reader, clientOut io.Writer, agentIn io.Writer, agentOut io.Reader) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer p.running.Store(false)
+	c := newConn(p, clientOut, agentIn)
+	agentDone := make(chan error, 1)
+	go func() { agentDone <- c.pumpAgent(ctx, agentOut) }()
+	go c.pumpClient(ctx, clientIn)
+
+	var err error
+	select {
+	case err = <-agentDone:
+	case <-ctx.Done():
+		if cl, ok := agentOut.(io.Closer); ok {
+			_ = cl.Close()
+		}
+		c.finish(ctx, emitter.ErrConnectionClosed)
+		err = ctx.Err()
+	}
+	// No client line can reach the agent any more, and an agent that
+	// still reads learns so from end of file.
+	c.closeAgentIn()
+	c.stopTimers()
+	c.closeChecker()
+	return err
+}
