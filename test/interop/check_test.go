@@ -1,0 +1,345 @@
+package interop_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/internal/acpschema"
+	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/test/interop"
+)
+
+// harnessSlots bounds how many harness runs (a node process and an agent
+// each) run at once across the package. Runs spend much of their time
+// waiting on their peer, so this is above the usual -parallel default of
+// GOMAXPROCS.
+var harnessSlots = make(chan struct{}, 3)
+
+// future is a harness run started in the background, so that a test can
+// start all its runs at once and check them in order.
+type future struct {
+	done   chan struct{}
+	res    *interop.Result
+	err    error
+	stderr syncBuffer
+}
+
+// launch starts a harness run.
+func launch(o interop.Options) *future {
+	if o.Timeout == 0 {
+		o.Timeout = 45 * time.Second // a hang guard, not an assertion
+	}
+	f := &future{done: make(chan struct{})}
+	o.Stderr = &f.stderr
+	go func() {
+		defer close(f.done)
+		harnessSlots <- struct{}{}
+		defer func() { <-harnessSlots }()
+		f.res, f.err = interop.Run(context.Background(), o)
+	}()
+	return f
+}
+
+// get waits for the run and fails the test when the harness produced no
+// result or reported a failure of its own. When the test fails, it logs the
+// stderr and the wire.
+func (f *future) get(t *testing.T) *interop.Result {
+	t.Helper()
+	<-f.done
+	if f.err != nil {
+		t.Fatalf("harness: %v\nstderr:\n%s", f.err, f.stderr.String())
+	}
+	res := f.res
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent and harness stderr:\n%s", f.stderr.String())
+			t.Logf("wire:\n%s", res.Transcript())
+		}
+	})
+	if res.Error != "" {
+		t.Fatalf("harness failed: %s", res.Error)
+	}
+	return res
+}
+
+// run runs the harness and waits for it (see future.get).
+func run(t *testing.T, o interop.Options) *interop.Result {
+	t.Helper()
+	return launch(o).get(t)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func isCompactionKind(kind string) bool {
+	return kind == "compaction_update" || kind == "compaction_summary_chunk"
+}
+
+func isTerminal(status string) bool {
+	return status == "completed" || status == "failed" || status == "cancelled"
+}
+
+// checkCommon asserts what holds for every run, whatever the scenario:
+//   - the SDK rejected no update and logged nothing;
+//   - every raw agent line is valid against the official schema of the
+//     negotiated version, and the whole wire is clean under the
+//     conformance checker;
+//   - the SDK delivered the same timeline the raw wire describes (it did
+//     not silently strip a field a reducer needs);
+//   - every compaction first seen in a turn was settled before the turn
+//     ended (v1: the prompt response; v2: the idle state_update), and no
+//     compaction update arrived after it;
+//   - a v1 client without the capability received no compaction update,
+//     neither from the SDK nor on the raw wire.
+//
+// It returns the reducer of the delivered updates.
+func checkCommon(t *testing.T, res *interop.Result, capable bool) *conformance.Reducer {
+	t.Helper()
+	version := res.Protocol
+	if res.Rejected != 0 {
+		t.Errorf("the SDK rejected %d updates: %q", res.Rejected, res.ConsoleErrors)
+	}
+	if len(res.ConsoleErrors) != 0 {
+		t.Errorf("the SDK logged: %q", res.ConsoleErrors)
+	}
+	if res.GateStalls != 0 {
+		t.Errorf("%d responses reached the SDK before the updates read ahead of them were handled", res.GateStalls)
+	}
+	checkWireSchema(t, res)
+	checkTranscript(t, res)
+
+	delivered := conformance.NewReducer(version)
+	for i, u := range res.Updates {
+		if err := delivered.Apply(u.SessionID, u.Update); err != nil {
+			t.Errorf("delivered update %d %s: %v", i, u.Update, err)
+		}
+	}
+	wire := conformance.NewReducer(version)
+	for _, l := range res.AgentLines() {
+		if err := wire.ApplyMessage(json.RawMessage(l)); err != nil {
+			t.Errorf("wire line %s: %v", l, err)
+		}
+	}
+	if got, want := render(delivered, res.SessionID), render(wire, res.SessionID); got != want {
+		t.Errorf("the SDK delivered another timeline than the wire carries:\ndelivered:\n%s\nwire:\n%s", got, want)
+	}
+
+	if version == 1 && !capable {
+		for i, u := range res.Updates {
+			if isCompactionKind(u.Kind()) {
+				t.Errorf("v1 client without the capability got update %d: %s", i, u.Update)
+			}
+		}
+		for _, l := range res.AgentLines() {
+			if strings.Contains(l, `"compaction_update"`) || strings.Contains(l, `"compaction_summary_chunk"`) {
+				t.Errorf("v1 client without the capability: the wire carries %s", l)
+			}
+		}
+	}
+	checkSettledBeforeTurnEnd(t, res)
+	return delivered
+}
+
+// checkWireSchema validates every raw agent line against the official
+// schema, and every session/update's params in particular.
+func checkWireSchema(t *testing.T, res *interop.Result) {
+	t.Helper()
+	v, err := acpschema.For(res.Protocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range res.AgentLines() {
+		if err := v.Message([]byte(l)); err != nil {
+			t.Errorf("agent line fails the v%d schema: %v", res.Protocol, err)
+			continue
+		}
+		var m struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		if json.Unmarshal([]byte(l), &m) == nil && m.Method == "session/update" {
+			if err := v.Notification(m.Params); err != nil {
+				t.Errorf("session/update fails the v%d schema: %v", res.Protocol, err)
+			}
+		}
+	}
+}
+
+// checkTranscript runs the conformance checker, with the official schemas,
+// over the wire as the client saw it.
+func checkTranscript(t *testing.T, res *interop.Result) {
+	t.Helper()
+	v1, err := acpschema.For(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := acpschema.For(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := conformance.CheckTranscript(strings.NewReader(res.Transcript()), conformance.WithSchema(v1, v2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		t.Errorf("conformance: %s", v)
+	}
+}
+
+// turnEnd returns where a prompt step's turn ended in res.Updates: the
+// number of updates delivered before the v1 response, or the index of the
+// v2 idle state_update. ok is false for steps that are not prompts.
+func turnEnd(res *interop.Result, s interop.StepResult) (int, bool) {
+	p, ok := s.Prompt()
+	if !ok {
+		return 0, false
+	}
+	if res.Protocol == 2 {
+		if s.IdleIndex == nil {
+			return 0, false
+		}
+		return *s.IdleIndex, true
+	}
+	return p.UpdatesBefore, true
+}
+
+func checkSettledBeforeTurnEnd(t *testing.T, res *interop.Result) {
+	t.Helper()
+	for i, s := range res.Steps {
+		end, ok := turnEnd(res, s)
+		if !ok {
+			if _, isPrompt := s.Prompt(); isPrompt {
+				t.Errorf("step %d %s: the turn never ended", i, s.Step)
+			}
+			continue
+		}
+		status := map[string]string{}
+		var order []string
+		for _, u := range res.Updates[s.StartIndex:end] {
+			var cu struct {
+				Kind   string `json:"sessionUpdate"`
+				ID     string `json:"compactionId"`
+				Status string `json:"status"`
+			}
+			_ = json.Unmarshal(u.Update, &cu)
+			if !isCompactionKind(cu.Kind) {
+				continue
+			}
+			if _, seen := status[cu.ID]; !seen {
+				status[cu.ID] = "in_progress"
+				order = append(order, cu.ID)
+			}
+			if cu.Kind == "compaction_update" {
+				status[cu.ID] = cu.Status
+			}
+		}
+		for _, id := range order {
+			if !isTerminal(status[id]) {
+				t.Errorf("step %d %s: compaction %s is %q when the turn ends", i, s.Step, id, status[id])
+			}
+		}
+		// Nothing of compaction may follow the end of the turn, up to the
+		// next step.
+		next := len(res.Updates)
+		if i+1 < len(res.Steps) {
+			next = res.Steps[i+1].StartIndex
+		}
+		for j := end; j < next; j++ {
+			if isCompactionKind(res.Updates[j].Kind()) {
+				t.Errorf("step %d %s: update %d after the end of the turn: %s", i, s.Step, j, res.Updates[j].Update)
+			}
+		}
+	}
+}
+
+func render(r *conformance.Reducer, sid string) string {
+	var b strings.Builder
+	_ = r.Render(&b, sid)
+	return b.String()
+}
+
+// compactions returns the compaction items of a session's timeline.
+func compactions(r *conformance.Reducer, sid string) []conformance.Item {
+	var out []conformance.Item
+	for _, it := range r.Timeline(sid) {
+		if it.Kind == conformance.KindCompaction {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// summaryText concatenates the text blocks of a summary.
+func summaryText(blocks []json.RawMessage) string {
+	var b strings.Builder
+	for _, raw := range blocks {
+		var c struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(raw, &c)
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		} else {
+			fmt.Fprintf(&b, "[%s]", c.Type)
+		}
+	}
+	return b.String()
+}
+
+// stopReason returns how the step's turn ended: the v1 prompt response's
+// stopReason, or the v2 idle state_update's.
+func stopReason(t *testing.T, res *interop.Result, s interop.StepResult) string {
+	t.Helper()
+	var out struct {
+		StopReason string `json:"stopReason"`
+	}
+	if res.Protocol == 2 {
+		if s.IdleIndex == nil {
+			return ""
+		}
+		_ = json.Unmarshal(res.Updates[*s.IdleIndex].Update, &out)
+		return out.StopReason
+	}
+	p, ok := s.Prompt()
+	if !ok {
+		return ""
+	}
+	if p.Error != nil {
+		t.Errorf("session/prompt failed: %s", p.Error.Message)
+		return ""
+	}
+	_ = json.Unmarshal(p.Response, &out)
+	return out.StopReason
+}
+
+// countKind counts delivered updates of a kind in [from, to).
+func countKind(res *interop.Result, kind string, from, to int) int {
+	n := 0
+	for _, u := range res.Updates[from:to] {
+		if u.Kind() == kind {
+			n++
+		}
+	}
+	return n
+}

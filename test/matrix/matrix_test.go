@@ -1,0 +1,165 @@
+package matrix_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/test/matrix"
+)
+
+var (
+	agentOnce sync.Once
+	agentPath string
+	agentErr  error
+	agentOut  []byte
+	binDir    string
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "acpcompact-matrix-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// scenarioAgent builds examples/scenario-agent once for the package.
+func scenarioAgent(t *testing.T) string {
+	t.Helper()
+	agentOnce.Do(func() {
+		wd, err := os.Getwd()
+		if err != nil {
+			agentErr = err
+			return
+		}
+		root := filepath.Join(wd, "..", "..")
+		agentPath = filepath.Join(binDir, "scenario-agent")
+		cmd := exec.Command("go", "build", "-o", agentPath, "./examples/scenario-agent")
+		cmd.Dir = root
+		agentOut, agentErr = cmd.CombinedOutput()
+	})
+	if agentErr != nil {
+		t.Fatalf("go build ./examples/scenario-agent: %v\n%s", agentErr, agentOut)
+	}
+	return agentPath
+}
+
+// targets returns the three targets; the agent binary is built on first use.
+func targets(t *testing.T) []matrix.Target {
+	return []matrix.Target{
+		matrix.EmitterTarget{},
+		matrix.KitTarget{},
+		matrix.AgentTarget{Path: scenarioAgent(t)},
+	}
+}
+
+// play runs every scenario of the bullet on every target and verifies
+// each run. A scenario a target cannot express is skipped with the
+// scenario's reason (Scenario.NoKit, Scenario.NoAgent).
+func play(t *testing.T, b matrix.Bullet) {
+	t.Helper()
+	scs := matrix.By(b)
+	if len(scs) == 0 {
+		t.Fatalf("no scenario covers %q", b)
+	}
+	for _, tg := range targets(t) {
+		for _, sc := range scs {
+			t.Run(sc.Name+"/"+tg.Name(), func(t *testing.T) {
+				t.Parallel()
+				// A hang guard only: nothing asserts how long a run takes.
+				if _, ok := tg.(matrix.AgentTarget); ok && sc.Agent != nil && sc.Agent.KnownDefect != "" && os.Getenv("MATRIX_KNOWN_DEFECTS") == "" {
+					t.Skip("KNOWN DEFECT (run with MATRIX_KNOWN_DEFECTS=1 to see it fail): " + sc.Agent.KnownDefect)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				var stderr bytes.Buffer
+				target := tg
+				if a, ok := target.(matrix.AgentTarget); ok {
+					a.Stderr = &lockedWriter{w: &stderr}
+					target = a
+				}
+				run, err := target.Play(ctx, sc)
+				if errors.Is(err, matrix.ErrNotExpressible) {
+					t.Skip(err)
+				}
+				if err != nil {
+					if run != nil {
+						t.Logf("transcript:\n%s", run.Transcript())
+					}
+					t.Fatalf("%s: %v\nstderr:\n%s", sc.Doc, err, stderr.String())
+				}
+				if errs := matrix.Verify(sc, run); len(errs) > 0 {
+					for _, e := range errs {
+						t.Error(e)
+					}
+					t.Logf("%s\ntranscript:\n%s", sc.Doc, run.Transcript())
+				}
+			})
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestV1CapabilityEnforcementLiveAndReplay: "V1 capability enforcement for
+// both live updates and replay, including Clients that omit the capability
+// or send null."
+func TestV1CapabilityEnforcementLiveAndReplay(t *testing.T) {
+	play(t, matrix.BulletCapability)
+}
+
+// TestLifecycleTransitionsToCompletedFailedCancelled: "Lifecycle
+// transitions to completed, failed, and cancelled, including runtimes that
+// only expose completed compactions."
+func TestLifecycleTransitionsToCompletedFailedCancelled(t *testing.T) {
+	play(t, matrix.BulletLifecycle)
+}
+
+// TestSummaryChunkOrderingReplacementClearingAndPartialOutput: "Summary
+// chunk ordering and first-seen ID initialization, authoritative
+// replacement and clearing, completion with an omitted summary, chunks
+// after terminal updates, and failure or cancellation after partial
+// output."
+func TestSummaryChunkOrderingReplacementClearingAndPartialOutput(t *testing.T) {
+	play(t, matrix.BulletSummary)
+}
+
+// TestHistoryReplayWithoutDuplicatingSummaryContent: "History replay
+// without duplicating accumulated summary content after reconnecting,
+// including v1 message chunks without IDs on either side of a compaction
+// boundary."
+func TestHistoryReplayWithoutDuplicatingSummaryContent(t *testing.T) {
+	play(t, matrix.BulletReplay)
+}
+
+// TestUnknownStatusesAndV2Updates: "Unknown statuses and v2 updates".
+func TestUnknownStatusesAndV2Updates(t *testing.T) {
+	play(t, matrix.BulletUnknownV2)
+}
+
+// TestSafeOmissionOfUnexposableSummaries: "safe omission of summaries that
+// cannot be exposed to the user".
+func TestSafeOmissionOfUnexposableSummaries(t *testing.T) {
+	play(t, matrix.BulletSafeOmission)
+}

@@ -1,0 +1,195 @@
+package matrix
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/acpcompact/acpcompact/emitter"
+)
+
+// sessionID is the session every in-process scenario runs in.
+const sessionID = "sess_1"
+
+// runtime is what the runtime steps of a scenario call: the emitter's
+// session directly, or agentkit's, whose Start and Fail are scoped to the
+// turn.
+type runtime struct {
+	start  func(ctx context.Context, opts ...emitter.StartOption) (*emitter.Compaction, error)
+	fail   func(ctx context.Context, id emitter.ID, cause error, opts ...emitter.SettleOption) error
+	replay func(ctx context.Context, rec emitter.Record) error
+	// session is the emitter session, for calls by ID on compactions this
+	// runtime holds no handle of (before the start, after a reconnect).
+	session func() (*emitter.Session, error)
+	// notify sends a session/update with a verbatim update.
+	notify func(ctx context.Context, update json.RawMessage) error
+	// version is the connection's protocol version, for the agent's own
+	// message form.
+	version int
+
+	handles map[emitter.ID]*emitter.Compaction
+}
+
+// do runs one runtime step (not OpUserCancel or OpExpect, which belong to
+// the target) and returns the call's error.
+func (r *runtime) do(ctx context.Context, s Step) error {
+	if r.handles == nil {
+		r.handles = map[emitter.ID]*emitter.Compaction{}
+	}
+	switch s.Op {
+	case OpStart:
+		opts := []emitter.StartOption{emitter.WithID(s.ID)}
+		if s.Displayable {
+			opts = append(opts, emitter.UserDisplayable())
+		}
+		if s.Meta != nil {
+			opts = append(opts, emitter.WithStartMeta(s.Meta))
+		}
+		c, err := r.start(ctx, opts...)
+		if c != nil {
+			r.handles[s.ID] = c
+		}
+		return err
+	case OpChunk:
+		if c, ok := r.handles[s.ID]; ok {
+			return c.Chunk(ctx, emitter.Text(s.Text))
+		}
+		sess, err := r.session()
+		if err != nil {
+			return err
+		}
+		return sess.Chunk(ctx, s.ID, emitter.Text(s.Text))
+	case OpComplete:
+		if c, ok := r.handles[s.ID]; ok {
+			return c.Complete(ctx, settleOptions(s)...)
+		}
+		sess, err := r.session()
+		if err != nil {
+			return err
+		}
+		return sess.Complete(ctx, s.ID, settleOptions(s)...)
+	case OpCancel:
+		if c, ok := r.handles[s.ID]; ok {
+			return c.Cancel(ctx, settleOptions(s)...)
+		}
+		sess, err := r.session()
+		if err != nil {
+			return err
+		}
+		return sess.Cancel(ctx, s.ID, settleOptions(s)...)
+	case OpFail:
+		return r.fail(ctx, s.ID, errors.New(s.Err), settleOptions(s)...)
+	case OpMessage:
+		return r.notify(ctx, agentMessage(r.version, s.Text))
+	case OpRaw:
+		return r.notify(ctx, s.Raw)
+	case OpReplay:
+		return r.replay(ctx, s.Record)
+	}
+	return fmt.Errorf("matrix: op %d is not a runtime step", s.Op)
+}
+
+// agentMessage is the agent's message update: in v1 an
+// agent_message_chunk without a messageId (the case the RFD singles out);
+// in v2, which has no chunks, an agent_message upsert whose ID derives from
+// the text, so a replay addresses the same message.
+func agentMessage(version int, text string) json.RawMessage {
+	if version == 2 {
+		return mustJSON(map[string]any{
+			"sessionUpdate": "agent_message",
+			"messageId":     "msg_" + text,
+			"content":       []any{map[string]any{"type": "text", "text": text}},
+		})
+	}
+	return mustJSON(map[string]any{
+		"sessionUpdate": "agent_message_chunk",
+		"content":       map[string]any{"type": "text", "text": text},
+	})
+}
+
+func settleOptions(s Step) []emitter.SettleOption {
+	var opts []emitter.SettleOption
+	switch s.Summary {
+	case SetSummary:
+		blocks := make([]emitter.ContentBlock, len(s.Texts))
+		for i, t := range s.Texts {
+			blocks[i] = emitter.Text(t)
+		}
+		opts = append(opts, emitter.Summary(blocks...))
+	case ClearSummary:
+		opts = append(opts, emitter.ClearSummary())
+	case EmptySummary:
+		opts = append(opts, emitter.Summary())
+	}
+	if s.Meta != nil && s.Op != OpStart {
+		opts = append(opts, emitter.WithSettleMeta(s.Meta))
+	}
+	return opts
+}
+
+// checkErr describes a step whose error is not the one it wants, or "".
+func checkErr(turn, step int, s Step, err error) string {
+	switch {
+	case s.WantErr == nil && err != nil:
+		return fmt.Sprintf("turn %d step %d (op %d %s): unexpected error: %v", turn+1, step+1, s.Op, s.ID, err)
+	case s.WantErr != nil && !errors.Is(err, s.WantErr):
+		return fmt.Sprintf("turn %d step %d (op %d %s): got error %v, want %v", turn+1, step+1, s.Op, s.ID, err, s.WantErr)
+	}
+	return ""
+}
+
+// Agent answers of the in-process targets.
+var (
+	initResultV1 = json.RawMessage(`{"protocolVersion":1,"agentCapabilities":{"loadSession":true},"authMethods":[]}`)
+	initResultV2 = json.RawMessage(`{"protocolVersion":2,"info":{"name":"matrix-agent","version":"1.0.0"},"capabilities":{"session":{"resume":{}}}}`)
+)
+
+func initResult(version int) json.RawMessage {
+	if version == 2 {
+		return initResultV2
+	}
+	return initResultV1
+}
+
+func newSessionParams(version int) json.RawMessage {
+	if version == 2 {
+		return json.RawMessage(`{"cwd":"/tmp"}`)
+	}
+	return json.RawMessage(`{"cwd":"/tmp","mcpServers":[]}`)
+}
+
+func promptParams(sid, text string) json.RawMessage {
+	return mustJSON(map[string]any{"sessionId": sid, "prompt": []any{map[string]any{"type": "text", "text": text}}})
+}
+
+func loadRequest(version int, sid string) (string, json.RawMessage) {
+	if version == 2 {
+		return "session/resume", mustJSON(map[string]any{"sessionId": sid, "cwd": "/tmp", "replayFrom": map[string]any{"type": "start"}})
+	}
+	return "session/load", mustJSON(map[string]any{"sessionId": sid, "cwd": "/tmp", "mcpServers": []any{}})
+}
+
+func stateUpdate(state, stopReason string) json.RawMessage {
+	u := map[string]any{"sessionUpdate": "state_update", "state": state}
+	if stopReason != "" {
+		u["stopReason"] = stopReason
+	}
+	return mustJSON(u)
+}
+
+func notification(method string, params any) []byte {
+	return mustJSON(map[string]any{"jsonrpc": "2.0", "method": method, "params": params})
+}
+
+func request(id int, method string, params json.RawMessage) []byte {
+	return mustJSON(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+func response(id int, result any) []byte {
+	return mustJSON(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+func sessionUpdate(sid string, u json.RawMessage) []byte {
+	return notification("session/update", map[string]any{"sessionId": sid, "update": u})
+}

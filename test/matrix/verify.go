@@ -1,0 +1,363 @@
+package matrix
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/acpcompact/acpcompact/internal/acpschema"
+	"github.com/acpcompact/acpcompact/test/conformance"
+)
+
+// Verify judges a run of sc. It returns one error per problem:
+//   - a step that did not return the error it wanted (Run.StepErrors);
+//   - a conformance Checker violation on any connection, the official
+//     schema included (conformance.WithSchema);
+//   - an agent session/update that is invalid against the official schema
+//     of the connection's negotiated version;
+//   - any compaction update sent to a v1 client without the capability;
+//   - a compaction replayed by session/load or session/resume that the
+//     client, holding the entity from before, ends up holding differently
+//     from what the replay alone describes (a summary accumulated twice, a
+//     stale error): after every replay, each replayed entity must be the
+//     same whether the client kept its timeline or rebuilt it;
+//   - a timeline, at an OpExpect step or at the end, that differs from the
+//     scenario's (Want, WantCompactions, WantReplay, or the AgentScript's).
+func Verify(sc Scenario, r *Run) []error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for _, s := range r.StepErrors {
+		fail("step: %s", s)
+	}
+	v1, err := acpschema.For(1)
+	if err != nil {
+		return append(errs, err)
+	}
+	v2, err := acpschema.For(2)
+	if err != nil {
+		return append(errs, err)
+	}
+	var expects [][]string
+	if !r.Agent {
+		expects = expectRows(sc)
+	}
+	held := (*conformance.Reducer)(nil) // the client's timeline, kept across reconnects
+	var replay []conformance.Line       // the last Load turn's messages
+	marks := 0
+	for ci, c := range r.Conns {
+		lines, marked := stripMarks(c.Lines())
+		version := negotiated(lines)
+		if held == nil || held.Version() != version {
+			held = conformance.NewReducer(version)
+		}
+		chk := conformance.NewChecker(conformance.WithSchema(v1, v2))
+		var vs []conformance.Violation
+		schema := v1
+		if version == 2 {
+			schema = v2
+		}
+		loadAt, loadID := -1, ""
+		for i, l := range lines {
+			vs = append(vs, chk.Observe(l.Dir, l.N, l.Raw)...)
+			if e := decodeEnvelope(l.Raw); l.Dir == conformance.FromClient && (e.Method == "session/load" || e.Method == "session/resume") {
+				loadAt, loadID = i, string(e.ID)
+			}
+			if l.Dir == conformance.FromAgent {
+				if u, kind, ok := update(l.Raw); ok {
+					if err := schema.Update(u); err != nil {
+						fail("conn %d line %d: update fails the v%d schema: %v", ci+1, l.N, version, err)
+					}
+					if !sc.Client.Capable() && (kind == "compaction_update" || kind == "compaction_summary_chunk") {
+						fail("conn %d line %d: %s sent to a v1 client without the capability", ci+1, l.N, kind)
+					}
+				}
+				if err := held.ApplyMessage(l.Raw); err != nil {
+					fail("conn %d line %d: the reducer cannot apply %s: %v", ci+1, l.N, l.Raw, err)
+				}
+				if e := decodeEnvelope(l.Raw); loadAt >= 0 && e.Method == "" && string(e.ID) == loadID {
+					for _, d := range replayDiffs(held, lines[loadAt:i+1], version) {
+						fail("conn %d, replay ending at line %d: %s", ci+1, l.N, d)
+					}
+					loadAt = -1
+				}
+			}
+			for _, at := range marked[i+1] {
+				if at >= len(expects) {
+					fail("conn %d: mark %d has no OpExpect step", ci+1, at)
+					continue
+				}
+				marks++
+				if d := diffRows(rows(held, r.Agent), expects[at]); d != "" {
+					fail("conn %d, at OpExpect #%d (after line %d):\n%s", ci+1, at+1, l.N, d)
+				}
+			}
+		}
+		vs = append(vs, chk.Close()...)
+		for _, v := range vs {
+			fail("conn %d: conformance: %s", ci+1, v)
+		}
+		if lr := lastLoad(lines); lr != nil {
+			replay = lr
+		}
+	}
+	if marks != len(expects) {
+		fail("%d OpExpect steps, %d checked: the target did not reach them all", len(expects), marks)
+	}
+	if held == nil {
+		return append(errs, fmt.Errorf("the run recorded no connection"))
+	}
+	want, wantReplay, wantComps := sc.Want, sc.WantReplay, sc.WantCompactions
+	if r.Agent {
+		want, wantReplay, wantComps = sc.Agent.Want, sc.Agent.WantReplay, nil
+	}
+	got := rows(held, r.Agent)
+	if want != nil {
+		if d := diffRows(got, want); d != "" {
+			fail("final timeline:\n%s", d)
+		}
+	}
+	if wantComps != nil {
+		var comps []string
+		for _, row := range got {
+			if strings.HasPrefix(row, "[compaction ") {
+				comps = append(comps, row)
+			}
+		}
+		if d := diffRows(comps, wantComps); d != "" {
+			fail("final compactions:\n%s", d)
+		}
+	}
+	if wantReplay != nil {
+		if replay == nil {
+			fail("WantReplay set, but the run has no replay")
+		} else {
+			fresh := conformance.NewReducer(negotiated(r.Conns[len(r.Conns)-1].Lines()))
+			for _, l := range replay {
+				if l.Dir == conformance.FromAgent {
+					_ = fresh.ApplyMessage(l.Raw)
+				}
+			}
+			if d := diffRows(rows(fresh, r.Agent), wantReplay); d != "" {
+				fail("timeline rebuilt from the replay alone:\n%s", d)
+			}
+		}
+	}
+	return errs
+}
+
+// replayDiffs compares each compaction a replay carries, as the replay
+// alone builds it, with the entity the client holds after applying the
+// replay on top of what it had.
+func replayDiffs(held *conformance.Reducer, replay []conformance.Line, version int) []string {
+	fresh := conformance.NewReducer(version)
+	for _, l := range replay {
+		if l.Dir == conformance.FromAgent {
+			_ = fresh.ApplyMessage(l.Raw)
+		}
+	}
+	var out []string
+	for _, sid := range fresh.Sessions() {
+		kept := map[string]conformance.Item{}
+		for _, it := range held.Timeline(sid) {
+			if it.Kind == conformance.KindCompaction {
+				kept[it.ID] = it
+			}
+		}
+		for _, it := range fresh.Timeline(sid) {
+			if it.Kind != conformance.KindCompaction {
+				continue
+			}
+			h := kept[it.ID]
+			if a, b := entity(h), entity(it); a != b {
+				out = append(out, fmt.Sprintf("compaction %s: the client that kept its timeline holds %s, the replay describes %s", it.ID, a, b))
+			}
+		}
+	}
+	return out
+}
+
+// entity renders a compaction's state without its _meta.
+func entity(it conformance.Item) string {
+	var b strings.Builder
+	b.WriteString(strconv.Quote(it.Status))
+	b.WriteString(" summary ")
+	if it.Summary == nil {
+		b.WriteString("none")
+	} else {
+		sum, _ := json.Marshal(it.Summary)
+		b.Write(sum)
+	}
+	b.WriteString(" error ")
+	if it.Error == nil {
+		b.WriteString("none")
+	} else {
+		b.WriteString(strconv.Quote(*it.Error))
+	}
+	return b.String()
+}
+
+// expectRows lists the Rows of the scenario's OpExpect steps in order.
+func expectRows(sc Scenario) [][]string {
+	var out [][]string
+	for _, t := range sc.Turns {
+		for _, s := range t.Steps {
+			if s.Op == OpExpect {
+				out = append(out, s.Rows)
+			}
+		}
+	}
+	return out
+}
+
+// stripMarks removes MarkMethod lines. marked[k] lists the marks that
+// followed the first k remaining lines.
+func stripMarks(in []conformance.Line) ([]conformance.Line, map[int][]int) {
+	out := make([]conformance.Line, 0, len(in))
+	marked := map[int][]int{}
+	for _, l := range in {
+		e := decodeEnvelope(l.Raw)
+		if l.Dir == conformance.FromAgent && e.Method == MarkMethod {
+			var p struct {
+				N int `json:"n"`
+			}
+			_ = json.Unmarshal(e.Params, &p)
+			marked[len(out)] = append(marked[len(out)], p.N)
+			continue
+		}
+		out = append(out, l)
+	}
+	// A mark before any line is checked against the empty timeline when
+	// the first line is applied; no target sends one.
+	return out, marked
+}
+
+// negotiated reads the protocol version the agent answered initialize
+// with (1 when there is none).
+func negotiated(lines []conformance.Line) int {
+	initID := ""
+	for _, l := range lines {
+		e := decodeEnvelope(l.Raw)
+		switch {
+		case l.Dir == conformance.FromClient && e.Method == "initialize":
+			initID = string(e.ID)
+		case l.Dir == conformance.FromAgent && e.Method == "" && initID != "" && string(e.ID) == initID:
+			var res struct {
+				ProtocolVersion int `json:"protocolVersion"`
+			}
+			if json.Unmarshal(e.Result, &res) == nil && res.ProtocolVersion == 2 {
+				return 2
+			}
+			return 1
+		}
+	}
+	return 1
+}
+
+// lastLoad returns the messages of the connection's last replay: from the
+// client's session/load (or session/resume) request to the agent's response.
+func lastLoad(lines []conformance.Line) []conformance.Line {
+	start, id := -1, ""
+	var out []conformance.Line
+	for i, l := range lines {
+		e := decodeEnvelope(l.Raw)
+		if l.Dir == conformance.FromClient && (e.Method == "session/load" || e.Method == "session/resume") {
+			start, id = i, string(e.ID)
+			continue
+		}
+		if start >= 0 && l.Dir == conformance.FromAgent && e.Method == "" && string(e.ID) == id {
+			out = lines[start : i+1]
+			start = -1
+		}
+	}
+	return out
+}
+
+// rows renders a reducer's timeline of its first session, one row per
+// item (conformance.Reducer.Render). For agent runs, compaction IDs
+// become c1, c2, ... in order of first appearance and _meta is dropped.
+func rows(r *conformance.Reducer, agent bool) []string {
+	ss := r.Sessions()
+	if len(ss) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	_ = r.Render(&b, ss[0])
+	out := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(out) == 1 && out[0] == "" {
+		out = nil
+	}
+	if !agent {
+		return out
+	}
+	ids := map[string]string{}
+	var order []string
+	for _, it := range r.Timeline(ss[0]) {
+		if it.Kind == conformance.KindCompaction {
+			if _, ok := ids[it.ID]; !ok {
+				ids[it.ID] = "c" + strconv.Itoa(len(ids)+1)
+				order = append(order, it.ID)
+			}
+		}
+	}
+	// Longest IDs first, so none is replaced inside another.
+	slices.SortFunc(order, func(a, b string) int { return len(b) - len(a) })
+	for i, row := range out {
+		if j := strings.Index(row, "  _meta: "); j >= 0 {
+			row = row[:j]
+		}
+		for _, id := range order {
+			row = strings.ReplaceAll(row, id, ids[id])
+		}
+		out[i] = row
+	}
+	return out
+}
+
+// diffRows compares timelines; "*" in a wanted row matches any text. It
+// returns "" when they match.
+func diffRows(got, want []string) string {
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(got); i++ {
+		ok = rowMatches(got[i], want[i])
+	}
+	if ok {
+		return ""
+	}
+	return "got:\n  " + strings.Join(quoteAll(got), "\n  ") + "\nwant:\n  " + strings.Join(quoteAll(want), "\n  ")
+}
+
+func rowMatches(got, want string) bool {
+	parts := strings.Split(want, "*")
+	if len(parts) == 1 {
+		return got == want
+	}
+	if !strings.HasPrefix(got, parts[0]) {
+		return false
+	}
+	got = got[len(parts[0]):]
+	last := parts[len(parts)-1]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(got, p)
+		if i < 0 {
+			return false
+		}
+		got = got[i+len(p):]
+	}
+	return strings.HasSuffix(got, last) && len(got) >= len(last)
+}
+
+var unprintable = regexp.MustCompile(`[^\x20-\x7e]`)
+
+func quoteAll(rows []string) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = unprintable.ReplaceAllStringFunc(r, strconv.Quote)
+	}
+	if len(out) == 0 {
+		return []string{"(empty)"}
+	}
+	return out
+}
