@@ -383,7 +383,12 @@ func (c *conn) pumpAgent(ctx context.Context, r io.Reader) error {
 			return nil // Run stopped on its context and settled already
 		}
 		if rerr != nil {
-			c.finish(ctx, c.p.cfg.exitReason)
+			reason := c.p.cfg.exitReason
+			if ctx.Err() != nil {
+				// Run closed agentOut to stop: the agent did not end.
+				reason = emitter.ErrConnectionClosed
+			}
+			c.finish(ctx, reason)
 			if errors.Is(rerr, io.EOF) {
 				return nil
 			}
