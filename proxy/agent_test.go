@@ -179,7 +179,11 @@ func (l *live) handshake(clientParams string, version int) {
 	l.t.Helper()
 	l.version = version
 	l.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":` + clientParams + `}`)
-	l.forwarded(fmt.Sprintf(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":%d,"agentCapabilities":{"loadSession":true}}}`, version))
+	if version == 2 {
+		l.forwarded(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":2,"info":{"name":"fakeagent","version":"1.0.0"},"capabilities":{}}}`)
+	} else {
+		l.forwarded(fmt.Sprintf(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":%d,"agentCapabilities":{"loadSession":true}}}`, version))
+	}
 	l.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
 	l.forwarded(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
 }

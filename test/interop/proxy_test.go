@@ -84,8 +84,7 @@ func TestProxyWithTypeScriptSDK(t *testing.T) {
 	// is rewritten into a fallback, and one that leaves a compaction open
 	// is settled, with no standard update on the wire either way.
 	// A standard agent behind the proxy: a v2 connection passes through
-	// with its lifecycle intact (the fake agent cannot speak v2: its v2
-	// initialize answer lacks info, which the v2 SDK rejects).
+	// with its lifecycle intact.
 	agent := scenarioAgent.build(t)
 	v2 := []scenario{scenarios[0], scenarios[slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == "cancel-slow" })]}
 	v2fs := make([]*future, len(v2))

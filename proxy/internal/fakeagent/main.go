@@ -137,6 +137,12 @@ func (a *agent) handle(m message, behavior string, bigSize int) {
 		if v == 0 {
 			v = p.ProtocolVersion
 		}
+		if v == 2 {
+			// v2 answers with info and capabilities; the official v2 client
+			// rejects an initialize result without info.
+			a.respond(m.ID, `{"protocolVersion":2,"info":{"name":"fakeagent","version":"1.0.0"},"capabilities":{}}`)
+			return
+		}
 		a.respond(m.ID, fmt.Sprintf(`{"protocolVersion":%d,"agentCapabilities":{"loadSession":true}}`, v))
 	case "session/new":
 		a.respond(m.ID, fmt.Sprintf(`{"sessionId":%q}`, a.sid))
