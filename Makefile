@@ -34,3 +34,17 @@ fuzz-smoke:
 	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime 20000x -fuzzminimizetime 1s $$pkg || exit 1; \
 	  done; \
 	done
+
+# Benchmarks (test/bench/README.md): every benchmark of emitter, agentkit,
+# proxy and the whole-agent flood (scenario agent vs the TypeScript SDK
+# agent; the latter is skipped, loudly, without node or `make test-deps`),
+# run BENCH_ROUNDS times round-robin so that load changes hit baseline and
+# candidate alike, then a benchstat summary of the raw output and the table
+# of ratios against the targets. About 2-3 minutes on 2 cores.
+BENCH_ROUNDS ?= 6
+BENCH_OUT ?= $(or $(TMPDIR),/tmp)/acpcompact-bench.txt
+BENCHSTAT_VERSION ?= v0.0.0-20260908200009-22c9c6c9d4da
+bench:
+	$(GO) run ./test/bench/cmd/benchtable -rounds $(BENCH_ROUNDS) -o $(BENCH_OUT) > $(BENCH_OUT).table
+	-$(GO) run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) $(BENCH_OUT)
+	@echo; cat $(BENCH_OUT).table

@@ -9,7 +9,7 @@
 // compactions through Kit.Session:
 //
 //	kit := agentkit.New(agentkit.WithFallback(renderer), agentkit.WithCancelGrace(5*time.Second))
-//	conn := kit.NewConn(ctx, jsonrpc2.NewPlainObjectStream(stdio), agentkit.AsyncHandler(agentHandler))
+//	conn := kit.NewConn(ctx, agentkit.NewStream(stdio), agentkit.AsyncHandler(agentHandler))
 //
 //	// in the runtime, when the model starts compacting:
 //	c, err := kit.Session(conn, sessionID).Start(ctx, emitter.WithID(id), emitter.WithTrigger(emitter.Auto))
@@ -82,6 +82,25 @@
 // Prompt handlers must not block the read loop for the whole turn (wrap them
 // in AsyncHandler): a synchronous prompt handler cannot be cancelled, since
 // jsonrpc2 reads the next message only after it returns.
+//
+// # Output
+//
+// Every message the connection writes, the agent's and the kit's, goes
+// through one queue in the order of the calls. A notification is queued and
+// the call returns; the queue is written as soon as the previous write
+// returns, without waiting for more to come, so a burst of notifications
+// does not hold its producer on one write syscall each. A response (and a
+// request of the agent's) returns only once it is written, behind
+// everything sent before it. A notification's write error is returned by a
+// later write. Closing the connection writes what is queued first (waiting
+// at most a few seconds for a client that does not read).
+//
+// Use NewStream instead of jsonrpc2.NewPlainObjectStream (same framing) to
+// let the kit write the bytes itself: notifications that queue up while a
+// write is in progress then leave together in the next write. On any other
+// ObjectStream each message is still one WriteObject call, and the kit
+// passes ordinary notifications to it as jsonrpc2's own message, marshalled
+// once.
 //
 // # Concurrency
 //

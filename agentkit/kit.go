@@ -2,7 +2,6 @@ package agentkit
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -85,9 +84,21 @@ func New(opts ...Option) *Kit {
 // to give prompt handlers a cancellable, traced context and to settle on a
 // panic. See the package documentation for what each end does.
 func (k *Kit) NewConn(ctx context.Context, stream jsonrpc2.ObjectStream, h jsonrpc2.Handler, opts ...jsonrpc2.ConnOpt) *jsonrpc2.Conn {
-	t := tap.New(k.config(), func(msg []byte) error { return stream.WriteObject(json.RawMessage(msg)) })
+	ts := &tapStream{inner: stream}
+	if ls, ok := stream.(*lineStream); ok {
+		ts.t = tap.NewWriter(k.config(), ls.rwc)
+	} else {
+		// The stream writes what the tap queues: json.RawMessage, or the
+		// jsonrpc2 message itself for a notification passed through.
+		ts.t = tap.NewObjects(k.config(), stream.WriteObject)
+		ts.pass = true
+	}
+	t := ts.t
 	b := &binding{k: k, t: t}
-	conn := jsonrpc2.NewConn(ctx, &tapStream{inner: stream, t: t}, &handler{b: b, inner: h}, opts...)
+	// The OnSend hook runs under jsonrpc2's send lock right before the
+	// message reaches WriteObject; it tells the stream what the message is.
+	opts = append(opts[:len(opts):len(opts)], jsonrpc2.OnSend(ts.onSend))
+	conn := jsonrpc2.NewConn(ctx, ts, &handler{b: b, inner: h}, opts...)
 	b.register(conn)
 	return conn
 }

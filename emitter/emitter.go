@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -138,7 +139,7 @@ func (e *Emitter) session(key, target, child string, r Renderer) *Session {
 	defer e.mu.Unlock()
 	s, ok := e.sessions[key]
 	if !ok {
-		s = &Session{e: e, id: target, child: child, renderer: r, open: make(map[ID]*Compaction), used: make(map[ID]struct{})}
+		s = &Session{e: e, id: target, child: child, renderer: r}
 		e.sessions[key] = s
 	}
 	return s
@@ -189,10 +190,69 @@ type Session struct {
 	child    string // the child session reported on id's stream, if any
 	renderer Renderer
 
+	// Memory per session is kept small, since an agent may hold many
+	// sessions with a compaction open in each: the open compactions are a
+	// short slice in start order (rarely more than one), the used IDs a
+	// short slice that becomes a map only when it grows.
 	mu   sync.Mutex
-	open map[ID]*Compaction
-	used map[ID]struct{}
-	seq  uint64 // start order, for settling oldest first
+	open []*Compaction // open compactions, oldest first
+	used idSet         // every ID used in the session, open, settled or replayed
+}
+
+// findOpen returns the open compaction with id, or nil.
+func (s *Session) findOpen(id ID) *Compaction {
+	for _, c := range s.open {
+		if c.id == id {
+			return c
+		}
+	}
+	return nil
+}
+
+// removeOpen removes c from the open compactions, keeping their order.
+func (s *Session) removeOpen(c *Compaction) {
+	for i, o := range s.open {
+		if o == c {
+			s.open = slices.Delete(s.open, i, i+1)
+			if len(s.open) == 0 {
+				s.open = nil
+			}
+			return
+		}
+	}
+}
+
+// idSet is a set of IDs: a slice while it is small, a map beyond.
+type idSet struct {
+	few  []ID
+	many map[ID]struct{}
+}
+
+const idSetFew = 8
+
+func (u *idSet) has(id ID) bool {
+	if u.many != nil {
+		_, ok := u.many[id]
+		return ok
+	}
+	return slices.Contains(u.few, id)
+}
+
+func (u *idSet) add(id ID) {
+	switch {
+	case u.has(id):
+	case u.many != nil:
+		u.many[id] = struct{}{}
+	case len(u.few) < idSetFew:
+		u.few = append(u.few, id)
+	default:
+		u.many = make(map[ID]struct{}, 2*idSetFew)
+		for _, x := range u.few {
+			u.many[x] = struct{}{}
+		}
+		u.many[id] = struct{}{}
+		u.few = nil
+	}
 }
 
 // ID returns the ACP session ID its notifications are sent under.
@@ -235,12 +295,12 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 	if !so.idSet {
 		for {
 			id = s.e.cfg.newID()
-			if _, dup := s.used[id]; !dup && id != "" {
+			if id != "" && !s.used.has(id) {
 				break
 			}
 		}
 	}
-	if _, dup := s.used[id]; dup {
+	if s.used.has(id) {
 		err := fmt.Errorf("%w: session %s, compaction %s", ErrIDReused, s.id, id)
 		s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
 		return nil, err
@@ -249,10 +309,9 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 	if trigger == "" {
 		trigger = Manual
 	}
-	s.seq++
-	c := &Compaction{s: s, id: id, seq: s.seq, trigger: trigger, displayable: so.displayable, meta: so.meta, started: time.Now()}
-	s.used[id] = struct{}{}
-	s.open[id] = c
+	c := &Compaction{s: s, id: id, trigger: trigger, displayable: so.displayable, meta: so.meta, started: time.Now()}
+	s.used.add(id)
+	s.open = append(s.open, c)
 	if d := s.e.cfg.maxDuration; d > 0 {
 		c.watchdog = time.AfterFunc(d, func() {
 			c.settle(context.Background(), Failed, fmt.Errorf("%w after %s", ErrTimeout, d), settleOptions{})
@@ -269,8 +328,8 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 func (s *Session) Compaction(id ID) (*Compaction, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.open[id]
-	return c, ok
+	c := s.findOpen(id)
+	return c, c != nil
 }
 
 // Chunk streams a summary block for the open compaction id. A chunk for an
@@ -307,11 +366,11 @@ func (s *Session) Cancel(ctx context.Context, id ID, opts ...SettleOption) error
 func (s *Session) lookup(ctx context.Context, id ID, what string) (*Compaction, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.open[id]; ok {
+	if c := s.findOpen(id); c != nil {
 		return c, nil
 	}
 	sentinel := ErrNotOpen
-	if _, used := s.used[id]; used {
+	if s.used.has(id) {
 		sentinel = ErrSettled
 	}
 	err := fmt.Errorf("%w: %s dropped: session %s, compaction %s", sentinel, what, s.id, id)
@@ -329,9 +388,9 @@ func (s *Session) Fail(ctx context.Context, id ID, cause error, opts ...SettleOp
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.open[id]
-	if !ok {
-		if _, used := s.used[id]; used {
+	c := s.findOpen(id)
+	if c == nil {
+		if s.used.has(id) {
 			err := fmt.Errorf("%w: session %s, compaction %s", ErrSettled, s.id, id)
 			s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
 			return err
@@ -357,13 +416,9 @@ func (s *Session) Fail(ctx context.Context, id ID, cause error, opts ...SettleOp
 // interruptions. It returns how many it settled and the first delivery error.
 func (s *Session) SettleAll(ctx context.Context, reason error) (int, error) {
 	s.mu.Lock()
-	open := make([]*Compaction, 0, len(s.open))
-	for _, c := range s.open {
-		open = append(open, c)
-	}
+	// Oldest first, so the client sees them end in start order.
+	open := slices.Clone(s.open)
 	s.mu.Unlock()
-	// Settle oldest first so the client sees them end in start order.
-	sortByStart(open)
 	status := Failed
 	if errors.Is(reason, ErrCancelled) {
 		status = Cancelled
@@ -397,7 +452,7 @@ func (s *Session) Replay(ctx context.Context, rec Record) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.used[rec.ID] = struct{}{}
+	s.used.add(rec.ID)
 	if !rec.Status.Terminal() {
 		s.observeLocked(ctx, Event{Kind: EventSkipped, SessionID: s.id, ID: rec.ID, Status: rec.Status})
 		return nil
@@ -464,34 +519,34 @@ func (s *Session) observeLocked(ctx context.Context, ev Event) {
 	}
 }
 
-func (s *Session) observe(ctx context.Context, ev Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.observeLocked(ctx, ev)
-}
-
 // Compaction is the handle of one open compaction. Its methods are safe for
 // concurrent use, and safe on a nil handle (they return ErrNilCompaction).
 type Compaction struct {
-	s           *Session
-	id          ID
-	trigger     Trigger
-	displayable bool
-	meta        Meta
-	seq         uint64
-	started     time.Time
-	watchdog    *time.Timer
-	heartbeat   *time.Timer
+	s         *Session
+	id        ID
+	trigger   Trigger
+	meta      Meta
+	started   time.Time
+	watchdog  *time.Timer
+	heartbeat *time.Timer
 
 	// Guarded by s.mu.
-	settled  bool
-	status   Status
-	active   bool   // a chunk went out since the last heartbeat check
-	chunks   int    // chunks sent
-	streamed uint64 // running FNV-1a hash of what was streamed
-	summary  []ContentBlock
-	errText  string
-	details  *Details
+	chunks   int     // chunks sent
+	streamed uint64  // running FNV-1a hash of what was streamed
+	end      *ending // set when the compaction settles
+
+	displayable bool
+	settled     bool
+	active      bool // a chunk went out since the last heartbeat check
+}
+
+// ending is what a compaction keeps once settled, for Record. It is
+// allocated at settlement, so an open compaction does not carry it.
+type ending struct {
+	status  Status
+	summary []ContentBlock
+	errText string
+	details *Details
 }
 
 // ID returns the compaction's ID.
@@ -583,11 +638,11 @@ func (c *Compaction) Record() Record {
 	}
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	status := c.status
-	if !c.settled {
-		status = InProgress
+	r := Record{ID: c.id, Status: InProgress, Trigger: c.trigger, Displayable: c.displayable, Meta: c.meta}
+	if end := c.end; c.settled && end != nil {
+		r.Status, r.Summary, r.Error, r.Details = end.status, end.summary, end.errText, end.details
 	}
-	return Record{ID: c.id, Status: status, Trigger: c.trigger, Summary: c.summary, Error: c.errText, Displayable: c.displayable, Meta: c.meta, Details: c.details}
+	return r
 }
 
 func (c *Compaction) settle(ctx context.Context, status Status, cause error, so settleOptions) error {
@@ -600,13 +655,14 @@ func (c *Compaction) settle(ctx context.Context, status Status, cause error, so 
 func (c *Compaction) settleLocked(ctx context.Context, status Status, cause error, so settleOptions) error {
 	s := c.s
 	if c.settled {
-		err := fmt.Errorf("%w: %s ignored: session %s, compaction %s is already %s", ErrSettled, status, s.id, c.id, c.status)
+		err := fmt.Errorf("%w: %s ignored: session %s, compaction %s is already %s", ErrSettled, status, s.id, c.id, c.end.status)
 		s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: c.id, Status: status, Err: err})
 		return err
 	}
 	c.settled = true
-	c.status = status
-	delete(s.open, c.id)
+	end := &ending{status: status}
+	c.end = end
+	s.removeOpen(c)
 	if c.watchdog != nil {
 		c.watchdog.Stop()
 	}
@@ -626,7 +682,7 @@ func (c *Compaction) settleLocked(ctx context.Context, status Status, cause erro
 		d.Trigger, d.Status = c.trigger, status
 		d.StartedAt, d.EndedAt, d.DurationMs = c.started.UTC(), now.UTC(), ev.Duration.Milliseconds()
 		ev.Details = &d
-		c.details = &d
+		end.details = &d
 	}
 	ev.Meta = terminalMeta(ev.Version, c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
 	switch so.summary {
@@ -637,7 +693,7 @@ func (c *Compaction) settleLocked(ctx context.Context, status Status, cause erro
 			// that cannot be shown, rather than to clear one.
 			break
 		}
-		c.summary = blocks
+		end.summary = blocks
 		if s.e.cfg.omitRedundant && c.chunks > 0 && hashBlocks(blocks) == c.streamed {
 			break // the client already holds exactly this summary
 		}
@@ -646,8 +702,8 @@ func (c *Compaction) settleLocked(ctx context.Context, status Status, cause erro
 		ev.Summary = Null[[]ContentBlock]()
 	}
 	if status == Failed {
-		c.errText = s.e.cfg.errorText(cause)
-		ev.Error = Set(c.errText)
+		end.errText = s.e.cfg.errorText(cause)
+		ev.Error = Set(end.errText)
 	}
 	// Terminal updates must reach the client even when the turn's context
 	// is already cancelled, so send on a detached, bounded context.

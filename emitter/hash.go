@@ -1,7 +1,5 @@
 package emitter
 
-import "sort"
-
 // FNV-1a, 64 bit. The streamed summary is compared with the final one by
 // hash so that memory per compaction stays constant.
 const (
@@ -43,8 +41,4 @@ func hashBlocks(bs []ContentBlock) uint64 {
 		h = hashBlock(h, b, i == 0)
 	}
 	return h
-}
-
-func sortByStart(cs []*Compaction) {
-	sort.SliceStable(cs, func(i, j int) bool { return cs[i].seq < cs[j].seq })
 }

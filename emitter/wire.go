@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 )
 
 // Session update discriminators of the two compaction updates.
@@ -143,10 +144,18 @@ func Text(s string) ContentBlock { return ContentBlock{Type: "text", Text: s} }
 // MarshalJSON writes the block with "type" first and other keys sorted, so
 // golden files are stable.
 func (b ContentBlock) MarshalJSON() ([]byte, error) {
+	return b.appendJSON(make([]byte, 0, len(b.Text)+32))
+}
+
+// plain reports whether the block has no Extra fields, so that appendJSON
+// writes exactly what json.Marshal would (Extra values are copied verbatim
+// and only json.Marshal's final pass compacts them).
+func (b ContentBlock) plain() bool { return len(b.Extra) == 0 && b.Type != "" }
+
+func (b ContentBlock) appendJSON(buf []byte) ([]byte, error) {
 	if b.Type == "" {
 		return nil, errors.New("emitter: content block has no type")
 	}
-	buf := make([]byte, 0, len(b.Text)+32)
 	buf = append(buf, `{"type":`...)
 	buf = appendJSONString(buf, b.Type)
 	if b.Type == "text" {
@@ -248,10 +257,62 @@ func (u CompactionUpdate) MarshalJSON() ([]byte, error) {
 	if u.Status == "" {
 		return nil, errors.New("emitter: compaction_update needs a status")
 	}
+	if buf, ok := u.appendPlain(); ok {
+		return buf, nil
+	}
 	return json.Marshal(struct {
 		Kind string `json:"sessionUpdate"`
 		updateFields
 	}{KindUpdate, updateFields(u)})
+}
+
+// appendPlain writes the common shapes (no _meta, plain summary blocks)
+// directly, byte for byte what json.Marshal writes, without its reflection
+// and its passes over the bytes; it reports false for any other shape.
+func (u CompactionUpdate) appendPlain() ([]byte, bool) {
+	if !u.Meta.IsZero() {
+		return nil, false
+	}
+	blocks, _ := u.Summary.Get()
+	n := 96 + len(u.CompactionID) + len(u.Status)
+	for _, b := range blocks {
+		if !b.plain() {
+			return nil, false
+		}
+		n += len(b.Text) + len(b.Type) + 24
+	}
+	if e, ok := u.Error.Get(); ok {
+		n += len(e) + 16
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, `{"sessionUpdate":"compaction_update","compactionId":`...)
+	buf = appendJSONString(buf, string(u.CompactionID))
+	buf = append(buf, `,"status":`...)
+	buf = appendJSONString(buf, string(u.Status))
+	if !u.Summary.IsZero() {
+		buf = append(buf, `,"summary":`...)
+		if blocks == nil {
+			buf = append(buf, "null"...)
+		} else {
+			buf = append(buf, '[')
+			for i, b := range blocks {
+				if i > 0 {
+					buf = append(buf, ',')
+				}
+				buf, _ = b.appendJSON(buf) // plain: cannot fail
+			}
+			buf = append(buf, ']')
+		}
+	}
+	if !u.Error.IsZero() {
+		buf = append(buf, `,"error":`...)
+		if e, ok := u.Error.Get(); ok {
+			buf = appendJSONString(buf, e)
+		} else {
+			buf = append(buf, "null"...)
+		}
+	}
+	return append(buf, '}'), true
 }
 
 // UnmarshalJSON reads a compaction_update, enforcing the required fields.
@@ -283,6 +344,16 @@ func (u *CompactionUpdate) UnmarshalJSON(data []byte) error {
 func (c CompactionSummaryChunk) MarshalJSON() ([]byte, error) {
 	if c.CompactionID == "" {
 		return nil, ErrInvalidID
+	}
+	if c.Meta.IsZero() && c.Content.plain() {
+		// The streaming hot path: written directly, byte for byte what
+		// json.Marshal writes.
+		buf := make([]byte, 0, 96+len(c.CompactionID)+len(c.Content.Type)+len(c.Content.Text)+len(c.Content.Text)/8)
+		buf = append(buf, `{"sessionUpdate":"compaction_summary_chunk","compactionId":`...)
+		buf = appendJSONString(buf, string(c.CompactionID))
+		buf = append(buf, `,"content":`...)
+		buf, _ = c.Content.appendJSON(buf) // plain: cannot fail
+		return append(buf, '}'), nil
 	}
 	return json.Marshal(struct {
 		Kind string `json:"sessionUpdate"`
@@ -356,10 +427,57 @@ func requiredString(raw *json.RawMessage, name string, dst *string) error {
 	return nil
 }
 
-// appendJSONString appends s as a JSON string with encoding/json's escaping
-// (HTML-safe, U+2028/9 escaped, invalid UTF-8 replaced).
+// appendJSONString appends s as a JSON string exactly as encoding/json
+// writes it: HTML-safe (<, > and & escaped), U+2028 and U+2029 escaped,
+// invalid UTF-8 replaced by U+FFFD. It follows encoding/json's appendString.
 func appendJSONString(buf []byte, s string) []byte {
-	// json.Marshal of a string cannot fail.
-	b, _ := json.Marshal(s)
-	return append(buf, b...)
+	const hex = "0123456789abcdef"
+	buf = append(buf, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			buf = append(buf, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				buf = append(buf, '\\', b)
+			case '\b':
+				buf = append(buf, '\\', 'b')
+			case '\f':
+				buf = append(buf, '\\', 'f')
+			case '\n':
+				buf = append(buf, '\\', 'n')
+			case '\r':
+				buf = append(buf, '\\', 'r')
+			case '\t':
+				buf = append(buf, '\\', 't')
+			default:
+				buf = append(buf, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, '\\', 'u', '2', '0', '2', hex[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	buf = append(buf, s[start:]...)
+	return append(buf, '"')
 }

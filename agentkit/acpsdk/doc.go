@@ -60,6 +60,17 @@
 // the agent returns; the peer hanging up settles what is open as failed
 // (emitter.ErrConnectionClosed) before the SDK sees the end of its input.
 //
+// # Output
+//
+// The kit writes the SDK's output and its own through one queue, in the
+// order of the writes: a notification is queued and the write returns, and
+// what queued up while a write to peerInput was in progress leaves in the
+// next one; a response returns only once it is written, behind everything
+// sent before it. A notification's write error is returned by a later
+// write. When the peer's input ends, what is queued is written before the
+// SDK learns of it (waiting at most a few seconds for a client that does
+// not read).
+//
 // # Panics
 //
 // A raw MethodHandler given to NewConnection is guarded: a panic settles the

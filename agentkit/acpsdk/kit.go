@@ -108,13 +108,9 @@ func (k *Kit) NewConnection(h acp.MethodHandler, peerInput io.Writer, peerOutput
 }
 
 func (k *Kit) wire(peerInput io.Writer, peerOutput io.Reader) (*tap.Tap, io.Writer, io.Reader) {
-	t := tap.New(k.config(), func(msg []byte) error {
-		line := make([]byte, len(msg)+1)
-		copy(line, msg)
-		line[len(msg)] = '\n'
-		_, err := peerInput.Write(line)
-		return err
-	})
+	// The tap writes whole lines to peerInput, several in one Write when
+	// notifications queue up (see agentkit.NewStream).
+	t := tap.NewWriter(k.config(), peerInput)
 	return t, &writer{t: t}, newReader(t, peerOutput)
 }
 

@@ -2,14 +2,14 @@
 // and agentkit/acpsdk (coder/acp-go-sdk) share: it sees one connection's
 // JSON-RPC messages in wire order, creates the connection's emitter from the
 // initialize exchange, and scopes compactions to prompt turns. The transport
-// packages only feed it the bytes they read and the bytes they are about to
-// write.
+// packages only feed it the bytes they read and the messages they are about
+// to write; it writes them, and its own, through one queue (out.go).
 //
 // Locks, in acquisition order: session.gate (held across emitter calls that
 // may open a compaction, and while settling a session), session.mu (turn
-// state), the emitter's own locks, Tap.wmu (one write at a time), Tap.mu
-// (maps; a leaf). Nothing is acquired while Tap.mu or Tap.wmu is held,
-// except the transport's raw write under wmu.
+// state), the emitter's own locks, the output queue's lock (see out.go),
+// Tap.mu (maps; a leaf). Nothing is acquired while Tap.mu or the queue's
+// lock is held; the transport's write runs with neither held.
 package tap
 
 import (
@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -62,9 +63,7 @@ func DefaultConfig() Config { return Config{CancelGrace: DefaultCancelGrace} }
 type Tap struct {
 	cfg Config
 	log *slog.Logger
-	out func(msg []byte) error // the transport's raw write of one message
-
-	wmu sync.Mutex // serialises out: every message leaves whole, in one order
+	out *outQueue // every message leaves whole, in one order (see out.go)
 
 	mu         sync.Mutex
 	em         *emitter.Emitter
@@ -105,15 +104,43 @@ type session struct {
 	grace     *time.Timer
 }
 
-// New returns a tap that writes through out. out is only ever called by one
-// goroutine at a time.
+// New returns a tap that writes each message through out, without its
+// newline. out is only ever called by one goroutine at a time, not
+// necessarily the one whose write queued the message (see out.go).
 func New(cfg Config, out func(msg []byte) error) *Tap {
+	return newTap(cfg, newObjectQueue(func(v any) error {
+		raw, ok := v.(json.RawMessage)
+		if !ok {
+			var err error
+			if raw, err = json.Marshal(v); err != nil {
+				return err
+			}
+		}
+		return out(raw)
+	}))
+}
+
+// NewObjects returns a tap that writes each message through write: a
+// json.RawMessage, or an object given to Pass. write is only ever called by
+// one goroutine at a time.
+func NewObjects(cfg Config, write func(v any) error) *Tap {
+	return newTap(cfg, newObjectQueue(write))
+}
+
+// NewWriter returns a tap that writes newline-terminated messages to w,
+// several in one Write when they queue up faster than w takes them. w is
+// only ever called by one goroutine at a time.
+func NewWriter(cfg Config, w io.Writer) *Tap {
+	return newTap(cfg, newLineQueue(w))
+}
+
+func newTap(cfg Config, q *outQueue) *Tap {
 	l := cfg.Logger
 	if l == nil {
 		l = slog.Default()
 	}
 	return &Tap{
-		cfg: cfg, log: l, out: out, version: capability.V1,
+		cfg: cfg, log: l, out: q, version: capability.V1,
 		prompts: make(map[string]*prompt), sessions: make(map[string]*session),
 	}
 }
@@ -345,30 +372,47 @@ func (t *Tap) BindPrompt(ctx context.Context, key string) context.Context {
 
 // outbound is what Send needs to know about a message the agent writes.
 type outbound struct {
-	response  bool
-	key       string
-	result    json.RawMessage
-	failed    bool
-	sessionID string
-	state     string // the state of a state_update, else ""
+	response     bool
+	key          string
+	result       json.RawMessage
+	failed       bool
+	sessionID    string
+	state        string // the state of a state_update, else ""
+	notification bool   // a request without an id: it may be written behind
 }
 
 var stateUpdateMark = []byte(`"state_update"`)
 
+// classify reads what Send needs from an outbound message. Most messages
+// are notifications that change nothing; scanHead recognises them without
+// decoding (a single pass over the bytes), and everything else, or anything
+// it is unsure of, is decoded.
 func classify(msg []byte) outbound {
+	if h, ok := scanHead(msg); ok && len(h.method) > 0 {
+		// A message with a method is never a response; only a v2
+		// state_update changes the turn.
+		if string(h.method) != MethodUpdate || !bytes.Contains(msg, stateUpdateMark) {
+			return outbound{notification: !h.id}
+		}
+	}
+	return decodeOutbound(msg)
+}
+
+func decodeOutbound(msg []byte) outbound {
 	var env envelope
 	if json.Unmarshal(msg, &env) != nil {
 		return outbound{}
 	}
+	key := IDKey(env.ID)
 	if env.Method == "" {
-		key := IDKey(env.ID)
 		e := bytes.TrimSpace(env.Error)
 		return outbound{response: key != "", key: key, result: env.Result, failed: len(e) > 0 && string(e) != "null"}
 	}
+	notification := key == ""
 	// Only a v2 state_update changes the turn; skip decoding every other
 	// update a second time.
 	if env.Method != MethodUpdate || !bytes.Contains(env.Params, stateUpdateMark) {
-		return outbound{}
+		return outbound{notification: notification}
 	}
 	var p struct {
 		SessionID string `json:"sessionId"`
@@ -378,16 +422,176 @@ func classify(msg []byte) outbound {
 		} `json:"update"`
 	}
 	if json.Unmarshal(env.Params, &p) != nil || p.Update.Kind != "state_update" {
-		return outbound{}
+		return outbound{notification: notification}
 	}
-	return outbound{sessionID: p.SessionID, state: p.Update.State}
+	return outbound{sessionID: p.SessionID, state: p.Update.State, notification: notification}
 }
+
+// head is what scanHead reads of a message's top-level members.
+type head struct {
+	method []byte // the raw (unescaped) method string, nil when absent
+	id     bool   // an id member that is not null
+}
+
+// scanHead reads the top-level "method" and "id" members of a JSON object
+// without decoding it, the way encoding/json would (keys match
+// case-insensitively, the last duplicate wins). It reports false when msg
+// is not an object it can read this way (an escape in a key or in the
+// method, a non-ASCII key, a non-string method, malformed input), and the
+// caller decodes it instead.
+func scanHead(msg []byte) (h head, ok bool) {
+	i := skipSpace(msg, 0)
+	if i >= len(msg) || msg[i] != '{' {
+		return h, false
+	}
+	i = skipSpace(msg, i+1)
+	if i < len(msg) && msg[i] == '}' {
+		return h, skipSpace(msg, i+1) == len(msg)
+	}
+	for {
+		if i >= len(msg) || msg[i] != '"' {
+			return h, false
+		}
+		j := i + 1
+		for j < len(msg) && msg[j] != '"' {
+			if c := msg[j]; c == '\\' || c >= 0x80 {
+				return h, false
+			}
+			j++
+		}
+		if j >= len(msg) {
+			return h, false
+		}
+		key := msg[i+1 : j]
+		i = skipSpace(msg, j+1)
+		if i >= len(msg) || msg[i] != ':' {
+			return h, false
+		}
+		i = skipSpace(msg, i+1)
+		end, ok := skipValue(msg, i)
+		if !ok {
+			return h, false
+		}
+		val := msg[i:end]
+		switch {
+		case asciiEqualFold(key, "method"):
+			if val[0] != '"' || bytes.IndexByte(val, '\\') >= 0 {
+				return h, false
+			}
+			h.method = val[1 : len(val)-1]
+		case asciiEqualFold(key, "id"):
+			h.id = string(val) != "null"
+		}
+		i = skipSpace(msg, end)
+		if i >= len(msg) {
+			return h, false
+		}
+		switch msg[i] {
+		case ',':
+			i = skipSpace(msg, i+1)
+		case '}':
+			return h, skipSpace(msg, i+1) == len(msg)
+		default:
+			return h, false
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string that starts at b[i] ('"').
+func skipString(b []byte, i int) (int, bool) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, true
+		}
+	}
+	return len(b), false
+}
+
+// skipValue returns the index after the value that starts at b[i]. It
+// checks nesting and strings, not the full grammar: the caller only needs
+// to find the members.
+func skipValue(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return i, false
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				j, ok := skipString(b, i)
+				if !ok {
+					return j, false
+				}
+				i = j
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, true
+				}
+			}
+			i++
+		}
+		return i, false
+	}
+	j := i
+	for j < len(b) {
+		c := b[j]
+		if c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			break
+		}
+		j++
+	}
+	return j, j > i
+}
+
+// asciiEqualFold compares a key with a lower-case ASCII name, ignoring
+// ASCII case (keys with other bytes never reach it).
+func asciiEqualFold(key []byte, name string) bool {
+	if len(key) != len(name) {
+		return false
+	}
+	for i := range key {
+		c := key[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != name[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Pass queues a notification of the agent's own that the caller knows
+// changes no turn (not a v2 state_update), without looking at it: on a tap
+// of NewObjects the transport marshals v itself when it writes it, so v
+// must not change once passed. It returns before the write (see out.go).
+func (t *Tap) Pass(v any) error { return t.out.writeObject(v) }
 
 // Send writes one message of the agent's own, after settling the open
 // compactions of a turn the message ends: the response to a v1
 // session/prompt, or a v2 idle state_update. The stack's writes and the
 // emitter's notifications leave through the same lock, one message at a
-// time, in the order they reach it.
+// time, in the order they reach it. A notification may be written after
+// Send returns (see out.go); anything else, a response in particular, is
+// written, behind everything sent before it, when Send returns.
 func (t *Tap) Send(msg []byte) error {
 	m := classify(msg)
 	switch {
@@ -424,7 +628,7 @@ func (t *Tap) Send(msg []byte) error {
 			st.mu.Unlock()
 		}
 	}
-	return t.write(msg)
+	return t.out.write(msg, !m.notification)
 }
 
 func (t *Tap) endTurn(st *session, msg []byte, prompt bool) error {
@@ -454,7 +658,7 @@ func (t *Tap) endTurn(st *session, msg []byte, prompt bool) error {
 		st.endLocked(emitter.ErrTurnEnded)
 		st.mu.Unlock()
 	}
-	err := t.write(msg)
+	err := t.out.write(msg, true)
 	st.mu.Lock()
 	if st.endingGen == gen {
 		st.endingGen = 0
@@ -504,34 +708,78 @@ func (t *Tap) initializedLocked(result json.RawMessage, failed bool) {
 // still be able to report, and a write in progress cannot be interrupted
 // anyway.
 func (t *Tap) notify(_ context.Context, sessionID string, update any) error {
-	line, err := UpdateLine(sessionID, update)
+	u, err := marshalUpdate(update)
 	if err != nil {
 		return err
 	}
-	return t.write(line)
+	return t.out.writeUpdate(sessionID, u)
 }
 
 // UpdateLine returns the session/update notification carrying update.
 func UpdateLine(sessionID string, update any) ([]byte, error) {
-	type params struct {
-		SessionID string `json:"sessionId"`
-		Update    any    `json:"update"`
+	u, err := marshalUpdate(update)
+	if err != nil {
+		return nil, err
 	}
-	return json.Marshal(struct {
-		JSONRPC string `json:"jsonrpc"`
-		Method  string `json:"method"`
-		Params  params `json:"params"`
-	}{"2.0", MethodUpdate, params{sessionID, update}})
+	return appendUpdate(make([]byte, 0, len(updatePrefix)+len(sessionID)+len(u)+16), sessionID, u), nil
 }
 
-func (t *Tap) write(msg []byte) error {
-	t.wmu.Lock()
-	defer t.wmu.Unlock()
-	return t.out(msg)
+// appendUpdate appends the session/update notification of sessionID
+// carrying the marshalled update u.
+func appendUpdate(line []byte, sessionID string, u []byte) []byte {
+	line = append(line, updatePrefix...)
+	line = appendSessionID(line, sessionID)
+	line = append(line, `,"update":`...)
+	line = append(line, u...)
+	return append(line, "}}"...)
 }
+
+const updatePrefix = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":`
+
+// marshalUpdate is json.Marshal(update). The emitter's own update types
+// already marshal to json.Marshal's exact output, so their MarshalJSON is
+// called directly, without json.Marshal's reflection and its final pass
+// over the bytes.
+func marshalUpdate(update any) ([]byte, error) {
+	switch u := update.(type) {
+	case *emitter.CompactionSummaryChunk:
+		if u != nil {
+			return u.MarshalJSON()
+		}
+	case *emitter.CompactionUpdate:
+		if u != nil {
+			return u.MarshalJSON()
+		}
+	case emitter.CompactionSummaryChunk:
+		return u.MarshalJSON()
+	case emitter.CompactionUpdate:
+		return u.MarshalJSON()
+	}
+	return json.Marshal(update)
+}
+
+// appendSessionID appends id as json.Marshal writes a string: directly
+// when it needs no escaping, as session IDs do.
+func appendSessionID(buf []byte, id string) []byte {
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(id) // a string always marshals
+			return append(buf, b...)
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, id...)
+	return append(buf, '"')
+}
+
+// Flush waits until every message queued so far has been written, for at
+// most a few seconds when the client does not read, and returns the
+// connection's write error, if any.
+func (t *Tap) Flush() error { return t.out.flush() }
 
 // Close settles every open compaction for reason and refuses new ones. It
-// runs the OnClose hooks once. Later calls do nothing.
+// runs the OnClose hooks once, and returns once what was queued has been
+// written (see Flush). Later calls do nothing.
 func (t *Tap) Close(reason error) {
 	t.mu.Lock()
 	if t.closed {
@@ -575,6 +823,11 @@ func (t *Tap) Close(reason error) {
 	for _, f := range hooks {
 		f()
 	}
+	// The settlements, and anything queued before them, are on the wire
+	// when Close returns (or the client stopped reading).
+	if err := t.out.flush(); err != nil {
+		t.log.Debug("agentkit: output not flushed on a closing connection", "error", err)
+	}
 }
 
 // Closed reports whether Close ran.
@@ -588,9 +841,15 @@ func (t *Tap) Closed() bool {
 func (t *Tap) Crash() {
 	em := t.Emitter()
 	if em == nil {
+		_ = t.out.flush()
 		return
 	}
 	n, err := em.SettleAll(context.Background(), emitter.ErrAgentCrashed)
+	// The process is about to end: what is queued must be on the wire
+	// before the panic goes on.
+	if ferr := t.out.flush(); err == nil {
+		err = ferr
+	}
 	t.log.Error("agentkit: handler panicked; open compactions settled as failed", "count", n, "deliveryError", err)
 }
 

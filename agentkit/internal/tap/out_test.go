@@ -1,0 +1,550 @@
+package tap
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/acpcompact/acpcompact/emitter"
+)
+
+// These tests pin the output queue's guarantees on the wire (see out.go):
+// the order of the calls, notifications batched while a write is in
+// progress, a response written behind everything before it by the time its
+// Send returns, a bounded buffer, a sticky write error. None depends on
+// timing: a write that must be in progress is held until the test lets it
+// go.
+
+// sink is a transport that records each Write and can hold the next one.
+type sink struct {
+	mu      sync.Mutex
+	writes  [][]byte
+	hold    chan struct{} // when set, the next Write waits for it to close
+	entered chan struct{} // closed when a held Write has begun
+	err     error
+}
+
+func (s *sink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	hold, entered := s.hold, s.entered
+	s.hold, s.entered = nil, nil
+	s.mu.Unlock()
+	if hold != nil {
+		close(entered)
+		<-hold
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	s.writes = append(s.writes, bytes.Clone(p))
+	return len(p), nil
+}
+
+// holdNext makes the next Write wait until the returned release is called;
+// entered is closed once that Write has begun.
+func (s *sink) holdNext() (entered <-chan struct{}, release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hold, in := make(chan struct{}), make(chan struct{})
+	s.hold, s.entered = hold, in
+	return in, func() { close(hold) }
+}
+
+func (s *sink) lines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, w := range s.writes {
+		for _, l := range strings.SplitAfter(string(w), "\n") {
+			if l != "" {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
+
+func (s *sink) rounds() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.writes)
+}
+
+func quietConfig() Config { return Config{CancelGrace: -1, Logger: slog.New(slog.DiscardHandler)} }
+
+func note(i int) []byte {
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%d"}}}}`, i)
+}
+
+func response(id int) []byte {
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"result":{}}`, id)
+}
+
+func TestNotificationsQueuedDuringAWriteLeaveInOneWrite(t *testing.T) {
+	var s sink
+	tp := NewWriter(quietConfig(), &s)
+	entered, release := s.holdNext()
+	if err := tp.Send(note(0)); err != nil {
+		t.Fatal(err)
+	}
+	<-entered // the first notification's write is in progress
+	for i := 1; i <= 9; i++ {
+		if err := tp.Send(note(i)); err != nil { // returns without waiting
+			t.Fatal(err)
+		}
+	}
+	release()
+	if err := tp.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if s.rounds() != 2 {
+		t.Errorf("%d writes, want 2 (the first, then the nine queued behind it)", s.rounds())
+	}
+	lines := s.lines()
+	if len(lines) != 10 {
+		t.Fatalf("%d lines on the wire, want 10", len(lines))
+	}
+	for i, l := range lines {
+		if l != string(note(i))+"\n" {
+			t.Errorf("line %d: %s", i, l)
+		}
+	}
+	tp.Close(emitter.ErrConnectionClosed)
+}
+
+func TestResponseIsOnTheWireBehindEveryEarlierMessageWhenSendReturns(t *testing.T) {
+	var s sink
+	tp := NewWriter(quietConfig(), &s)
+	entered, release := s.holdNext()
+	if err := tp.Send(note(0)); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	for i := 1; i < 100; i++ {
+		if err := tp.Send(note(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- tp.Send(response(7)) }()
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// No Flush: the response's Send returning is the guarantee.
+	lines := s.lines()
+	if len(lines) != 101 {
+		t.Fatalf("%d lines on the wire when the response's Send returned, want 101", len(lines))
+	}
+	for i := range 100 {
+		if lines[i] != string(note(i))+"\n" {
+			t.Errorf("line %d: %s", i, lines[i])
+		}
+	}
+	if lines[100] != string(response(7))+"\n" {
+		t.Errorf("last line %s, want the response", lines[100])
+	}
+	tp.Close(emitter.ErrConnectionClosed)
+}
+
+func TestPerMessageTransportSeesEachMessageWholeAndInOrder(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	tp := New(quietConfig(), func(msg []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, string(msg))
+		return nil
+	})
+	for i := range 50 {
+		if err := tp.Send(note(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tp.Send(response(1)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 51 || got[50] != string(response(1)) {
+		t.Fatalf("got %d messages, last %q", len(got), got[len(got)-1])
+	}
+	for i := range 50 {
+		if got[i] != string(note(i)) {
+			t.Errorf("message %d: %s", i, got[i])
+		}
+	}
+}
+
+// Concurrent writers: each one's messages keep their order, nothing is
+// lost or split, and each response follows its writer's notifications.
+func TestConcurrentWritersKeepTheirOrder(t *testing.T) {
+	var s sink
+	tp := NewWriter(quietConfig(), &s)
+	const writers, each = 4, 300
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				msg := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"x/n","params":{"w":%d,"i":%d}}`, w, i)
+				if i%50 == 49 {
+					msg = fmt.Appendf(nil, `{"jsonrpc":"2.0","id":"%d-%d","result":{"w":%d,"i":%d}}`, w, i, w, i)
+				}
+				if err := tp.Send(msg); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := tp.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	next := make([]int, writers)
+	for _, l := range s.lines() {
+		var m struct {
+			Params, Result *struct{ W, I int }
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line split or merged: %q", l)
+		}
+		p := m.Params
+		if p == nil {
+			p = m.Result
+		}
+		if p.I != next[p.W] {
+			t.Fatalf("writer %d: message %d after %d", p.W, p.I, next[p.W]-1)
+		}
+		next[p.W]++
+	}
+	for w, n := range next {
+		if n != each {
+			t.Errorf("writer %d: %d of %d messages on the wire", w, n, each)
+		}
+	}
+	tp.Close(emitter.ErrConnectionClosed)
+}
+
+// A producer that runs ahead of the client waits: no write ever carries
+// more than the bound plus the message that reached it.
+func TestBufferIsBounded(t *testing.T) {
+	var s sink
+	tp := NewWriter(quietConfig(), &s)
+	big := fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"x/n","params":{"pad":"%s"}}`, strings.Repeat("x", 1000))
+	entered, release := s.holdNext()
+	done := make(chan error, 1)
+	go func() {
+		for range 500 { // about 500 KiB, far beyond the bound
+			if err := tp.Send(big); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- tp.Flush()
+	}()
+	<-entered
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total := 0
+	for _, w := range s.writes {
+		if len(w) > maxPending+len(big)+1 {
+			t.Errorf("a write of %d bytes; the bound is %d", len(w), maxPending+len(big)+1)
+		}
+		total += len(w)
+	}
+	if total != 500*(len(big)+1) {
+		t.Errorf("%d bytes written, want %d", total, 500*(len(big)+1))
+	}
+	tp.Close(emitter.ErrConnectionClosed)
+}
+
+func TestWriteErrorIsReturnedByTheNextWritesAndTheResponse(t *testing.T) {
+	s := sink{err: errors.New("broken pipe")}
+	tp := NewWriter(quietConfig(), &s)
+	if err := tp.Send(note(0)); err != nil {
+		t.Fatalf("a notification returns before its write: %v", err)
+	}
+	if err := tp.Send(response(1)); err == nil || err.Error() != "broken pipe" {
+		t.Errorf("response after a failed write: %v", err)
+	}
+	if err := tp.Send(note(1)); err == nil {
+		t.Error("a write after the failure succeeded")
+	}
+	if err := tp.Flush(); err == nil {
+		t.Error("Flush hid the failure")
+	}
+	tp.Close(emitter.ErrConnectionClosed)
+}
+
+// The end of a turn on the buffered path: the streamed chunks, then the
+// settlement, then the response, all on the wire when Send returns.
+func TestTurnEndIsOrderedOnTheBufferedWire(t *testing.T) {
+	var s sink
+	tp := NewWriter(quietConfig(), &s)
+	tp.Receive([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`))
+	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	tp.Receive([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
+	c, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_1"), emitter.UserDisplayable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if err := c.Chunk(context.Background(), emitter.Text(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		if err := tp.Send(note(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	lines := s.lines()
+	want := 1 + 1 + 400 + 1 + 1 // initialize answer, in_progress, chunks and notes, failed, response
+	if len(lines) != want {
+		t.Fatalf("%d lines on the wire when the response's Send returned, want %d", len(lines), want)
+	}
+	if !strings.Contains(lines[1], `"status":"in_progress"`) {
+		t.Errorf("line 1: %s", lines[1])
+	}
+	for i := range 200 {
+		if want := fmt.Sprintf(`"text":"%d"}}`, i); !strings.Contains(lines[2+2*i], `"compaction_summary_chunk"`) || !strings.Contains(lines[2+2*i], want) {
+			t.Errorf("line %d: %s", 2+2*i, lines[2+2*i])
+		}
+		if lines[3+2*i] != string(note(i))+"\n" {
+			t.Errorf("line %d: %s", 3+2*i, lines[3+2*i])
+		}
+	}
+	if !strings.Contains(lines[want-2], `"status":"failed"`) {
+		t.Errorf("settlement: %s", lines[want-2])
+	}
+	if !strings.Contains(lines[want-1], `"stopReason":"end_turn"`) {
+		t.Errorf("last line: %s", lines[want-1])
+	}
+	tp.Close(emitter.ErrConnectionClosed)
+}
+
+func TestCloseFlushesWhatIsQueued(t *testing.T) {
+	var s sink
+	tp := NewWriter(quietConfig(), &s)
+	entered, release := s.holdNext()
+	if err := tp.Send(note(0)); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	for i := 1; i < 20; i++ {
+		if err := tp.Send(note(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release()
+	tp.Close(emitter.ErrConnectionClosed)
+	if n := len(s.lines()); n != 20 {
+		t.Errorf("%d lines on the wire after Close, want 20", n)
+	}
+}
+
+// classify's fast path must agree with decoding on every valid message.
+var classifyCorpus = []string{
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"idle"}}}`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\"state_update\""}}}}`,
+	`{"id":3,"jsonrpc":"2.0","method":"session/request_permission","params":{}}`,
+	`{"id":null,"jsonrpc":"2.0","method":"x","params":{}}`,
+	`{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}`,
+	`{"id":3,"result":{"stopReason":"end_turn"},"jsonrpc":"2.0"}`,
+	`{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"x"}}`,
+	`{"jsonrpc":"2.0","METHOD":"x","params":{}}`,
+	`{"jsonrpc":"2.0","method":"x","Id":4}`,
+	`{"jsonrpc":"2.0","method":"x","method":""}`,
+	`{"jsonrpc":"2.0","method":"","id":5,"result":1}`,
+	`{"jsonrpc":"2.0","method":"a\u0062","params":[1,{"a":"}"}]}`,
+	`{"m\u0065thod":"x","id":1,"result":{}}`,
+	`{"jsonrpc":"2.0","method":"x","params":{"a":[[[]]],"b":"\\\""}}`,
+	` { "method" : "x" , "params" : { } } `,
+	`{"method":1}`,
+	`{}`,
+	`[]`,
+	`[{"jsonrpc":"2.0","id":1,"result":{}}]`,
+	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"running"}},"id":9}`,
+}
+
+func sameOutbound(a, b outbound) bool {
+	return a.response == b.response && a.key == b.key && string(a.result) == string(b.result) &&
+		a.failed == b.failed && a.sessionID == b.sessionID && a.state == b.state && a.notification == b.notification
+}
+
+func TestClassifyFastPathAgreesWithDecoding(t *testing.T) {
+	for _, msg := range classifyCorpus {
+		if !json.Valid([]byte(msg)) {
+			t.Fatalf("corpus entry is not JSON: %s", msg)
+		}
+		if got, want := classify([]byte(msg)), decodeOutbound([]byte(msg)); !sameOutbound(got, want) {
+			t.Errorf("%s:\nfast   %+v\ndecode %+v", msg, got, want)
+		}
+	}
+}
+
+func FuzzClassify(f *testing.F) {
+	for _, msg := range classifyCorpus {
+		f.Add([]byte(msg))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		got, want := classify(msg), decodeOutbound(msg)
+		if !json.Valid(msg) {
+			// Invalid input may only differ in whether it is written
+			// behind (it is never a response either way).
+			got.notification, want.notification = false, false
+		}
+		if !sameOutbound(got, want) {
+			t.Errorf("%s:\nfast   %+v\ndecode %+v", msg, got, want)
+		}
+	})
+}
+
+// UpdateLine writes exactly what the generic encoding writes.
+func TestUpdateLineMatchesGenericEncoding(t *testing.T) {
+	generic := func(sessionID string, update any) ([]byte, error) {
+		type params struct {
+			SessionID string `json:"sessionId"`
+			Update    any    `json:"update"`
+		}
+		return json.Marshal(struct {
+			JSONRPC string `json:"jsonrpc"`
+			Method  string `json:"method"`
+			Params  params `json:"params"`
+		}{"2.0", MethodUpdate, params{sessionID, update}})
+	}
+	image := emitter.ContentBlock{Type: "image", Extra: map[string]json.RawMessage{"data": json.RawMessage(` "<x>" `)}}
+	updates := []any{
+		&emitter.CompactionSummaryChunk{CompactionID: "cmp_1", Content: emitter.Text("## a <b> & \u2028 \xff\n")},
+		emitter.CompactionSummaryChunk{CompactionID: "cmp_1", Content: image},
+		&emitter.CompactionSummaryChunk{CompactionID: "cmp_1", Content: emitter.Text("x"), Meta: emitter.Set(emitter.Meta{"k": json.RawMessage(`1`)})},
+		&emitter.CompactionUpdate{CompactionID: "cmp_1", Status: emitter.InProgress},
+		emitter.CompactionUpdate{CompactionID: "cmp_1", Status: emitter.Failed, Error: emitter.Set("boom <")},
+		&emitter.CompactionUpdate{CompactionID: "cmp_1", Status: emitter.Completed, Summary: emitter.Set([]emitter.ContentBlock{image})},
+		emitter.UsageUpdate{Used: 10, Size: 100},
+		map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": "<&>"}},
+	}
+	for _, sid := range []string{"sess_1", "", "s<1>", "s\"\\", "sé", "s\x7f"} {
+		for _, u := range updates {
+			got, err := UpdateLine(sid, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := generic(sid, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("%q %T:\ngot  %s\nwant %s", sid, u, got, want)
+			}
+		}
+	}
+}
+
+// On a message transport, objects passed through and raw messages keep
+// the order of the calls, and the objects reach the transport unmarshalled.
+func TestPassedObjectsKeepTheirPlace(t *testing.T) {
+	type obj struct{ N int }
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	tp := NewObjects(quietConfig(), func(v any) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch v := v.(type) {
+		case json.RawMessage:
+			got = append(got, string(v))
+		case *obj:
+			got = append(got, fmt.Sprintf("obj %d", v.N))
+		default:
+			t.Errorf("the transport got a %T", v)
+		}
+		return nil
+	})
+	var want []string
+	for i := range 100 {
+		if i%3 == 0 {
+			if err := tp.Pass(&obj{i}); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, fmt.Sprintf("obj %d", i))
+			continue
+		}
+		if err := tp.Send(note(i)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, string(note(i)))
+	}
+	if err := tp.Send(response(1)); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, string(response(1)))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != len(want) {
+		t.Fatalf("%d messages written when the response's Send returned, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("message %d: %s, want %s", i, got[i], want[i])
+		}
+	}
+}
+
+func TestMessageQueueIsBounded(t *testing.T) {
+	var tp *Tap
+	hold := make(chan struct{})
+	entered := make(chan struct{})
+	var once sync.Once
+	tp = NewObjects(quietConfig(), func(any) error {
+		once.Do(func() {
+			close(entered)
+			<-hold
+		})
+		tp.out.mu.Lock()
+		n := len(tp.out.items)
+		tp.out.mu.Unlock()
+		if n > maxPendingItems {
+			t.Errorf("%d messages pending; the bound is %d", n, maxPendingItems)
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() {
+		for i := range 5 * maxPendingItems {
+			if err := tp.Pass(i); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- tp.Flush()
+	}()
+	<-entered
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	tp.Close(emitter.ErrConnectionClosed)
+}

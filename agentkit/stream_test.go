@@ -1,0 +1,205 @@
+package agentkit_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/agentkit"
+	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// The kit's output is buffered (notifications may be written after their
+// call returns, several in one write). These tests check, on the wire, that
+// the client still sees every message in the order it was produced, that a
+// response comes after everything sent before it, and that nothing waits
+// for more output to come: on both a foreign stream
+// (jsonrpc2.NewPlainObjectStream) and NewStream.
+
+var streams = []struct {
+	name string
+	new  func(net.Conn) jsonrpc2.ObjectStream
+}{
+	{"plain", func(c net.Conn) jsonrpc2.ObjectStream { return jsonrpc2.NewPlainObjectStream(c) }},
+	{"NewStream", func(c net.Conn) jsonrpc2.ObjectStream { return agentkit.NewStream(c) }},
+}
+
+func newStreamRig(t *testing.T, a *agent, stream func(net.Conn) jsonrpc2.ObjectStream) *rig {
+	t.Helper()
+	// A failure detector only: no assertion depends on how long anything
+	// takes.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	a.kit = agentkit.New(quiet)
+	agentSide, clientSide := net.Pipe()
+	r := &rig{t: t, ctx: ctx, kit: a.kit}
+	r.agent = a.kit.NewConn(context.Background(), stream(agentSide),
+		agentkit.AsyncHandler(jsonrpc2.HandlerWithError(a.handle)), jsonrpc2.SetLogger(nopLogger{}))
+	r.client = kittest.NewClient(context.Background(), clientSide)
+	t.Cleanup(r.close)
+	return r
+}
+
+func TestFloodReachesTheClientInOrderBeforeTheResponse(t *testing.T) {
+	const chunks = 600
+	for _, s := range streams {
+		t.Run(s.name, func(t *testing.T) {
+			a := &agent{}
+			a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+				c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_flood"), emitter.UserDisplayable())
+				if err != nil {
+					return nil, err
+				}
+				for i := range chunks {
+					if err := c.Chunk(ctx, emitter.Text(fmt.Sprintf("%d,", i))); err != nil {
+						return nil, err
+					}
+					if i%100 == 99 {
+						if err := agentMessage(ctx, conn, sid, fmt.Sprint(i)); err != nil {
+							return nil, err
+						}
+					}
+				}
+				if err := c.Complete(ctx); err != nil {
+					return nil, err
+				}
+				return endTurn()
+			}
+			r := newStreamRig(t, a, s.new)
+			r.initialize(1, true)
+			res, err := r.client.Prompt(r.ctx, session, nil)
+			if err != nil || kittest.StopReason(res) != "end_turn" {
+				t.Fatalf("prompt: %s, %v", res, err)
+			}
+			// Read before closing: the response arrived, so everything
+			// sent before it must already be on the client's side.
+			evs := r.client.Wire.Events()
+			var got []string
+			next := 0
+			for _, e := range evs {
+				if e.Sent {
+					continue
+				}
+				switch {
+				case e.Kind == emitter.KindSummaryChunk:
+					if want := fmt.Sprintf("%d,", next); !kittest.SameJSON(kittest.Field(e, "content"), fmt.Sprintf(`{"type":"text","text":%q}`, want)) {
+						t.Fatalf("chunk %d out of order: %s", next, e.Update)
+					}
+					next++
+				case e.Kind == "agent_message_chunk":
+					got = append(got, fmt.Sprintf("message after %d chunks", next))
+				case e.Kind == emitter.KindUpdate:
+					got = append(got, "compaction_update:"+e.Status)
+				case e.Response:
+					got = append(got, "response:"+e.Method)
+				}
+			}
+			if next != chunks {
+				t.Fatalf("%d of %d chunks before the response", next, chunks)
+			}
+			want := []string{"response:initialize", "compaction_update:in_progress"}
+			for i := 100; i <= chunks; i += 100 {
+				want = append(want, fmt.Sprintf("message after %d chunks", i))
+			}
+			want = append(want, "compaction_update:completed", "response:session/prompt")
+			if !equal(got, want) {
+				t.Fatalf("wire order\n got %v\nwant %v", got, want)
+			}
+			r.finish(1)
+		})
+	}
+}
+
+// A lone notification is written without any later message pushing it
+// out: the handler waits until the client has it before it answers.
+func TestLoneNotificationIsWrittenWithoutWaitingForMore(t *testing.T) {
+	for _, s := range streams {
+		t.Run(s.name, func(t *testing.T) {
+			a := &agent{}
+			var r *rig
+			a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+				if err := agentMessage(ctx, conn, sid, "alone"); err != nil {
+					return nil, err
+				}
+				if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Kind == "agent_message_chunk" }); err != nil {
+					return nil, err
+				}
+				c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"))
+				if err != nil {
+					return nil, err
+				}
+				if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Kind == emitter.KindUpdate }); err != nil {
+					return nil, err
+				}
+				if err := c.Complete(ctx); err != nil {
+					return nil, err
+				}
+				return endTurn()
+			}
+			r = newStreamRig(t, a, s.new)
+			r.initialize(1, true)
+			res, err := r.client.Prompt(r.ctx, session, nil)
+			if err != nil || kittest.StopReason(res) != "end_turn" {
+				t.Fatalf("prompt: %s, %v", res, err)
+			}
+			want := []string{"agent_message_chunk", "compaction_update:in_progress", "compaction_update:completed", "response:session/prompt"}
+			if got := kittest.Summary(r.finish(1)); !equal(got, want) {
+				t.Fatalf("wire order\n got %v\nwant %v", got, want)
+			}
+		})
+	}
+}
+
+// The agent closing its connection still delivers what it queued before.
+func TestCloseDeliversQueuedNotifications(t *testing.T) {
+	for _, s := range streams {
+		t.Run(s.name, func(t *testing.T) {
+			a := &agent{}
+			r := newStreamRig(t, a, s.new)
+			r.initialize(1, true)
+			ctx := context.Background()
+			for i := range 200 {
+				if err := agentMessage(ctx, r.agent, session, fmt.Sprint(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			evs := r.finish(1)
+			n := 0
+			for _, e := range evs {
+				if e.Kind == "agent_message_chunk" {
+					n++
+				}
+			}
+			if n != 200 {
+				t.Errorf("%d of 200 notifications reached the client", n)
+			}
+		})
+	}
+}
+
+// Without a kit, NewStream is a plain newline-delimited stream.
+func TestNewStreamWithoutAKitIsAPlainStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agentSide, clientSide := net.Pipe()
+	a := &agent{}
+	conn := jsonrpc2.NewConn(context.Background(), agentkit.NewStream(agentSide),
+		jsonrpc2.AsyncHandler(jsonrpc2.HandlerWithError(a.handle)), jsonrpc2.SetLogger(nopLogger{}))
+	client := kittest.NewClient(context.Background(), clientSide)
+	if _, err := client.Initialize(ctx, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := agentMessage(ctx, conn, session, "hi"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Wire.Wait(ctx, func(e kittest.Event) bool { return e.Kind == "agent_message_chunk" }); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close()
+	<-conn.DisconnectNotify()
+	<-client.Conn.DisconnectNotify()
+}

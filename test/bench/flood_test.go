@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+var floodN = flag.Int("flood.n", 20_000, "summary chunks per `/compact flood N`")
+
+var (
+	buildDir  string
+	buildOnce sync.Once
+	buildBin  string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "acpcompact-bench-")
+	if err != nil {
+		panic(err)
+	}
+	buildDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// scenarioAgent returns the scenario agent's command line: the binary named
+// by $BENCH_SCENARIO_AGENT, or one built from examples/scenario-agent.
+func scenarioAgent(root string) ([]string, error) {
+	if p := os.Getenv("BENCH_SCENARIO_AGENT"); p != "" {
+		return []string{p}, nil
+	}
+	buildOnce.Do(func() {
+		buildBin = filepath.Join(buildDir, "scenario-agent")
+		cmd := exec.Command("go", "build", "-o", buildBin, "./examples/scenario-agent")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building the scenario agent: %v\n%s", err, out)
+		}
+	})
+	return []string{buildBin, "--log-level", "error", "--heartbeat", "0", "--compaction-timeout", "0"}, buildErr
+}
+
+var (
+	variantOnce sync.Once
+	variantBin  string
+	variantErr  error
+)
+
+// scenarioNewStream returns the scenario agent built with its one
+// jsonrpc2.NewPlainObjectStream replaced by agentkit.NewStream (through a
+// build overlay; the source is not touched): what the agent gets from the
+// kit's batched writes. It fails when the agent already uses NewStream or
+// the replacement does not apply.
+func scenarioNewStream(root string) ([]string, error) {
+	variantOnce.Do(func() {
+		src := filepath.Join(root, "examples", "scenario-agent", "scenario", "agent.go")
+		b, err := os.ReadFile(src)
+		if err != nil {
+			variantErr = err
+			return
+		}
+		const from, to = "jsonrpc2.NewPlainObjectStream(", "agentkit.NewStream("
+		if !bytes.Contains(b, []byte(from)) {
+			variantErr = fmt.Errorf("the scenario agent has no %s to replace (it may use agentkit.NewStream already)", from)
+			return
+		}
+		patched := filepath.Join(buildDir, "agent.go")
+		overlay := filepath.Join(buildDir, "overlay.json")
+		if err := os.WriteFile(patched, bytes.Replace(b, []byte(from), []byte(to), 1), 0o644); err != nil {
+			variantErr = err
+			return
+		}
+		spec, _ := json.Marshal(map[string]map[string]string{"Replace": {src: patched}})
+		if err := os.WriteFile(overlay, spec, 0o644); err != nil {
+			variantErr = err
+			return
+		}
+		variantBin = filepath.Join(buildDir, "scenario-agent-newstream")
+		cmd := exec.Command("go", "build", "-overlay", overlay, "-o", variantBin, "./examples/scenario-agent")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			variantErr = fmt.Errorf("building the NewStream variant: %v\n%s", err, out)
+		}
+	})
+	return []string{variantBin, "--log-level", "error", "--heartbeat", "0", "--compaction-timeout", "0"}, variantErr
+}
+
+// tsAgent returns the TypeScript SDK agent's command line, or why it
+// cannot run.
+func tsAgent(root string) ([]string, error) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return nil, fmt.Errorf("node is not installed")
+	}
+	script := filepath.Join(root, "test", "bench", "tsagent", "agent.mjs")
+	if _, err := os.Stat(script); err != nil {
+		return nil, fmt.Errorf("%s is missing", script)
+	}
+	if _, err := os.Stat(filepath.Join(root, "test", "interop", "node_modules", "@agentclientprotocol", "sdk")); err != nil {
+		return nil, fmt.Errorf("test/interop/node_modules has no @agentclientprotocol/sdk: run `make test-deps`")
+	}
+	return []string{node, script}, nil
+}
+
+// BenchmarkFlood times `/compact flood N` (default 20,000 chunks) from the
+// prompt to its response, read by a bare pipe reader, in the scenario
+// agent (Go, agentkit), in the same agent on agentkit.NewStream
+// (scenario-newstream, see scenarioNewStream) and in the TypeScript SDK
+// agent. Each op is one flood in a fresh session of the same process,
+// after one untimed warm-up flood. It reports chunks/s; nothing is
+// asserted about time.
+func BenchmarkFlood(b *testing.B) {
+	root, err := ModuleRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := *floodN
+	for _, v := range []struct {
+		name string
+		argv func(string) ([]string, error)
+		skip bool // a missing runtime skips instead of failing
+	}{{"scenario", scenarioAgent, false}, {"scenario-newstream", scenarioNewStream, true}, {"tsagent", tsAgent, true}} {
+		b.Run(v.name, func(b *testing.B) {
+			argv, err := v.argv(root)
+			if err != nil {
+				if v.skip {
+					fmt.Fprintf(os.Stderr, "\n*** BenchmarkFlood/%s SKIPPED: %v ***\n\n", v.name, err)
+					b.Skipf("SKIPPED: %v", err)
+				}
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			a, err := StartAgent(ctx, v.name, argv, root)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer a.Close()
+			sid, err := a.NewSession()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := a.Flood(sid, max(n/4, 1)); err != nil { // warm-up
+				b.Fatal(err)
+			}
+			var elapsed time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				sid, err := a.NewSession()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				chunks, d, err := a.Flood(sid, n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if chunks != n {
+					b.Fatalf("%d of %d chunks before the response", chunks, n)
+				}
+				elapsed += d
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/elapsed.Seconds(), "chunks/s")
+		})
+	}
+}
