@@ -189,8 +189,6 @@ func lifecycleScenarios() []Scenario {
 				Flags: []string{"--cancel-grace", "0", "--compaction-timeout", "2s"},
 				Turns: []AgentTurn{{Prompt: "/compact hang", CancelEarly: true}},
 				Want:  []string{"[compaction c1] cancelled"},
-				KnownDefect: "agentkit arms the cancel grace once, at the cancel; a compaction started after it expired in the cancelled turn is never settled by it, " +
-					"so /compact hang waits for the watchdog and ends failed (\"compaction timed out after 2s\") instead of cancelled",
 			},
 		},
 		{

@@ -310,9 +310,8 @@ func (t *Tap) cancel(sessionID string) []json.RawMessage {
 	for _, c := range st.binds {
 		c(emitter.ErrCancelled)
 	}
-	if first && t.cfg.CancelGrace >= 0 {
-		gen := st.gen
-		st.grace = time.AfterFunc(t.cfg.CancelGrace, func() { t.graceExpired(st, gen) })
+	if first {
+		t.armGraceLocked(st)
 	}
 	st.mu.Unlock()
 
@@ -335,11 +334,24 @@ func (t *Tap) graceExpired(st *session, gen uint64) {
 	st.mu.Lock()
 	// When the turn's end is under way, it settles them itself.
 	ok := st.gen == gen && st.active && st.cancelled && st.endingGen != gen
+	if st.gen == gen {
+		st.grace = nil // a compaction started from now on gets a grace of its own
+	}
 	tr := st.trace
 	st.mu.Unlock()
 	if ok {
 		t.settle(st.id, emitter.ErrCancelled, tr, "cancel grace expired")
 	}
+}
+
+// armGraceLocked starts the wind-down deadline of a cancelled turn; st.mu
+// must be held.
+func (t *Tap) armGraceLocked(st *session) {
+	if t.cfg.CancelGrace < 0 || st.grace != nil {
+		return
+	}
+	gen := st.gen
+	st.grace = time.AfterFunc(t.cfg.CancelGrace, func() { t.graceExpired(st, gen) })
 }
 
 // BindPrompt derives the context a session/prompt handler runs with: it is
@@ -897,7 +909,18 @@ func (t *Tap) Start(ctx context.Context, sessionID string, opts ...emitter.Start
 	if err != nil {
 		return nil, err
 	}
-	return em.Session(sessionID).Start(t.turnContext(ctx, st), opts...)
+	c, err := em.Session(sessionID).Start(t.turnContext(ctx, st), opts...)
+	if err == nil {
+		// A runtime may start compacting after the client cancelled, even
+		// after the cancel's grace ran out: the new compaction gets the
+		// same bounded wind-down, rather than waiting for a watchdog.
+		st.mu.Lock()
+		if st.active && st.cancelled {
+			t.armGraceLocked(st)
+		}
+		st.mu.Unlock()
+	}
+	return c, err
 }
 
 // Fail reports the failure of compaction id; see emitter.Session.Fail.

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"go.uber.org/goleak"
@@ -130,5 +132,54 @@ func TestBatchedCancelIsSeen(t *testing.T) {
 		{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}]`))
 	if len(ids) != 1 || string(ids[0]) != `"p"` {
 		t.Errorf("ids %s", ids)
+	}
+}
+
+// TestCompactionStartedAfterTheGraceRanOutGetsAGraceOfItsOwn: the client
+// cancelled, the grace ran out with nothing open, and only then did the
+// runtime start compacting. The kit must still wind it down as cancelled
+// (it was a user cancel) instead of leaving it to a watchdog.
+func TestCompactionStartedAfterTheGraceRanOutGetsAGraceOfItsOwn(t *testing.T) {
+	settled := make(chan emitter.Event, 4)
+	obs := emitter.ObserverFunc(func(_ context.Context, ev emitter.Event) {
+		if ev.Kind == emitter.EventSettled {
+			settled <- ev
+		}
+	})
+	tp := New(Config{CancelGrace: 0, Logger: slog.New(slog.DiscardHandler), EmitterOptions: []emitter.Option{emitter.WithObserver(obs)}},
+		func([]byte) error { return nil })
+	defer tp.Close(emitter.ErrConnectionClosed)
+	tp.Receive([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`))
+	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	tp.Receive([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
+	ctx := tp.BindPrompt(context.Background(), "n:1")
+	tp.Receive([]byte(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`))
+	// Let the first grace (zero) fire with nothing open: a settle of an
+	// empty session is observable only as the grace being gone.
+	for {
+		st := tp.session("s")
+		st.mu.Lock()
+		gone := st.grace == nil
+		st.mu.Unlock()
+		if gone {
+			break
+		}
+		runtime.Gosched()
+	}
+	for _, id := range []emitter.ID{"late_1", "late_2"} {
+		if _, err := tp.Start(ctx, "s", emitter.WithID(id)); err != nil {
+			t.Fatal(err)
+		}
+		var ev emitter.Event
+		select {
+		case ev = <-settled:
+		case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
+			t.Fatalf("%s was never settled after the cancel", id)
+		}
+		if ev.ID != id || ev.Status != emitter.Cancelled {
+			t.Fatalf("got %s %s, want %s cancelled", ev.ID, ev.Status, id)
+		}
 	}
 }
