@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -51,51 +50,6 @@ func scenarioAgent(root string) ([]string, error) {
 	return []string{buildBin, "--log-level", "error", "--heartbeat", "0", "--compaction-timeout", "0"}, buildErr
 }
 
-var (
-	variantOnce sync.Once
-	variantBin  string
-	variantErr  error
-)
-
-// scenarioNewStream returns the scenario agent built with its one
-// jsonrpc2.NewPlainObjectStream replaced by agentkit.NewStream (through a
-// build overlay; the source is not touched): what the agent gets from the
-// kit's batched writes. It fails when the agent already uses NewStream or
-// the replacement does not apply.
-func scenarioNewStream(root string) ([]string, error) {
-	variantOnce.Do(func() {
-		src := filepath.Join(root, "examples", "scenario-agent", "scenario", "agent.go")
-		b, err := os.ReadFile(src)
-		if err != nil {
-			variantErr = err
-			return
-		}
-		const from, to = "jsonrpc2.NewPlainObjectStream(", "agentkit.NewStream("
-		if !bytes.Contains(b, []byte(from)) {
-			variantErr = fmt.Errorf("the scenario agent has no %s to replace (it may use agentkit.NewStream already)", from)
-			return
-		}
-		patched := filepath.Join(buildDir, "agent.go")
-		overlay := filepath.Join(buildDir, "overlay.json")
-		if err := os.WriteFile(patched, bytes.Replace(b, []byte(from), []byte(to), 1), 0o644); err != nil {
-			variantErr = err
-			return
-		}
-		spec, _ := json.Marshal(map[string]map[string]string{"Replace": {src: patched}})
-		if err := os.WriteFile(overlay, spec, 0o644); err != nil {
-			variantErr = err
-			return
-		}
-		variantBin = filepath.Join(buildDir, "scenario-agent-newstream")
-		cmd := exec.Command("go", "build", "-overlay", overlay, "-o", variantBin, "./examples/scenario-agent")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			variantErr = fmt.Errorf("building the NewStream variant: %v\n%s", err, out)
-		}
-	})
-	return []string{variantBin, "--log-level", "error", "--heartbeat", "0", "--compaction-timeout", "0"}, variantErr
-}
-
 // tsAgent returns the TypeScript SDK agent's command line, or why it
 // cannot run.
 func tsAgent(root string) ([]string, error) {
@@ -115,8 +69,7 @@ func tsAgent(root string) ([]string, error) {
 
 // BenchmarkFlood times `/compact flood N` (default 20,000 chunks) from the
 // prompt to its response, read by a bare pipe reader, in the scenario
-// agent (Go, agentkit), in the same agent on agentkit.NewStream
-// (scenario-newstream, see scenarioNewStream) and in the TypeScript SDK
+// agent (Go, agentkit on agentkit.NewStream) and in the TypeScript SDK
 // agent. Each op is one flood in a fresh session of the same process,
 // after one untimed warm-up flood. It reports chunks/s; nothing is
 // asserted about time.
@@ -130,7 +83,7 @@ func BenchmarkFlood(b *testing.B) {
 		name string
 		argv func(string) ([]string, error)
 		skip bool // a missing runtime skips instead of failing
-	}{{"scenario", scenarioAgent, false}, {"scenario-newstream", scenarioNewStream, true}, {"tsagent", tsAgent, true}} {
+	}{{"scenario", scenarioAgent, false}, {"tsagent", tsAgent, true}} {
 		b.Run(v.name, func(b *testing.B) {
 			argv, err := v.argv(root)
 			if err != nil {

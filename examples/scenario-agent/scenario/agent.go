@@ -141,7 +141,7 @@ func orDefault(d, def time.Duration) time.Duration {
 func (a *Agent) Serve(ctx context.Context, rwc io.ReadWriteCloser) error {
 	c := &conn{a: a}
 	c.handlers.cond = sync.NewCond(&c.handlers.mu)
-	stream := jsonrpc2.NewPlainObjectStream(drainOnEOF{ReadWriteCloser: rwc, c: c})
+	stream := agentkit.NewStream(drainOnEOF{ReadWriteCloser: rwc, c: c})
 	rpc := a.kit.NewConn(ctx, stream, &counted{c: c, next: agentkit.AsyncHandler(c)}, jsonrpc2.SetLogger(rpcLogger{a.log}))
 	var err error
 	select {

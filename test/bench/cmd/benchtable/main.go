@@ -296,11 +296,8 @@ func (r *results) print(w io.Writer, missing []string, floodN int) {
 		r.ratio("proxy BenchmarkProxy/direct", "ns/op", "proxy BenchmarkProxy/proxy-compaction", "ns/op"), "", nil)
 	row(fmt.Sprintf("Flood chunks/s scenario agent (N=%d)", floodN), r.values("test/bench BenchmarkFlood/scenario", "chunks/s"), "", nil)
 	row(fmt.Sprintf("Flood chunks/s TypeScript SDK agent (N=%d)", floodN), r.values("test/bench BenchmarkFlood/tsagent", "chunks/s"), "", nil)
-	row(fmt.Sprintf("Flood chunks/s scenario agent on agentkit.NewStream (N=%d)", floodN), r.values("test/bench BenchmarkFlood/scenario-newstream", "chunks/s"), "", nil)
 	row("Flood scenario/tsagent chunks/s",
 		r.ratio("test/bench BenchmarkFlood/scenario", "chunks/s", "test/bench BenchmarkFlood/tsagent", "chunks/s"), ">= 5", atLeast(5))
-	row("Flood scenario-newstream/tsagent chunks/s (agentkit.NewStream)",
-		r.ratio("test/bench BenchmarkFlood/scenario-newstream", "chunks/s", "test/bench BenchmarkFlood/tsagent", "chunks/s"), ">= 5", atLeast(5))
 }
 
 func diff(a, b []float64) []float64 {
