@@ -49,6 +49,9 @@ type conn struct {
 	// settleWhy says why the proxy is settling, for the log line of each
 	// compaction it settles; empty while the agent's own lines are handled.
 	settleWhy string
+	// wrote says the proxy made a line of its own while handling the
+	// current agent line: a compaction update, which is never held back.
+	wrote bool
 
 	mu     sync.Mutex
 	inits  map[string]json.RawMessage // initialize request id → params
@@ -84,8 +87,8 @@ func newConn(p *Proxy, clientOut io.Writer, agentIn io.Writer) *conn {
 	c := &conn{
 		p:     p,
 		log:   p.cfg.logger,
-		out:   lineWriter{w: clientOut},
-		ain:   lineWriter{w: agentIn},
+		out:   newLineWriter(clientOut),
+		ain:   newLineWriter(agentIn),
 		trans: map[string]*transState{},
 		inits: map[string]json.RawMessage{},
 		proms: map[string]string{},
@@ -116,6 +119,11 @@ type envelope struct {
 	update                []byte // params.update
 	updateKind            string // params.update.sessionUpdate
 	requestID, replayFrom []byte
+	// From params.update, for an agent message only (parseAgent): what
+	// recognising a signal in it and following a standard update read, so
+	// that the line is skimmed once.
+	contentType, contentText []byte
+	compactionID, status     []byte
 }
 
 var envelopePaths = [][]string{
@@ -123,6 +131,13 @@ var envelopePaths = [][]string{
 	{"params", "sessionId"}, {"params", "update"}, {"params", "update", "sessionUpdate"},
 	{"params", "requestId"}, {"params", "replayFrom"},
 }
+
+var (
+	envelopeSet      = compilePaths(envelopePaths...)
+	agentEnvelopeSet = compilePaths(append(envelopePaths[:len(envelopePaths):len(envelopePaths)],
+		[]string{"params", "update", "content", "type"}, []string{"params", "update", "content", "text"},
+		[]string{"params", "update", "compactionId"}, []string{"params", "update", "status"})...)
+)
 
 // parse validates msg as a JSON object and picks out its envelope.
 func parse(msg []byte) (*envelope, error) {
@@ -134,7 +149,22 @@ func parse(msg []byte) (*envelope, error) {
 // parse fills env from msg with p's scratch memory; env's raw values are
 // sub-slices of msg.
 func (p *picker) parse(msg []byte, env *envelope) error {
-	v, err := p.pick(msg, envelopePaths...)
+	return p.parseSet(msg, env, envelopeSet)
+}
+
+// parseAgent is parse for an agent message, which also picks what the
+// handling of an update reads from it.
+func (p *picker) parseAgent(msg []byte, env *envelope) error {
+	if err := p.parseSet(msg, env, agentEnvelopeSet); err != nil {
+		return err
+	}
+	v := p.out
+	env.contentType, env.contentText, env.compactionID, env.status = v[10], v[11], v[12], v[13]
+	return nil
+}
+
+func (p *picker) parseSet(msg []byte, env *envelope, set *pathSet) error {
+	v, err := p.pickSet(msg, set)
 	if err != nil {
 		return err
 	}
@@ -143,6 +173,15 @@ func (p *picker) parse(msg []byte, env *envelope) error {
 	env.sessionID = p.session(v[5])
 	env.updateKind, _ = stringValue(v[7])
 	return nil
+}
+
+// batchable reports whether the message may wait in an output buffer for
+// the lines already read behind it. Only notifications of the ordinary,
+// streaming kind may: a request or response, whose peer may be waiting on
+// it, and an update that ends a compaction or a turn are written at once.
+func (env *envelope) batchable() bool {
+	return env.hasMethod && isNull(env.id) &&
+		env.updateKind != emitter.KindUpdate && env.updateKind != "state_update"
 }
 
 // idKey is a request id in a form usable as a map key: 1 and "1" differ,
@@ -184,15 +223,20 @@ func (c *conn) pumpClient(ctx context.Context, r io.Reader) {
 		if len(line) > 0 {
 			if long {
 				c.log.Warn("line too long to inspect; forwarded as is", "side", sideClient, "line", lr.n, "limit", c.p.cfg.maxLine)
-				if c.toAgent(line) != nil {
+				if c.toAgent(line, false) != nil {
 					return
 				}
-				if err := lr.copyRest(c.toAgent); err != nil {
+				if err := lr.copyRest(func(b []byte) error { return c.toAgent(b, false) }); err != nil {
 					rerr = err
 				}
+				if c.toAgent(nil, true) != nil {
+					return
+				}
 			} else {
-				c.fromClient(lr.n, line)
-				if c.toAgent(line) != nil {
+				// Holding the line back costs nothing when the next one is
+				// already here, and saves a write.
+				hold := c.fromClient(lr.n, line) && lr.ready()
+				if c.toAgent(line, !hold) != nil {
 					return
 				}
 			}
@@ -207,13 +251,18 @@ func (c *conn) pumpClient(ctx context.Context, r io.Reader) {
 	}
 }
 
-func (c *conn) toAgent(b []byte) error {
+// toAgent queues b for the agent and, with flush, writes what is queued.
+func (c *conn) toAgent(b []byte, flush bool) error {
 	c.ainMu.Lock()
 	defer c.ainMu.Unlock()
 	if c.ainClosed {
 		return io.ErrClosedPipe
 	}
-	if err := c.ain.forward(b); err != nil {
+	err := c.ain.forward(b)
+	if err == nil && flush {
+		err = c.ain.flush()
+	}
+	if err != nil {
 		c.log.Debug("the agent's input is closed; client lines are no longer delivered", "error", err)
 		return err
 	}
@@ -227,27 +276,32 @@ func (c *conn) closeAgentIn() {
 		return
 	}
 	c.ainClosed = true
+	// What the client pump queued was accepted: it reaches the agent
+	// before the end of file does.
+	_ = c.ain.flush()
 	if cl, ok := c.ain.w.(io.Closer); ok {
 		_ = cl.Close()
 	}
 }
 
 // fromClient notes what the proxy needs from one client line before it is
-// forwarded, so that the agent's answer can never overtake the note.
-func (c *conn) fromClient(n int, line []byte) {
+// forwarded, so that the agent's answer can never overtake the note. It
+// reports whether the line may wait for the next one (envelope.batchable).
+func (c *conn) fromClient(n int, line []byte) (batchable bool) {
 	msg := trimEOL(line)
 	if isBlank(msg) {
-		return
+		return false
 	}
 	env := &c.cenv
 	if err := c.cpick.parse(msg, env); err != nil {
 		c.log.Warn("malformed line; forwarded as is", "side", sideClient, "line", n, "error", err, "text", clip(msg))
-		return
+		return false
 	}
 	c.check.observe(conformance.FromClient, sideClient, n, msg)
 	if !env.hasMethod {
-		return // a response to one of the agent's requests
+		return false // a response to one of the agent's requests
 	}
+	batchable = env.batchable()
 	sid, id := env.sessionID, idKey(env.id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -278,11 +332,14 @@ func (c *conn) fromClient(n int, line []byte) {
 	case "session/cancel", "session/close":
 		// Closing a session cancels its work as session/cancel does.
 		c.cancelLocked(sid)
+		batchable = false // a cancel is what the user waits on
 	case "$/cancel_request":
+		batchable = false
 		if psid, ok := c.proms[idKey(env.requestID)]; ok {
 			c.cancelLocked(psid)
 		}
 	}
+	return batchable
 }
 
 func (c *conn) flagsLocked(sid string) *sessFlags {
@@ -339,6 +396,7 @@ func (c *conn) graceExpired(sid string, gen uint64) {
 	c.mu.Unlock()
 	if live {
 		c.settleSession(context.Background(), sid, emitter.ErrCancelled, "the cancel grace period ended")
+		_ = c.out.flush() // a failure is sticky: the agent pump reports it
 	}
 }
 
@@ -408,23 +466,29 @@ func (c *conn) fromAgent(ctx context.Context, lr *lineReader, line []byte, long 
 	n := lr.n
 	if long {
 		c.log.Warn("line too long to inspect; forwarded as is", "side", sideAgent, "line", n, "limit", c.p.cfg.maxLine)
+		// The rest may be slow to come: what precedes it leaves first.
 		if err := c.out.forward(line); err != nil {
 			return c.clientErr(err), nil
 		}
+		if err := c.out.flush(); err != nil {
+			return c.clientErr(err), nil
+		}
 		rerr = lr.copyRest(c.out.forward)
-		if c.out.err != nil {
-			return c.clientErr(c.out.err), nil
+		if err := c.out.flush(); err != nil {
+			return c.clientErr(err), nil
 		}
 		return nil, rerr
 	}
 	msg := trimEOL(line)
-	act, wellFormed := forward, false
+	act, wellFormed, hold := forward, false, false
+	c.wrote = false
 	if !isBlank(msg) {
 		env := &c.aenv
-		if err := c.apick.parse(msg, env); err != nil {
+		if err := c.apick.parseAgent(msg, env); err != nil {
 			c.log.Warn("malformed line; forwarded as is", "side", sideAgent, "line", n, "error", err, "text", clip(msg))
 		} else {
 			wellFormed = true
+			hold = env.batchable()
 			if c.check.agentSide() {
 				c.check.observe(conformance.FromAgent, sideAgent, n, msg)
 			}
@@ -441,6 +505,14 @@ func (c *conn) fromAgent(ctx context.Context, lr *lineReader, line []byte, long 
 			c.check.observe(conformance.FromAgent, sideAgent, n, msg)
 		}
 	}
+	// The client sees this line, and any the proxy made for it, as soon as
+	// no further agent line is at hand, or at once when it may be waiting
+	// on it. lr.ready is asked last: reading it costs a scan.
+	if !hold || c.wrote || !lr.ready() {
+		if err := c.out.flush(); err != nil {
+			return c.clientErr(err), nil
+		}
+	}
 	if c.out.err != nil {
 		return c.clientErr(c.out.err), nil
 	}
@@ -451,6 +523,7 @@ func (c *conn) clientErr(err error) error { return fmt.Errorf("%w: %w", ErrClien
 
 // writeToClient writes a message the proxy made. Callers hold emu.
 func (c *conn) writeToClient(msg []byte) error {
+	c.wrote = true
 	if err := c.out.line(msg); err != nil {
 		return c.clientErr(err)
 	}
@@ -613,6 +686,9 @@ func (c *conn) settleSession(ctx context.Context, sid string, reason error, why 
 func (c *conn) finish(ctx context.Context, reason error) {
 	c.emu.Lock()
 	defer c.emu.Unlock()
+	// Nothing follows: what the agent pump held back and the settlement
+	// leave now.
+	defer func() { _ = c.out.flush() }()
 	if c.stopped.Swap(true) {
 		return
 	}

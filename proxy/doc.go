@@ -22,7 +22,10 @@
 //
 // The proxy reads one line from a side, writes it (or its replacement) to
 // the other, then reads the next, so memory stays bounded by the longest
-// line and a slow reader slows its writer down. Lines up to 64 MiB are
+// line and a slow reader slows its writer down. Notifications already
+// followed by a read line wait in a 64 KiB buffer to leave in one write;
+// requests, responses and the updates that end a compaction or a turn
+// never wait, nor does anything once no further input is at hand. Lines up to 64 MiB are
 // inspected; longer ones are streamed through unread. A malformed line is
 // logged with its side and line number and forwarded as it came.
 package proxy

@@ -92,17 +92,40 @@ func trimEOL(b []byte) []byte {
 	return bytes.TrimSuffix(b, []byte("\r"))
 }
 
-// lineWriter writes whole lines to one side. It remembers whether the last
+// ready reports whether a whole line is already buffered, so that next
+// will return without reading: only then is it worth holding back output
+// to join it with the next line's.
+func (l *lineReader) ready() bool {
+	n := l.r.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := l.r.Peek(n)
+	return bytes.IndexByte(b, '\n') >= 0
+}
+
+// writeBufSize bounds what a lineWriter holds back: a line that does not
+// fit is written through, so a slow reader still slows its writer down.
+const writeBufSize = 64 << 10
+
+// lineWriter writes whole lines to one side. A write to a pipe costs a
+// system call however small, so lines are collected in a bounded buffer
+// and the owner decides when they must leave (flush): the wire order is
+// the order of the calls either way. It remembers whether the last
 // forwarded line lacked its terminator (an agent's final line), so that a
 // line the proxy adds afterwards does not run into it.
 type lineWriter struct {
 	w       io.Writer
+	bw      *bufio.Writer
 	midLine bool
 	err     error
-	buf     []byte
 }
 
-// forward writes b as it was read, terminator or not.
+func newLineWriter(w io.Writer) lineWriter {
+	return lineWriter{w: w, bw: bufio.NewWriterSize(w, writeBufSize)}
+}
+
+// forward queues b as it was read, terminator or not.
 func (w *lineWriter) forward(b []byte) error {
 	if w.err != nil {
 		return w.err
@@ -110,26 +133,34 @@ func (w *lineWriter) forward(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	_, w.err = w.w.Write(b)
+	_, w.err = w.bw.Write(b)
 	w.midLine = b[len(b)-1] != '\n'
 	return w.err
 }
 
-// line writes msg, a message the proxy made, as one line.
+// line queues msg, a message the proxy made, as one line.
 func (w *lineWriter) line(msg []byte) error {
 	if w.err != nil {
 		return w.err
 	}
-	w.buf = w.buf[:0]
 	if w.midLine {
-		w.buf = append(w.buf, '\n')
+		w.err = w.bw.WriteByte('\n')
 	}
-	w.buf = append(w.buf, msg...)
-	w.buf = append(w.buf, '\n')
-	_, w.err = w.w.Write(w.buf)
-	if cap(w.buf) > keepAccMax {
-		w.buf = nil
+	if w.err == nil {
+		_, w.err = w.bw.Write(msg)
+	}
+	if w.err == nil {
+		w.err = w.bw.WriteByte('\n')
 	}
 	w.midLine = false
+	return w.err
+}
+
+// flush writes what is queued.
+func (w *lineWriter) flush() error {
+	if w.err != nil {
+		return w.err
+	}
+	w.err = w.bw.Flush()
 	return w.err
 }

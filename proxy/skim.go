@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -303,8 +304,7 @@ func pick(b []byte, paths ...[]string) ([][]byte, error) {
 // from every line, and most lines should cost no allocation. A picker is
 // not safe for concurrent use; each pump has its own.
 type picker struct {
-	out   [][]byte
-	stack []int
+	out [][]byte
 	// The last session ID decoded, by its raw form: nearly every line of
 	// a connection names the same session.
 	sidRaw, sid string
@@ -328,21 +328,72 @@ func (p *picker) session(raw []byte) string {
 
 // pick is the function pick; the result is valid until the next call.
 func (p *picker) pick(b []byte, paths ...[]string) ([][]byte, error) {
+	return p.pickSet(b, compilePaths(paths...))
+}
+
+// pathSet is a set of member paths compiled into a tree, so that each
+// member name is compared once with each distinct name expected at its
+// level, however many paths share it. The proxy's sets are compiled once.
+type pathSet struct {
+	n    int
+	root *pathNode
+}
+
+type pathNode struct {
+	kids []pathKid
+}
+
+type pathKid struct {
+	name   string
+	leaves []int     // the paths that end at this member
+	below  []int     // the paths that go on below it
+	node   *pathNode // nil when none goes on
+}
+
+func compilePaths(paths ...[]string) *pathSet {
+	set := &pathSet{n: len(paths), root: &pathNode{}}
+	for q, path := range paths {
+		n := set.root
+		for level, name := range path {
+			k := -1
+			for i := range n.kids {
+				if n.kids[i].name == name {
+					k = i
+					break
+				}
+			}
+			if k < 0 {
+				n.kids = append(n.kids, pathKid{name: name})
+				k = len(n.kids) - 1
+			}
+			kid := &n.kids[k]
+			if level == len(path)-1 {
+				kid.leaves = append(kid.leaves, q)
+				break
+			}
+			kid.below = append(kid.below, q)
+			if kid.node == nil {
+				kid.node = &pathNode{}
+			}
+			n = kid.node
+		}
+	}
+	return set
+}
+
+// pickSet is pick for a compiled set of paths.
+func (p *picker) pickSet(b []byte, set *pathSet) ([][]byte, error) {
 	s := skimmer{b: b}
 	s.ws()
 	if s.i >= len(b) || b[s.i] != '{' {
 		return nil, s.fail("not a JSON object")
 	}
-	if cap(p.out) < len(paths) {
-		p.out = make([][]byte, len(paths))
+	if cap(p.out) < set.n {
+		p.out = make([][]byte, set.n)
 	}
-	p.out = p.out[:len(paths)]
+	p.out = p.out[:set.n]
 	clear(p.out)
-	p.stack = p.stack[:0]
-	for i := range paths {
-		p.stack = append(p.stack, i)
-	}
-	if err := s.pickObject(p, 0, paths, 0, len(paths)); err != nil {
+	if err := s.pickObject(p.out, set.root); err != nil {
 		return nil, err
 	}
 	s.ws()
@@ -352,9 +403,8 @@ func (p *picker) pick(b []byte, paths ...[]string) ([][]byte, error) {
 	return p.out, nil
 }
 
-// pickObject is object for pick: p.stack[lo:hi] lists the paths whose
-// first level names led here.
-func (s *skimmer) pickObject(p *picker, level int, paths [][]string, lo, hi int) error {
+// pickObject is object for pick: n holds the paths that led here.
+func (s *skimmer) pickObject(out [][]byte, n *pathNode) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -365,7 +415,6 @@ func (s *skimmer) pickObject(p *picker, level int, paths [][]string, lo, hi int)
 		s.depth--
 		return nil
 	}
-	out := p.out
 	for {
 		s.ws()
 		if s.i >= len(s.b) || s.b[s.i] != '"' {
@@ -383,45 +432,39 @@ func (s *skimmer) pickObject(p *picker, level int, paths [][]string, lo, hi int)
 		s.i++
 		s.ws()
 		v0 := s.i
-		// The paths continuing below this member go on the stack above
-		// the active ones; they are popped once the member is done.
-		subLo := len(p.stack)
-		leaf := false
-		for j := lo; j < hi; j++ {
-			q := p.stack[j]
-			if !keyIs(key, paths[q][level]) {
-				continue
-			}
-			if len(paths[q]) == level+1 {
-				leaf = true
-			} else {
-				p.stack = append(p.stack, q)
-			}
-		}
-		subHi := len(p.stack)
-		// A repeated member replaces whatever an earlier one held below it.
-		for j := subLo; j < subHi; j++ {
-			for q := range paths {
-				if len(paths[q]) > level+1 && samePrefix(paths[q], paths[p.stack[j]], level+1) {
-					out[q] = nil
+		var kid *pathKid
+		if len(n.kids) > 0 {
+			// Escaped names are rare: knowing once that this one has
+			// none makes every comparison a plain one.
+			esc := bytes.IndexByte(key, '\\') >= 0
+			for i := range n.kids {
+				if keyMatch(key, esc, n.kids[i].name) {
+					kid = &n.kids[i]
+					break
 				}
 			}
 		}
 		var err error
-		if subHi > subLo && s.i < len(s.b) && s.b[s.i] == '{' {
-			err = s.pickObject(p, level+1, paths, subLo, subHi)
+		if kid != nil && kid.node != nil {
+			// A repeated member replaces whatever an earlier one held
+			// below it.
+			for _, q := range kid.below {
+				out[q] = nil
+			}
+			if s.i < len(s.b) && s.b[s.i] == '{' {
+				err = s.pickObject(out, kid.node)
+			} else {
+				err = s.value()
+			}
 		} else {
 			err = s.value()
 		}
-		p.stack = p.stack[:subLo]
 		if err != nil {
 			return err
 		}
-		if leaf {
-			for j := lo; j < hi; j++ {
-				if q := p.stack[j]; len(paths[q]) == level+1 && keyIs(key, paths[q][level]) {
-					out[q] = s.b[v0:s.i]
-				}
+		if kid != nil {
+			for _, q := range kid.leaves {
+				out[q] = s.b[v0:s.i]
 			}
 		}
 		s.ws()
@@ -441,13 +484,12 @@ func (s *skimmer) pickObject(p *picker, level int, paths [][]string, lo, hi int)
 	}
 }
 
-func samePrefix(a, b []string, n int) bool {
-	for i := 0; i < n; i++ {
-		if a[i] != b[i] {
-			return false
-		}
+// keyMatch is keyIs for a raw name known to hold an escape (esc) or not.
+func keyMatch(raw []byte, esc bool, name string) bool {
+	if !esc {
+		return len(raw) == len(name)+2 && string(raw[1:len(raw)-1]) == name
 	}
-	return true
+	return keyIs(raw, name)
 }
 
 // keyIs compares a raw member name with name.

@@ -13,16 +13,13 @@ const sourceStandard = "standard"
 // follows its ID, so that one left open can be settled; a v1 client without
 // the capability must never receive it, so it is rewritten into the
 // fallback. Callers hold emu.
-func (c *conn) standard(ctx context.Context, n int, sid, kind string, raw []byte) action {
+func (c *conn) standard(ctx context.Context, n int, sid, kind string, raw []byte, env *envelope) action {
 	if c.capable {
-		// Forwarded as is, so only the ID and status are read: decoding
-		// a summary the proxy does not touch would be wasted work.
-		v, err := c.apick.pick(raw, []string{"compactionId"}, []string{"status"})
-		var id, status string
-		if err == nil {
-			id, _ = stringValue(v[0])
-			status, _ = stringValue(v[1])
-		}
+		// Forwarded as is, so only the ID and status are read (parseAgent
+		// picked them): decoding a summary the proxy does not touch would
+		// be wasted work.
+		id, _ := stringValue(env.compactionID)
+		status, _ := stringValue(env.status)
 		if id == "" || (kind == emitter.KindUpdate && status == "") {
 			c.log.Warn("malformed compaction update; forwarded as is", "session", sid, "side", sideAgent, "line", n)
 			return forward

@@ -40,11 +40,6 @@ const (
 	maxSignalBytes = 4 << 10
 )
 
-var (
-	contentTypePath = []string{"content", "type"}
-	contentTextPath = []string{"content", "text"}
-)
-
 type sigKind int
 
 const (
@@ -109,14 +104,14 @@ func (c *conn) update(ctx context.Context, n int, env *envelope, msg []byte) act
 	}
 	switch kind {
 	case emitter.KindUpdate, emitter.KindSummaryChunk:
-		return c.standard(ctx, n, sid, kind, raw)
+		return c.standard(ctx, n, sid, kind, raw, env)
 	case "state_update":
 		if c.version() == capability.V2 {
 			c.stateUpdate(ctx, sid, raw)
 		}
 		return forward
 	}
-	tr, sig, ok := c.recognise(sid, kind, raw, msg)
+	tr, sig, ok := c.recognise(sid, kind, raw, msg, env)
 	if !ok {
 		return forward
 	}
@@ -142,24 +137,20 @@ func (c *conn) stateUpdate(ctx context.Context, sid string, raw []byte) {
 }
 
 // recognise finds a legacy signal in one update.
-func (c *conn) recognise(sid, kind string, raw, msg []byte) (Translator, signal, bool) {
+func (c *conn) recognise(sid, kind string, raw, msg []byte, env *envelope) (Translator, signal, bool) {
 	on := c.p.cfg.translators
 	switch kind {
 	case "agent_message_chunk":
 		if !(on[ClaudeText] || on[CodexText] || on[CodexNotice]) {
 			break
 		}
-		v, err := c.apick.pick(raw, contentTypePath, contentTextPath)
-		if err != nil {
-			break
-		}
 		// Every signal text starts with C (Compacting, Context), a \n
 		// escape or *; most message chunks are rejected here, undecoded.
-		t := v[1]
+		t := env.contentText
 		if len(t) < 3 || len(t) > maxSignalBytes || (t[1] != 'C' && t[1] != '\\' && t[1] != '*') {
 			break
 		}
-		if typ, _ := stringValue(v[0]); typ != "text" {
+		if typ, _ := stringValue(env.contentType); typ != "text" {
 			break
 		}
 		text, _ := stringValue(t)
