@@ -69,14 +69,21 @@ func (w Wording) outcome(ev emitter.Event) string {
 	case emitter.Cancelled:
 		return w.Cancelled
 	}
-	if !strings.Contains(w.Failed, "{error}") {
-		return w.Failed
+	return failureText(ev, w.Failed, w.FailedBare)
+}
+
+// failureText fills a failure template's {error} with the event's
+// user-facing error, or returns bare when there is nothing more to say than
+// the generic text. Text and ToolCall word failures alike.
+func failureText(ev emitter.Event, template, bare string) string {
+	if !strings.Contains(template, "{error}") {
+		return template
 	}
 	reason := errorText(ev)
-	if isGenericFailure(reason, w.FailedBare) {
-		return w.FailedBare
+	if isGenericFailure(reason, bare) {
+		return bare
 	}
-	return strings.Replace(w.Failed, "{error}", reason, 1)
+	return strings.Replace(template, "{error}", reason, 1)
 }
 
 // TextOption configures Text.

@@ -2,7 +2,6 @@ package fallback
 
 import (
 	"context"
-	"strings"
 
 	"github.com/acpcompact/acpcompact/emitter"
 )
@@ -46,14 +45,7 @@ func (w ToolCallWording) reason(ev emitter.Event) string {
 	if ev.Status == emitter.Cancelled {
 		return w.Cancelled
 	}
-	if !strings.Contains(w.Failed, "{error}") {
-		return w.Failed
-	}
-	reason := errorText(ev)
-	if isGenericFailure(reason, w.FailedBare) {
-		return w.FailedBare
-	}
-	return strings.Replace(w.Failed, "{error}", reason, 1)
+	return failureText(ev, w.Failed, w.FailedBare)
 }
 
 // ToolCallOption configures ToolCall.
