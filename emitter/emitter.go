@@ -314,7 +314,7 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 	s.open = append(s.open, c)
 	if d := s.e.cfg.maxDuration; d > 0 {
 		c.watchdog = time.AfterFunc(d, func() {
-			c.settle(context.Background(), Failed, fmt.Errorf("%w after %s", ErrTimeout, d), settleOptions{})
+			c.settle(context.Background(), Failed, fmt.Errorf("%w after %s", ErrTimeout, d), settleOptions{by: SettledByWatchdog})
 		})
 	}
 	if d := s.e.cfg.heartbeat; d > 0 {
@@ -429,7 +429,7 @@ func (s *Session) SettleAll(ctx context.Context, reason error) (int, error) {
 	n := 0
 	var first error
 	for _, c := range open {
-		err := c.settle(ctx, status, reason, settleOptions{})
+		err := c.settle(ctx, status, reason, settleOptions{by: SettledBySettleAll})
 		if errors.Is(err, ErrSettled) {
 			continue // the runtime settled it meanwhile
 		}
@@ -670,6 +670,7 @@ func (c *Compaction) settleLocked(ctx context.Context, status Status, cause erro
 		c.heartbeat.Stop()
 	}
 	ev := c.event(EventSettled)
+	ev.SettledBy = so.by
 	ev.Status = status
 	ev.Err = cause
 	now := time.Now()

@@ -592,3 +592,22 @@ func TestStartMetaAndSettleMetaReachTheWire(t *testing.T) {
 		`compaction_update m completed _meta=map[k:2]`,
 	}, wire(rec))
 }
+
+func TestSettledEventsSayWhoSettled(t *testing.T) {
+	ctx := context.Background()
+	em, _, obs := newCapable(t, emitter.WithMaxDuration(20*time.Millisecond))
+	s := em.Session("s")
+	byRuntime, _ := s.Start(ctx, emitter.WithID("runtime"))
+	require.NoError(t, byRuntime.Cancel(ctx))
+	assert.Equal(t, emitter.SettledByRuntime, obs.waitFor(t, emitter.EventSettled).SettledBy)
+	_, _ = s.Start(ctx, emitter.WithID("bulk"))
+	_, err := s.SettleAll(ctx, emitter.ErrCancelled)
+	require.NoError(t, err)
+	ev := obs.waitFor(t, emitter.EventSettled)
+	assert.Equal(t, emitter.ID("bulk"), ev.ID)
+	assert.Equal(t, emitter.SettledBySettleAll, ev.SettledBy)
+	_, _ = s.Start(ctx, emitter.WithID("runaway"))
+	ev = obs.waitFor(t, emitter.EventSettled)
+	assert.Equal(t, emitter.SettledByWatchdog, ev.SettledBy)
+	assert.Equal(t, "watchdog", ev.SettledBy.String())
+}

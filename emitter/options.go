@@ -200,6 +200,7 @@ const (
 )
 
 type settleOptions struct {
+	by      SettledBy
 	summary summaryMode
 	blocks  []ContentBlock
 	meta    Meta

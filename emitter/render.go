@@ -63,6 +63,36 @@ type Event struct {
 	// Details is the compaction's record (Settled, Replayed), when the
 	// runtime gave one or WithRecords is on.
 	Details *Details
+	// SettledBy says who ended the compaction (Settled): the runtime
+	// itself, a SettleAll (the turn's end, a cancel's wind-down, the
+	// connection closing), or the watchdog.
+	SettledBy SettledBy
+}
+
+// SettledBy names who settled a compaction.
+type SettledBy uint8
+
+const (
+	// SettledByRuntime: the runtime's own Complete, Fail or Cancel.
+	SettledByRuntime SettledBy = iota
+	// SettledBySettleAll: Session.SettleAll or Emitter.SettleAll, which is
+	// how agentkit and the proxy end what a runtime left open.
+	SettledBySettleAll
+	// SettledByWatchdog: the WithMaxDuration watchdog.
+	SettledByWatchdog
+)
+
+// String returns "runtime", "settle_all" or "watchdog".
+func (s SettledBy) String() string {
+	switch s {
+	case SettledByRuntime:
+		return "runtime"
+	case SettledBySettleAll:
+		return "settle_all"
+	case SettledByWatchdog:
+		return "watchdog"
+	}
+	return "unknown"
 }
 
 // Info returns the event's compaction identity.

@@ -66,6 +66,10 @@ const (
 	AbandonedAgentCrashed     Abandonment = "agent_crashed"     // emitter.ErrAgentCrashed
 	AbandonedConnectionClosed Abandonment = "connection_closed" // emitter.ErrConnectionClosed
 	AbandonedTurnEnded        Abandonment = "turn_ended"        // emitter.ErrTurnEnded, also SettleAll(ctx, nil)
+	// AbandonedCancelUnreported: the user cancelled and the runtime never
+	// reported the compaction's end, so a SettleAll (agentkit's cancel
+	// grace or turn end) settled it as cancelled. See AbandonmentOfEvent.
+	AbandonedCancelUnreported Abandonment = "cancel_unreported"
 )
 
 // abandonments is ordered from the most specific cause to the most generic,
@@ -86,11 +90,9 @@ var abandonments = [...]struct {
 // ErrAgentCrashed, ErrConnectionClosed or ErrTurnEnded, whoever settled
 // the compaction and whatever its status.
 //
-// emitter.ErrCancelled alone is never an abandonment. A user cancel is a
-// decision the client asked for and the cancelled status already reports it
-// truthfully; besides, the Event does not say whether the runtime's Cancel
-// or SettleAll(ctx, ErrCancelled) settled it, so counting one would mean
-// counting both.
+// emitter.ErrCancelled alone is not an abandonment by its cause: a user
+// cancel is a decision the client asked for. Whether the runtime honoured
+// it is in the event, not the error; see AbandonmentOfEvent.
 func AbandonmentOf(err error) (Abandonment, bool) {
 	if err == nil {
 		return "", false
@@ -99,6 +101,21 @@ func AbandonmentOf(err error) (Abandonment, bool) {
 		if errors.Is(err, a.err) {
 			return a.reason, true
 		}
+	}
+	return "", false
+}
+
+// AbandonmentOfEvent is AbandonmentOf for a settled event, plus one rule the
+// cause alone cannot tell: a user cancel settled by a SettleAll rather than
+// by the runtime's own Cancel (emitter.SettledBySettleAll) is an
+// abandonment, AbandonedCancelUnreported, since the runtime never reported
+// how its compaction ended.
+func AbandonmentOfEvent(ev emitter.Event) (Abandonment, bool) {
+	if reason, ok := AbandonmentOf(ev.Err); ok {
+		return reason, true
+	}
+	if ev.SettledBy == emitter.SettledBySettleAll && errors.Is(ev.Err, emitter.ErrCancelled) {
+		return AbandonedCancelUnreported, true
 	}
 	return "", false
 }

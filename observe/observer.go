@@ -28,7 +28,7 @@ func (o metricsObserver) Observe(ctx context.Context, ev emitter.Event) {
 				o.m.SummaryBytes(ctx, n)
 			}
 		}
-		if reason, ok := AbandonmentOf(ev.Err); ok {
+		if reason, ok := AbandonmentOfEvent(ev); ok {
 			o.m.Abandoned(ctx, reason)
 		}
 	case emitter.EventReplayed:

@@ -50,6 +50,7 @@ func TestObserverScript(t *testing.T) {
 			observe.AbandonedTurnEnded:        1,
 			observe.AbandonedAgentCrashed:     1,
 			observe.AbandonedTimeout:          1,
+			observe.AbandonedCancelUnreported: 1,
 		},
 		Dropped:       map[observe.DropReason]int64{observe.DropAfterSettled: 2, observe.DropIDReused: 1},
 		SummaryBytes:  script.SummaryBytes,
@@ -142,5 +143,25 @@ func TestSnapshotIsACopy(t *testing.T) {
 	}
 	if got := (observe.Snapshot{}).String(); got != "" {
 		t.Errorf("empty snapshot renders %q", got)
+	}
+}
+
+func TestAbandonmentOfEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ev   emitter.Event
+		want observe.Abandonment
+		ok   bool
+	}{
+		{"the runtime's own cancel", emitter.Event{Status: emitter.Cancelled, Err: emitter.ErrCancelled, SettledBy: emitter.SettledByRuntime}, "", false},
+		{"a cancel the runtime never reported", emitter.Event{Status: emitter.Cancelled, Err: emitter.ErrCancelled, SettledBy: emitter.SettledBySettleAll}, observe.AbandonedCancelUnreported, true},
+		{"the runtime's own failure", emitter.Event{Status: emitter.Failed, Err: errors.New("boom"), SettledBy: emitter.SettledByRuntime}, "", false},
+		{"the watchdog", emitter.Event{Status: emitter.Failed, Err: emitter.ErrTimeout, SettledBy: emitter.SettledByWatchdog}, observe.AbandonedTimeout, true},
+		{"the turn's end", emitter.Event{Status: emitter.Failed, Err: emitter.ErrTurnEnded, SettledBy: emitter.SettledBySettleAll}, observe.AbandonedTurnEnded, true},
+	} {
+		got, ok := observe.AbandonmentOfEvent(tc.ev)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: AbandonmentOfEvent = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
 	}
 }

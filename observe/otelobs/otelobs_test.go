@@ -157,6 +157,7 @@ func TestScriptMetrics(t *testing.T) {
 		"acpcompact.compaction.abandoned": {
 			reason + "connection_closed": 1, reason + "turn_ended": 1,
 			reason + "agent_crashed": 1, reason + "timeout": 1,
+			reason + "cancel_unreported": 1,
 		},
 		"acpcompact.compaction.summary.size": {"": script.SummaryBytes},
 		"acpcompact.compaction.withheld":     {"": 1},
@@ -203,7 +204,10 @@ func TestScriptSpans(t *testing.T) {
 			map[string]any{"acpcompact.compaction.withheld": int64(1), "error.type": "_OTHER"}},
 		"c3": {"s1", "manual", "cancelled", 0, 0, codes.Unset, "", "", nil},
 		"c4": {"s1", "auto", "failed", 0, 0, codes.Error, emitter.ErrConnectionClosed.Error(), "connection_closed", nil},
-		"c5": {"s2", "auto", "cancelled", 0, 0, codes.Unset, "", "", nil},
+		// A user cancel the runtime never reported: abandoned, but not an
+		// error (the client asked for it).
+		"c5": {"s2", "auto", "cancelled", 0, 0, codes.Unset, "", "",
+			map[string]any{"acpcompact.abandon.reason": "cancel_unreported"}},
 		"c6": {"s1", "manual", "failed", 0, 0, codes.Error, emitter.ErrTurnEnded.Error(), "turn_ended", nil},
 		"c7": {"s1", "manual", "failed", 0, 0, codes.Error, emitter.ErrAgentCrashed.Error(), "agent_crashed", nil},
 		"u1": {"u", "auto", "completed", 0, 0, codes.Unset, "", "", nil},

@@ -158,7 +158,7 @@ func (o *Observer) end(ctx context.Context, ev emitter.Event) context.Context {
 		sp.bytes += observe.BlocksBytes(blocks)
 	}
 	sp.span.SetAttributes(keyStatus.String(string(ev.Status)))
-	reason, abandoned := observe.AbandonmentOf(ev.Err)
+	reason, abandoned := observe.AbandonmentOfEvent(ev)
 	if abandoned {
 		sp.span.SetAttributes(keyAbandonReason.String(string(reason)))
 	}

@@ -22,7 +22,7 @@ import (
 //	s1/c3  manual  cancelled by the runtime
 //	s1/c1  -       Start with a reused ID, dropped
 //	s1/c4  auto    failed by Emitter.SettleAll(ErrConnectionClosed): abandoned
-//	s2/c5  auto    cancelled by Session.SettleAll(ErrCancelled): not abandoned
+//	s2/c5  auto    cancelled by Session.SettleAll(ErrCancelled): abandoned (cancel_unreported)
 //	s1/c6  manual  failed by Session.SettleAll(nil), i.e. ErrTurnEnded: abandoned
 //	s1/c7  manual  Session.Fail before any start with ErrAgentCrashed: abandoned
 //	s3/old auto    replayed completed; s3/run (in progress) skipped
