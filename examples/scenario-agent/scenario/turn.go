@@ -28,7 +28,7 @@ const (
 	slowInterval     = 100 * time.Millisecond
 	floodDefault     = 1000
 	floodMax         = 100_000
-	compactedMessage = "Context compacted: the summary above replaces the earlier conversation. Carrying on from there."
+	compactedMessage = "Context compacted: a summary now stands in for the earlier conversation. Carrying on from there."
 )
 
 // Errors the scripted runtime reports.
