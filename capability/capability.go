@@ -64,6 +64,7 @@ type Diagnostic struct {
 	Message string
 }
 
+// String renders the diagnostic as "path: message", ready for a log line.
 func (d Diagnostic) String() string { return d.Path + ": " + d.Message }
 
 // Negotiation is what one connection's initialize exchange established.
