@@ -2,11 +2,8 @@ package agentkit_test
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
@@ -71,30 +68,7 @@ func TestPanickingHandlerSettlesAsFailedThenThePanicGoesOn(t *testing.T) {
 	for _, mode := range []string{"sync", "async", "recover"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			child := kittest.StartChild(t, helperEnv+"="+mode)
-			if _, err := child.Client.Initialize(ctx, 1, true); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := child.Client.Conn.DispatchCall(ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
-				t.Fatal(err)
-			}
-			stderr, err := child.Wait()
-			if err == nil || !strings.Contains(stderr, "panic: boom in the runtime") {
-				t.Fatalf("the agent did not crash with its panic: %v\n%s", err, stderr)
-			}
-			evs := child.Client.Wire.Events()
-			if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "chunk", "failed"}) {
-				t.Fatalf("statuses %v\n%s", got, kittest.Dump(evs))
-			}
-			if e := string(kittest.Field(kittest.Compactions(evs)[2], "error")); e != fmt.Sprintf("%q", emitter.ErrAgentCrashed.Error()) {
-				t.Errorf("error = %s", e)
-			}
-			if err := kittest.CheckTurns(evs, 1); err != nil {
-				t.Error(err)
-			}
-			kittest.Validate(t, evs, 1)
+			kittest.CheckCrashSettles(t, helperEnv+"="+mode, session)
 		})
 	}
 }

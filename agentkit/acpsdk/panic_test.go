@@ -3,10 +3,7 @@ package acpsdk_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/acpcompact/acpcompact/agentkit/acpsdk"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
@@ -66,30 +63,7 @@ func TestPanickingPromptSettlesAsFailedThenThePanicGoesOn(t *testing.T) {
 	for _, mode := range []string{"raw", "agent"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			child := kittest.StartChild(t, helperEnv+"="+mode)
-			if _, err := child.Client.Initialize(ctx, 1, true); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := child.Client.Conn.DispatchCall(ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
-				t.Fatal(err)
-			}
-			stderr, err := child.Wait()
-			if err == nil || !strings.Contains(stderr, "panic: boom in the runtime") {
-				t.Fatalf("the agent did not crash with its panic: %v\n%s", err, stderr)
-			}
-			evs := child.Client.Wire.Events()
-			if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "chunk", "failed"}) {
-				t.Fatalf("statuses %v\n%s", got, kittest.Dump(evs))
-			}
-			if e := string(kittest.Field(kittest.Compactions(evs)[2], "error")); e != fmt.Sprintf("%q", emitter.ErrAgentCrashed.Error()) {
-				t.Errorf("error = %s", e)
-			}
-			if err := kittest.CheckTurns(evs, 1); err != nil {
-				t.Error(err)
-			}
-			kittest.Validate(t, evs, 1)
+			kittest.CheckCrashSettles(t, helperEnv+"="+mode, session)
 		})
 	}
 }

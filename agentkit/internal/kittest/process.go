@@ -3,10 +3,16 @@ package kittest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/emitter"
 )
 
 // Crash tests run the agent in a child process (the test binary itself),
@@ -73,4 +79,37 @@ func (c *Child) Wait() (string, error) {
 	<-c.Client.Conn.DisconnectNotify()
 	err := c.cmd.Wait()
 	return c.stderr.String(), err
+}
+
+// CheckCrashSettles starts a child (see StartChild) whose prompt handler
+// streams one chunk of compaction cmp_1 and then panics, prompts it, and
+// checks what both stacks promise: the panic goes on and ends the process,
+// and before that the compaction was settled failed with
+// emitter.ErrAgentCrashed, inside the turn, valid against the schema.
+func CheckCrashSettles(t *testing.T, env, session string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	child := StartChild(t, env)
+	if _, err := child.Client.Initialize(ctx, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := child.Client.Conn.DispatchCall(ctx, "session/prompt", PromptParams(session, nil)); err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := child.Wait()
+	if err == nil || !strings.Contains(stderr, "panic: boom in the runtime") {
+		t.Fatalf("the agent did not crash with its panic: %v\n%s", err, stderr)
+	}
+	evs := child.Client.Wire.Events()
+	if got := Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "chunk", "failed"}) {
+		t.Fatalf("statuses %v\n%s", got, Dump(evs))
+	}
+	if e := string(Field(Compactions(evs)[2], "error")); e != fmt.Sprintf("%q", emitter.ErrAgentCrashed.Error()) {
+		t.Errorf("error = %s", e)
+	}
+	if err := CheckTurns(evs, 1); err != nil {
+		t.Error(err)
+	}
+	Validate(t, evs, 1)
 }
