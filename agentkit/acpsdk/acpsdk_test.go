@@ -430,32 +430,10 @@ func TestCancelRightBehindPromptIsNeverLost(t *testing.T) {
 	r.ctx = ctx
 	r.serve(a)
 	r.initialize(1, true)
-	lost := 0
-	for i := range turns {
-		call, err := r.client.Conn.DispatchCall(r.ctx, "session/prompt", kittest.PromptParams(session, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := r.client.Cancel(r.ctx, session); err != nil {
-			t.Fatal(err)
-		}
-		var res json.RawMessage
-		if err := call.Wait(r.ctx, &res); err != nil {
-			t.Fatalf("turn %d: %v", i, err)
-		}
-		if kittest.StopReason(res) != "cancelled" {
-			lost++
-		}
-	}
+	lost := r.client.CancelRace(r.ctx, t, session, turns)
 	evs := r.finish(1)
 	if lost != 0 {
 		t.Errorf("%d of %d cancels lost", lost, turns)
 	}
-	counts := map[string]int{}
-	for _, e := range kittest.Compactions(evs) {
-		counts[e.Status]++
-	}
-	if counts["in_progress"] != turns || counts["cancelled"] != turns || len(counts) != 2 {
-		t.Errorf("statuses on the wire: %v", counts)
-	}
+	kittest.CheckEveryTurnCancelled(t, evs, turns)
 }

@@ -462,3 +462,40 @@ func Drive(ctx context.Context, c *Client, sessionID string, hangUp func()) []st
 	<-c.Conn.DisconnectNotify()
 	return Transcript(c.Wire.Events())
 }
+
+// CancelRace plays the fastest client `turns` times: a session/prompt with
+// its session/cancel written right behind it. It returns how many turns
+// did not end with stop reason "cancelled" (lost cancels).
+func (c *Client) CancelRace(ctx context.Context, t testing.TB, sessionID string, turns int) (lost int) {
+	t.Helper()
+	for i := range turns {
+		call, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptParams(sessionID, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Cancel(ctx, sessionID); err != nil {
+			t.Fatal(err)
+		}
+		var res json.RawMessage
+		if err := call.Wait(ctx, &res); err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+		if StopReason(res) != "cancelled" {
+			lost++
+		}
+	}
+	return lost
+}
+
+// CheckEveryTurnCancelled checks that the wire holds exactly one
+// in_progress and one cancelled update per turn, and nothing else.
+func CheckEveryTurnCancelled(t testing.TB, evs []Event, turns int) {
+	t.Helper()
+	counts := map[string]int{}
+	for _, e := range Compactions(evs) {
+		counts[e.Status]++
+	}
+	if counts["in_progress"] != turns || counts["cancelled"] != turns || len(counts) != 2 {
+		t.Errorf("statuses on the wire: %v", counts)
+	}
+}
