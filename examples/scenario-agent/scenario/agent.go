@@ -415,7 +415,9 @@ func (c *conn) list() (any, error) {
 	return out, nil
 }
 
-func (c *conn) closeSession(req *jsonrpc2.Request) (any, error) {
+// sessionOf returns the session a request's params name, or the JSON-RPC
+// error to answer with.
+func (c *conn) sessionOf(req *jsonrpc2.Request) (*session, error) {
 	var p struct {
 		SessionID string `json:"sessionId"`
 	}
@@ -425,6 +427,14 @@ func (c *conn) closeSession(req *jsonrpc2.Request) (any, error) {
 	s := c.a.session(p.SessionID)
 	if s == nil {
 		return nil, errUnknownSession(p.SessionID)
+	}
+	return s, nil
+}
+
+func (c *conn) closeSession(req *jsonrpc2.Request) (any, error) {
+	s, err := c.sessionOf(req)
+	if err != nil {
+		return nil, err
 	}
 	// Closing a session stops its work as a cancel does; the session stays
 	// in memory, so it can be loaded or resumed again.
@@ -434,15 +444,9 @@ func (c *conn) closeSession(req *jsonrpc2.Request) (any, error) {
 
 // load answers v1 session/load: the replay, then the response.
 func (c *conn) load(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
-	var p struct {
-		SessionID string `json:"sessionId"`
-	}
-	if err := decode(req, &p); err != nil {
+	s, err := c.sessionOf(req)
+	if err != nil {
 		return nil, err
-	}
-	s := c.a.session(p.SessionID)
-	if s == nil {
-		return nil, errUnknownSession(p.SessionID)
 	}
 	if err := c.replay(ctx, rpc, s); err != nil {
 		return nil, err
