@@ -1,0 +1,160 @@
+package skim
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// The benchmarks compare the two implementations side by side, in one
+// run (see README.md in this directory for the table and the commands):
+//
+//	go test -run '^$' -bench . -benchmem -count 6 ./internal/skim/
+
+var benchSink [][]byte
+
+// reportCPU reports the CPU time per op since c0, a cpuNow reading.
+func reportCPU(b *testing.B, c0 int64) {
+	if c1 := cpuNow(); c0 >= 0 && c1 >= 0 {
+		b.ReportMetric(float64(c1-c0)/float64(b.N), "cpu-ns/op")
+	}
+}
+
+// BenchmarkPick: the proxy's agent path set picked from a 200-byte
+// agent_message_chunk and from compaction_updates of 64 KiB and 64 MiB.
+func BenchmarkPick(b *testing.B) {
+	lines := benchLines()
+	for _, im := range impls {
+		b.Run(im.name, func(b *testing.B) {
+			for _, l := range lines {
+				b.Run(l.name, func(b *testing.B) {
+					var p implPicker
+					b.SetBytes(int64(len(l.msg)))
+					b.ReportAllocs()
+					c0 := cpuNow()
+					for b.Loop() {
+						v, err := im.pick(&p, l.msg, agentSet)
+						if err != nil {
+							b.Fatal(err)
+						}
+						benchSink = v
+					}
+					reportCPU(b, c0)
+				})
+			}
+		})
+	}
+}
+
+// benchLines are the lines of BenchmarkPick, built once.
+var benchLines = sync.OnceValue(func() []benchLine {
+	return []benchLine{{"200B", smallUpdate()}, {"64KiB", bigUpdate(64 << 10)}, {"64MiB", bigUpdate(64 << 20)}}
+})
+
+type benchLine struct {
+	name string
+	msg  []byte
+}
+
+// BenchmarkValidate: validation alone, the floor under any pick: the
+// skimmer skipping the whole line as one value, and jsontext reading it
+// with one ReadValue.
+func BenchmarkValidate(b *testing.B) {
+	for _, name := range []string{"hand", "jsontext"} {
+		b.Run(name, func(b *testing.B) {
+			for _, l := range benchLines() {
+				b.Run(l.name, func(b *testing.B) {
+					var r textReader
+					b.SetBytes(int64(len(l.msg)))
+					b.ReportAllocs()
+					c0 := cpuNow()
+					for b.Loop() {
+						var err error
+						if name == "hand" {
+							s := skimmer{b: l.msg}
+							err = s.value()
+						} else {
+							r.reset(l.msg)
+							_, err = r.dec.ReadValue()
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+					reportCPU(b, c0)
+				})
+			}
+		})
+	}
+}
+
+// BenchmarkDeep: a 20,000-deep array, refused at depth 10001 as
+// encoding/json refuses it.
+func BenchmarkDeep(b *testing.B) {
+	msg := []byte(nested(20000, ""))
+	for _, im := range impls {
+		b.Run(im.name, func(b *testing.B) {
+			var p implPicker
+			b.ReportAllocs()
+			c0 := cpuNow()
+			for b.Loop() {
+				if _, err := im.pick(&p, msg, agentSet); !errors.Is(err, ErrTooDeep) {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, c0)
+		})
+	}
+}
+
+var headSink Head
+
+// BenchmarkHead: ReadHead on the 200-byte line; scanHead is the kit's
+// current non-validating head scanner (agentkit/internal/tap), for scale.
+func BenchmarkHead(b *testing.B) {
+	msg := smallUpdate()
+	for _, im := range impls {
+		b.Run(im.name, func(b *testing.B) {
+			b.SetBytes(int64(len(msg)))
+			b.ReportAllocs()
+			c0 := cpuNow()
+			for b.Loop() {
+				h, err := im.head(msg)
+				if err != nil || h.Method != "session/update" {
+					b.Fatal(h, err)
+				}
+				headSink = h
+			}
+			reportCPU(b, c0)
+		})
+	}
+	b.Run("scanHead", func(b *testing.B) {
+		b.SetBytes(int64(len(msg)))
+		b.ReportAllocs()
+		c0 := cpuNow()
+		for b.Loop() {
+			h, ok := scanHead(msg)
+			if !ok || string(h.method) != "session/update" {
+				b.Fatal(h, ok)
+			}
+			headSink.HasID = h.id
+		}
+		reportCPU(b, c0)
+	})
+}
+
+// TestBenchLines: the benchmark's lines are what they say.
+func TestBenchLines(t *testing.T) {
+	if n := len(smallUpdate()); n != 200 {
+		t.Errorf("small line of %d bytes", n)
+	}
+	for _, n := range []int{64 << 10, 64 << 20} {
+		if got := len(bigUpdate(n)); got < n-300 || got > n+300 {
+			t.Errorf("line of %d bytes for %d", got, n)
+		}
+	}
+	if !strings.Contains(string(bigUpdate(64<<10)), `"compaction_update"`) {
+		t.Error("not a compaction_update")
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package skim
+
+func cpuNow() int64 { return -1 }

@@ -1,0 +1,207 @@
+package skim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// fuzzPaths are the paths FuzzPick picks: short names, so that the fuzzer
+// finds them, a repeated prefix, and names whose case and Unicode folds
+// matter (k: the Kelvin sign; s: the long s).
+var fuzzPaths = [][]string{
+	{"id"}, {"a"}, {"a", "b"}, {"a", "b", "c"}, {"a", "id"}, {"k"}, {"s"}, {"b"}, {"a", "k", "s"},
+}
+
+var (
+	fuzzExact = Compile(fuzzPaths...)
+	fuzzFold  = CompileFold(fuzzPaths...)
+)
+
+var pickSeeds = []string{
+	`{}`, ` {"a":1} `, `{"id":1,"method":"x","params":{"sessionId":"s"}}`,
+	`{"id":"1","result":null}`, `{"a":[1,2,{"b":[]}],"c":"\u00e9\n\"x\""}`,
+	`{"a":-0.5e+10,"b":true,"c":false,"d":null}`, `{"\u0069d":7}`, `{"id":1,"id":2}`,
+	`{"a":{"b":{"c":1}},"a":{"id":2}}`, `{"A":{"B":{"C":1}},"a":{"ID":2}}`, "{\"\u212a\":{\"\u017f\":1},\"K\":2}",
+	`{"a":{"k":{"S":1}},"a":null}`, `{"a":{"b":1},"A":[1]}`, `{"Id":1,"iD":2,"id":3}`, `{"i\u0044":1}`,
+	`[1]`, `"s"`, `{"a":01}`, `{"a":1,}`, `{"a" 1}`, `{"a":"\x"}`, `{"a":"` + "\x01" + `"}`,
+	`{"a":tru}`, `{"a":1} x`, `{"a":"\ud800"}`, `{"a":1.}`, `{"a":-}`, `{"a":1e}`, `{`, `{"a":[}`, ``, ` `, `1 2`,
+	nested(MaxDepth, ""), nested(MaxDepth+1, ""),
+	`{"a":` + nested(MaxDepth-1, "") + `}`, `{"a":` + nested(MaxDepth, "") + `}`,
+	"{\"a\":\"\xff\xfe\"}", "{\"\xff\":1,\"\xef\xbf\xbd\":2}", `{"a":"\/\b\f\n\r\t"}`, `{"a":"\u12G4"}`,
+}
+
+// FuzzPick holds both implementations to encoding/json: a message is
+// valid exactly when json.Valid says so (the nesting limit included), and
+// each path's value is the raw value encoding/json finds there, decoding
+// level by level into a map (Compile: exact names, the last duplicate) or
+// into a struct with one json.RawMessage field tagged with the name
+// (CompileFold: encoding/json's struct field matching).
+func FuzzPick(f *testing.F) {
+	for _, s := range pickSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		valid := json.Valid(b)
+		trimmed := trimSpace(b)
+		isObject := valid && trimmed[0] == '{'
+		var cerr *json.SyntaxError
+		deep := errors.As(json.Compact(new(bytes.Buffer), b), &cerr) && strings.Contains(cerr.Error(), "exceeded max depth")
+
+		for _, mode := range []struct {
+			name string
+			set  *Paths
+			want func(b []byte, path []string) []byte
+		}{{"exact", fuzzExact, exactAt}, {"fold", fuzzFold, foldAt}} {
+			var results [][][]byte
+			for _, im := range impls {
+				var p implPicker
+				got, err := im.pick(&p, b, mode.set)
+				switch {
+				case !valid && (!errors.Is(err, ErrSyntax) || errors.Is(err, ErrNotObject)):
+					t.Fatalf("%s/%s: %q: error %v, json.Valid false", im.name, mode.name, b, err)
+				case valid && !isObject && (!errors.Is(err, ErrNotObject) || errors.Is(err, ErrSyntax)):
+					t.Fatalf("%s/%s: %q: error %v, valid but not an object", im.name, mode.name, b, err)
+				case isObject && err != nil:
+					t.Fatalf("%s/%s: %q: error %v, json.Valid true", im.name, mode.name, b, err)
+				case errors.Is(err, ErrTooDeep) != deep:
+					t.Fatalf("%s/%s: %q: error %v, encoding/json: %v", im.name, mode.name, b, err, cerr)
+				}
+				if err != nil {
+					continue
+				}
+				for i, path := range fuzzPaths {
+					if want := mode.want(b, path); !bytes.Equal(got[i], want) || (got[i] == nil) != (want == nil) {
+						t.Fatalf("%s/%s: %q: %v = %q, encoding/json %q", im.name, mode.name, b, path, got[i], want)
+					}
+				}
+				results = append(results, append([][]byte(nil), got...))
+			}
+			if len(results) == 2 && !reflect.DeepEqual(results[0], results[1]) {
+				t.Fatalf("%s: %q: hand %q, jsontext %q", mode.name, b, results[0], results[1])
+			}
+		}
+
+		// ReadHead reads what the kits' envelope struct reads.
+		var env struct {
+			ID     json.RawMessage `json:"id"`
+			Method json.RawMessage `json:"method"`
+		}
+		for _, im := range impls {
+			h, err := im.head(b)
+			if (err == nil) != isObject {
+				t.Fatalf("%s: ReadHead(%q) error %v, json.Valid %v", im.name, b, err, valid)
+			}
+			if err != nil {
+				continue
+			}
+			env.ID, env.Method = nil, nil
+			if err := json.Unmarshal(b, &env); err != nil {
+				t.Fatalf("json.Unmarshal(%q): %v", b, err)
+			}
+			var want Head
+			var method string
+			if env.Method != nil && json.Unmarshal(env.Method, &method) == nil && env.Method[0] == '"' {
+				want.Method, want.HasMethod = method, true
+			}
+			want.HasID = env.ID != nil && string(env.ID) != "null"
+			if h != want {
+				t.Fatalf("%s: ReadHead(%q) = %+v, encoding/json %+v", im.name, b, h, want)
+			}
+		}
+	})
+}
+
+// exactAt is the raw value at path by decoding into maps.
+func exactAt(b []byte, path []string) []byte {
+	raw := json.RawMessage(b)
+	for _, name := range path {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			return nil
+		}
+		var ok bool
+		if raw, ok = m[name]; !ok {
+			return nil
+		}
+	}
+	return raw
+}
+
+// foldAt is the raw value at path by decoding into structs.
+func foldAt(b []byte, path []string) []byte {
+	raw := json.RawMessage(b)
+	for _, name := range path {
+		v := reflect.New(reflect.StructOf([]reflect.StructField{{
+			Name: "V", Type: reflect.TypeFor[json.RawMessage](), Tag: reflect.StructTag(`json:"` + name + `"`),
+		}}))
+		if trimmed := trimSpace(raw); len(trimmed) == 0 || trimmed[0] != '{' || json.Unmarshal(raw, v.Interface()) != nil {
+			return nil
+		}
+		raw = v.Elem().Field(0).Bytes()
+		if raw == nil {
+			return nil
+		}
+	}
+	return raw
+}
+
+var idSeeds = [][2]string{
+	{`"init-é"`, `"init-\u00e9"`}, {`"a<b&c"`, `"a\u003cb\u0026c"`}, {`1`, `"1"`}, {`1`, `1.0`}, {`null`, ``},
+	{` 7 `, `7`}, {`{"a":1,"b":2}`, `{"b":2,"a":1}`}, {`[1,"x"]`, `[1,"\u0078"]`}, {"\"\xff\"", `"\ufffd"`},
+	{`true`, `"true"`}, {`{"a":1,"a":2}`, `{"a":2}`}, {`-0`, `0`}, {`1e2`, `100`}, {`""`, `null`}, {`01`, `1`},
+}
+
+// FuzzIDKey: two ids that encoding/json accepts have the same key exactly
+// when it decodes them to the same value of the same JSON type (numbers by
+// their literals, json.Decoder.UseNumber); anything else has a key no
+// valid id has.
+func FuzzIDKey(f *testing.F) {
+	for _, s := range idSeeds {
+		f.Add([]byte(s[0]), []byte(s[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		ka, kb := IDKey(a), IDKey(b)
+		va, oka := decodeID(a)
+		vb, okb := decodeID(b)
+		for _, c := range []struct {
+			raw []byte
+			key string
+			ok  bool
+		}{{a, ka, oka}, {b, kb, okb}} {
+			if !c.ok && len(trimSpace(c.raw)) > 0 && !strings.HasPrefix(c.key, "?:") {
+				t.Fatalf("IDKey(%q) = %q, not valid JSON", c.raw, c.key)
+			}
+			if c.ok && strings.HasPrefix(c.key, "?:") {
+				t.Fatalf("IDKey(%q) = %q, valid JSON", c.raw, c.key)
+			}
+		}
+		if !oka || !okb {
+			return
+		}
+		if same := reflect.DeepEqual(va, vb); same != (ka == kb) {
+			t.Fatalf("IDKey(%q) = %q, IDKey(%q) = %q; encoding/json decodes %#v and %#v", a, ka, b, kb, va, vb)
+		}
+	})
+}
+
+// decodeID decodes a raw id; an absent one (nothing but whitespace) is nil,
+// as null is.
+func decodeID(raw []byte) (any, bool) {
+	if len(trimSpace(raw)) == 0 {
+		return nil, true
+	}
+	if !json.Valid(raw) {
+		return nil, false
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return nil, false
+	}
+	return v, true
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package skim
+
+const raceEnabled = false

@@ -1,0 +1,192 @@
+package skim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+func TestPickPrefixReadsTheHeadOfAHugePrompt(t *testing.T) {
+	paths := [][]string{{"id"}, {"method"}, {"params", "sessionId"}, {"params"}, {"params", "prompt"}, {"result"}}
+	set := Compile(paths...)
+	msg := `{"jsonrpc":"2.0","id":"p\u00e9","method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"` +
+		strings.Repeat("x", 1000) + `"}]}}`
+	for _, cut := range []int{40, 200, len(msg) - 3} {
+		pre, err := PickPrefix([]byte(msg[:cut]), set)
+		if err != nil {
+			t.Fatalf("cut %d: %v", cut, err)
+		}
+		if pre.Whole {
+			t.Fatalf("cut %d: whole", cut)
+		}
+		if cut < 200 {
+			continue
+		}
+		if string(pre.Values[0]) != `"p\u00e9"` || string(pre.Values[1]) != `"session/prompt"` || string(pre.Values[2]) != `"s1"` {
+			t.Errorf("cut %d: %q", cut, pre.Values)
+		}
+		if pre.Values[3] != nil || pre.Values[4] != nil || !pre.Started[3] || !pre.Started[4] {
+			t.Errorf("cut %d: params and prompt run past the end: values %q, started %v", cut, pre.Values[3:5], pre.Started)
+		}
+		if pre.Started[5] || pre.Values[5] != nil {
+			t.Errorf("cut %d: result is absent", cut)
+		}
+	}
+	pre, err := PickPrefix([]byte(msg+"\n"), set)
+	if err != nil || !pre.Whole || pre.Values[3] == nil {
+		t.Fatalf("whole message: %v, %+v", err, pre)
+	}
+}
+
+func TestPickPrefixCuts(t *testing.T) {
+	set := Compile([]string{"a"}, []string{"b"})
+	for _, tc := range []struct {
+		prefix string
+		a, b   string // "" is nil
+		err    error
+		whole  bool
+	}{
+		{prefix: ``},
+		{prefix: ` `},
+		{prefix: `{`},
+		{prefix: `{"a":1`, a: ""},   // 1 may go on: 12
+		{prefix: `{"a":1,`, a: "1"}, // now it cannot
+		{prefix: `{"a":-`, a: ""},
+		{prefix: `{"a":1.`, a: ""},
+		{prefix: `{"a":1e+`, a: ""},
+		{prefix: `{"a":tr`},
+		{prefix: `{"a":true`, a: "true"}, // a literal cannot go on
+		{prefix: `{"a":"x\u00`},
+		{prefix: `{"a":"x\`},
+		{prefix: `{"a":"x"`, a: `"x"`},
+		{prefix: `{"a":[1,{"b":2}`},
+		{prefix: `{"a":{"b":2}}`, a: `{"b":2}`, whole: true},
+		{prefix: `{"a":1,"b":[`, a: "1"},
+		{prefix: `{"a":1,"a":[`, a: ""}, // the repeat replaces the first
+		{prefix: `{"a":1,,`, err: ErrSyntax},
+		{prefix: `{"a":tx`, err: ErrSyntax},
+		{prefix: `{"a":"\u00G`, err: ErrSyntax},
+		{prefix: `{"a":01`, err: ErrSyntax},
+		{prefix: `{"a":1.x`, err: ErrSyntax},
+		{prefix: `{1`, err: ErrSyntax},
+		{prefix: `{"a"1`, err: ErrSyntax},
+		{prefix: "{\"a\":\"\x01", err: ErrSyntax},
+		{prefix: `{}x`, err: ErrSyntax},
+		{prefix: `x`, err: ErrSyntax},
+		{prefix: `[{"a":1`, err: ErrNotObject},
+		{prefix: `[}`, err: ErrSyntax},
+		{prefix: `"a"`, err: ErrNotObject},
+		{prefix: strings.Repeat(`{"a":`, MaxDepth+1), err: ErrTooDeep},
+	} {
+		pre, err := PickPrefix([]byte(tc.prefix), set)
+		if tc.err != nil {
+			if !errors.Is(err, tc.err) {
+				t.Errorf("%q: error %v, want %v", tc.prefix, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.prefix, err)
+			continue
+		}
+		if string(pre.Values[0]) != tc.a || (tc.a == "") != (pre.Values[0] == nil) || string(pre.Values[1]) != tc.b || pre.Whole != tc.whole {
+			t.Errorf("%q: %q whole %v; want a %q, b %q, whole %v", tc.prefix, pre.Values, pre.Whole, tc.a, tc.b, tc.whole)
+		}
+	}
+}
+
+// FuzzPickPrefix: on any valid message, whatever PickPrefix reports
+// complete in any prefix is what Pick finds in the whole message, and the
+// whole message is Pick's exactly. A message whose objects along the paths
+// repeat a member name is left out: a prefix cannot see a repeat after
+// its end (see PickPrefix). No prefix of a valid message is an error; a
+// prefix PickPrefix calls whole is a valid message.
+func FuzzPickPrefix(f *testing.F) {
+	for _, s := range pickSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, mode := range []struct {
+			name string
+			set  *Paths
+		}{{"exact", fuzzExact}, {"fold", fuzzFold}} {
+			var p Picker
+			want, werr := p.Pick(b, mode.set)
+			pre, err := PickPrefix(b, mode.set)
+			if err == nil && pre.Whole != (werr == nil) {
+				t.Fatalf("%s: %q: whole %v, Pick error %v", mode.name, b, pre.Whole, werr)
+			}
+			if err != nil && werr == nil {
+				t.Fatalf("%s: %q: PickPrefix error %v on a valid message", mode.name, b, err)
+			}
+			if werr != nil || repeatsOnPaths(b, mode.set.root, mode.set.fold) {
+				continue
+			}
+			for i := range want {
+				if !bytes.Equal(pre.Values[i], want[i]) || (pre.Values[i] == nil) != (want[i] == nil) || pre.Started[i] != (want[i] != nil) {
+					t.Fatalf("%s: %q: whole message: %v = %q (started %v), Pick %q", mode.name, b, fuzzPaths[i], pre.Values[i], pre.Started[i], want[i])
+				}
+			}
+			step := 1
+			if len(b) > 2048 {
+				step = len(b) / 512
+			}
+			for k := 0; k < len(b); k += step {
+				pre, err := PickPrefix(b[:k], mode.set)
+				if err != nil {
+					t.Fatalf("%s: %q: prefix of %d bytes: %v", mode.name, b, k, err)
+				}
+				for i := range want {
+					if v := pre.Values[i]; v != nil && !bytes.Equal(v, want[i]) {
+						t.Fatalf("%s: %q: prefix of %d bytes: %v = %q, the whole message has %q", mode.name, b, k, fuzzPaths[i], v, want[i])
+					}
+					if pre.Values[i] != nil && !pre.Started[i] {
+						t.Fatalf("%s: %q: prefix of %d bytes: %v complete but not started", mode.name, b, k, fuzzPaths[i])
+					}
+				}
+				if pre.Whole && !json.Valid(b[:k]) {
+					t.Fatalf("%s: %q: prefix of %d bytes whole, json.Valid false", mode.name, b, k)
+				}
+			}
+		}
+	})
+}
+
+// repeatsOnPaths reports whether an object of msg that the paths of n go
+// through holds two members that select the same path member.
+func repeatsOnPaths(msg []byte, n *pathNode, fold bool) bool {
+	d := jsontext.NewDecoder(bytes.NewReader(msg), textOptions...)
+	if d.PeekKind() != '{' {
+		return false
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return false
+	}
+	seen := map[*pathKid]bool{}
+	for d.PeekKind() != '}' {
+		key, err := d.ReadValue()
+		if err != nil {
+			return false
+		}
+		kid := n.match(key, fold)
+		val, err := d.ReadValue()
+		if err != nil {
+			return false
+		}
+		if kid == nil {
+			continue
+		}
+		if seen[kid] {
+			return true
+		}
+		seen[kid] = true
+		if kid.node != nil && repeatsOnPaths(bytes.Clone(val), kid.node, fold) {
+			return true
+		}
+	}
+	return false
+}

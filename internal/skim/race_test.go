@@ -1,0 +1,6 @@
+//go:build race
+
+package skim
+
+// raceEnabled: the race detector makes sync.Pool drop what it is given.
+const raceEnabled = true

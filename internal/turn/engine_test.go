@@ -1,0 +1,373 @@
+package turn
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/skim"
+)
+
+// wire drives an engine with raw JSON-RPC lines, as a host would.
+type wire struct {
+	t     *testing.T
+	e     *Engine
+	grace chan Grace
+}
+
+func newWire(t *testing.T, grace time.Duration) *wire {
+	w := &wire{t: t, grace: make(chan Grace, 16)}
+	w.e = New(Config{CancelGrace: grace, OnGrace: func(g Grace) { w.grace <- g }})
+	t.Cleanup(func() { w.e.Close(emitter.ErrConnectionClosed); w.e.Wait() })
+	return w
+}
+
+func (w *wire) parse(line string) *Msg {
+	w.t.Helper()
+	m, ok := Parse([]byte(line))
+	require.True(w.t, ok, "parse %s", line)
+	return &m
+}
+
+func (w *wire) client(line string) int {
+	w.t.Helper()
+	return len(w.e.Client(w.parse(line)))
+}
+
+// agent feeds an agent line; an End is acknowledged as written at once.
+func (w *wire) agent(line string) Effect {
+	w.t.Helper()
+	eff := w.e.Agent(w.parse(line))
+	w.e.Ended(eff.End)
+	return eff
+}
+
+func (w *wire) init(version int, capable bool) {
+	caps := `{}`
+	if capable {
+		caps = `{"session":{"compaction":{}}}`
+	}
+	w.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":` + itoa(version) + `,"clientCapabilities":` + caps + `}}`)
+	eff := w.agent(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":` + itoa(version) + `}}`)
+	require.NotNil(w.t, eff.Negotiated)
+}
+
+func itoa(v int) string { return string(rune('0' + v)) }
+
+func TestInitializeAnswerMatchedByJSONValueOfItsID(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.client(`{"jsonrpc":"2.0","id":"init-é","method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`)
+	eff := w.agent(`{"jsonrpc":"2.0","id":"init-\u00e9","result":{"protocolVersion":1}}`)
+	require.NotNil(t, eff.Negotiated, "the answer with the re-encoded id answers the initialize")
+	assert.True(t, eff.Negotiated.Compaction)
+}
+
+func TestRequestIDsOfDifferentJSONTypesNeverMatch(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(1, true)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	assert.Nil(t, w.agent(`{"jsonrpc":"2.0","id":"1","result":{"stopReason":"end_turn"}}`).End, `"1" does not answer 1`)
+	assert.True(t, w.e.InTurn("s"))
+	assert.NotNil(t, w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`).End)
+}
+
+func TestPromptIDWithEscapesEndsItsTurn(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(1, true)
+	w.client(`{"jsonrpc":"2.0","id":"a<b&c","method":"session/prompt","params":{"sessionId":"s"}}`)
+	end := w.e.Agent(w.parse(`{"jsonrpc":"2.0","id":"a\u003cb\u0026c","result":{"stopReason":"end_turn"}}`)).End
+	require.NotNil(t, end)
+	assert.Equal(t, "s", end.Session)
+	w.e.Ended(end)
+	assert.False(t, w.e.InTurn("s"))
+}
+
+func TestSecondPromptRejectedWhileOneRunsEndsNothing(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(1, true)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	eff := w.agent(`{"jsonrpc":"2.0","id":2,"error":{"code":-32600,"message":"a prompt is already running"}}`)
+	assert.Nil(t, eff.End, "the rejected prompt's error ends nothing")
+	assert.True(t, w.e.InTurn("s"), "the first prompt's turn still runs")
+	eff = w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)
+	require.NotNil(t, eff.End, "only the running prompt's response ends the turn")
+	assert.False(t, w.e.InTurn("s"))
+}
+
+func TestQueuedPromptBeginsItsOwnTurnWhenTheRunningOneEnds(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(1, true)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
+	end := w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`).End
+	require.NotNil(t, end)
+	assert.ErrorIs(t, end.Reason, emitter.ErrCancelled)
+	require.True(t, w.e.InTurn("s"), "the queued prompt's turn begins")
+	assert.True(t, w.e.Cancelled("s"), "it was pending when the client cancelled")
+	end = w.agent(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}`).End
+	require.NotNil(t, end)
+	assert.ErrorIs(t, end.Reason, emitter.ErrCancelled)
+	w.client(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	assert.False(t, w.e.Cancelled("s"), "a prompt sent after the cancel starts uncancelled")
+}
+
+func TestV2PromptBehindCancelledTurnKeepsTheCancel(t *testing.T) {
+	w := newWire(t, time.Hour)
+	w.init(2, false)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	w.agent(`{"jsonrpc":"2.0","id":1,"result":{}}`)
+	w.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"running"}}}`)
+	w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
+	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	w.agent(`{"jsonrpc":"2.0","id":2,"result":{}}`)
+	assert.True(t, w.e.Cancelled("s"), "the queued prompt does not forget the cancel")
+	end := w.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"idle"}}}`).End
+	require.NotNil(t, end)
+	assert.ErrorIs(t, end.Reason, emitter.ErrCancelled)
+}
+
+func TestV2TurnEndsOnlyAtIdle(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(2, false)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	assert.Nil(t, w.agent(`{"jsonrpc":"2.0","id":1,"result":{}}`).End)
+	assert.True(t, w.e.InTurn("s"))
+	assert.NotNil(t, w.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"idle"}}}`).End)
+}
+
+func TestCancelGraceMeansTheSameEverywhere(t *testing.T) {
+	t.Run("zero settles at once", func(t *testing.T) {
+		w := newWire(t, 0)
+		w.init(1, true)
+		w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+		w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
+		select {
+		case g := <-w.grace:
+			assert.True(t, w.e.GraceDue(g))
+		case <-time.After(10 * time.Second):
+			t.Fatal("a zero grace never ran out")
+		}
+	})
+	t.Run("positive settles after it", func(t *testing.T) {
+		w := newWire(t, 20*time.Millisecond)
+		w.init(1, true)
+		w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+		w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
+		g := <-w.grace
+		assert.True(t, w.e.GraceDue(g))
+		assert.False(t, w.e.GraceDue(g), "one grace, one settlement")
+		w.e.Started("s")
+		g = <-w.grace
+		assert.True(t, w.e.GraceDue(g), "a compaction started after the grace ran out gets its own")
+	})
+	t.Run("negative waits for the turn's end", func(t *testing.T) {
+		w := newWire(t, -1)
+		w.init(1, true)
+		w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+		w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
+		select {
+		case <-w.grace:
+			t.Fatal("a negative grace ran out")
+		case <-time.After(50 * time.Millisecond):
+		}
+		end := w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`).End
+		require.NotNil(t, end)
+		assert.ErrorIs(t, end.Reason, emitter.ErrCancelled)
+	})
+	t.Run("a grace that ran out after the turn ended is stale", func(t *testing.T) {
+		w := newWire(t, time.Millisecond)
+		w.init(1, true)
+		w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+		w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
+		g := <-w.grace
+		w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`)
+		w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s"}}`)
+		assert.False(t, w.e.GraceDue(g), "it names the old turn")
+	})
+}
+
+func TestCancelForSessionWithoutTurnKeepsNothing(t *testing.T) {
+	w := newWire(t, time.Hour)
+	w.init(1, true)
+	for i := range 1000 {
+		w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"unknown-` + string(rune('a'+i%26)) + itoa(i%10) + `"}}`)
+	}
+	w.e.mu.Lock()
+	defer w.e.mu.Unlock()
+	assert.Empty(t, w.e.sessions)
+}
+
+func TestSessionStateEndsWithTheTurn(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(1, true)
+	for i := range 100 {
+		id := `"p` + itoa(i%10) + string(rune('a'+i/10)) + `"`
+		w.client(`{"jsonrpc":"2.0","id":` + id + `,"method":"session/prompt","params":{"sessionId":"s` + id[1:len(id)-1] + `"}}`)
+		w.agent(`{"jsonrpc":"2.0","id":` + id + `,"error":{"code":-32602,"message":"unknown session"}}`)
+	}
+	w.e.mu.Lock()
+	defer w.e.mu.Unlock()
+	assert.Empty(t, w.e.sessions)
+	assert.Empty(t, w.e.requests)
+}
+
+func TestAdmitRefusesStartsWhileTheTurnEndIsSettled(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	ctx := context.Background()
+	_, err := w.e.Admit(ctx, "s")
+	assert.ErrorIs(t, err, ErrNotInitialized)
+	w.init(1, true)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	rel, err := w.e.Admit(ctx, "s")
+	require.NoError(t, err)
+	rel()
+	end := w.e.Agent(w.parse(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)).End
+	require.NotNil(t, end)
+	_, err = w.e.Admit(ctx, "s")
+	assert.ErrorIs(t, err, emitter.ErrTurnEnded)
+	w.e.Ended(end)
+	rel, err = w.e.Admit(ctx, "s")
+	require.NoError(t, err, "between turns a start is admitted")
+	rel()
+}
+
+func TestAdmitForQueuedPromptWaitsForTheEndToBeWritten(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(1, true)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	end := w.e.Agent(w.parse(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)).End
+	require.NotNil(t, end)
+	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	admitted := make(chan error, 1)
+	go func() {
+		rel, err := w.e.Admit(context.Background(), "s")
+		if rel != nil {
+			rel()
+		}
+		admitted <- err
+	}()
+	select {
+	case err := <-admitted:
+		t.Fatalf("admitted before the end was written: %v", err)
+	case <-time.After(30 * time.Millisecond):
+	}
+	w.e.Ended(end)
+	require.NoError(t, <-admitted)
+	assert.True(t, w.e.InTurn("s"))
+}
+
+func TestTurnEndWaitsForAnAdmittedStart(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(1, true)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	rel, err := w.e.Admit(context.Background(), "s")
+	require.NoError(t, err)
+	got := make(chan *End, 1)
+	go func() { got <- w.e.Agent(w.parse(`{"jsonrpc":"2.0","id":1,"result":{}}`)).End }()
+	select {
+	case <-got:
+		t.Fatal("the turn's end did not wait for the admitted start")
+	case <-time.After(30 * time.Millisecond):
+	}
+	rel()
+	assert.NotNil(t, <-got)
+}
+
+func TestSignalRightAfterCancelledTurnIsAStraggler(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(1, true)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
+	w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`)
+	assert.True(t, w.e.AfterCancel("s"))
+	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	assert.False(t, w.e.AfterCancel("s"), "the next turn began")
+}
+
+func TestBindEndsHandlerContexts(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(1, true)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}}`)
+	var mu sync.Mutex
+	var causes []error
+	tr := w.e.Bind(skimKey(`1`), func(err error) { mu.Lock(); causes = append(causes, err); mu.Unlock() })
+	assert.Equal(t, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", tr.Traceparent)
+	assert.Equal(t, 1, w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`), "the pending prompt's raw id")
+	w.e.Bind(skimKey(`1`), func(err error) { mu.Lock(); causes = append(causes, err); mu.Unlock() })
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, causes, 2)
+	assert.True(t, errors.Is(causes[0], emitter.ErrCancelled) && errors.Is(causes[1], emitter.ErrCancelled))
+}
+
+func TestCloseReturnsLiveTurnsAndEndsHandlersLast(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(1, true)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"a"}}`)
+	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"b"}}`)
+	w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"b"}}`)
+	var cause error
+	w.e.Bind(skimKey(`1`), func(err error) { cause = err })
+	live, endHandlers := w.e.Close(emitter.ErrConnectionClosed)
+	assert.Equal(t, map[string]bool{"a": false, "b": true}, live)
+	assert.Nil(t, cause, "handlers end only when the host says so")
+	endHandlers()
+	assert.ErrorIs(t, cause, emitter.ErrConnectionClosed)
+	_, err := w.e.Admit(context.Background(), "a")
+	assert.ErrorIs(t, err, ErrClosed)
+}
+
+func TestSessionCloseEndsTheSession(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(1, true)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":"s"}}`)
+	assert.True(t, w.e.Cancelled("s"), "closing cancels the session's work")
+	end := w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`).End
+	require.NotNil(t, end)
+	eff := w.agent(`{"jsonrpc":"2.0","id":2,"result":{}}`)
+	assert.Equal(t, "s", eff.Closed)
+	w.e.mu.Lock()
+	defer w.e.mu.Unlock()
+	assert.Empty(t, w.e.sessions)
+}
+
+func skimKey(raw string) string { return skim.IDKey([]byte(raw)) }
+
+func TestReplayIsFollowedUntilItsAnswer(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(1, true)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"s"}}`)
+	on, first := w.e.Replaying("s")
+	assert.True(t, on)
+	w.agent(`{"jsonrpc":"2.0","id":1,"result":{}}`)
+	on, _ = w.e.Replaying("s")
+	assert.False(t, on)
+	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":"s"}}`)
+	on, second := w.e.Replaying("s")
+	assert.True(t, on)
+	assert.NotEqual(t, first, second, "each replay has its own epoch")
+	w.client(`{"jsonrpc":"2.0","id":3,"method":"session/resume","params":{"sessionId":"t"}}`)
+	on, _ = w.e.Replaying("t")
+	assert.False(t, on, "a resume without a replay cursor replays nothing")
+}
+
+func TestV2HandlerContextEndsWithTheTurnNotWithTheAnswer(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(2, false)
+	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
+	var cause error
+	w.e.Bind(skimKey(`1`), func(err error) { cause = err })
+	w.agent(`{"jsonrpc":"2.0","id":1,"result":{"messageId":"m"}}`)
+	assert.Nil(t, cause, "the v2 answer comes as the turn begins")
+	w.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"idle"}}}`)
+	assert.ErrorIs(t, cause, emitter.ErrTurnEnded)
+}
