@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Benchmarks of the lifecycle engine. None of them asserts anything about
@@ -86,7 +87,7 @@ func BenchmarkChunk(b *testing.B) {
 	b.Run("raw", func(b *testing.B) {
 		n := lineNotifier{pipeSink(b)}
 		ctx := context.Background()
-		u := &emitter.CompactionSummaryChunk{CompactionID: "cmp_bench", Content: emitter.Text(benchText)}
+		u := &protocol.CompactionSummaryChunk{CompactionID: "cmp_bench", Content: protocol.Text(benchText)}
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := n.Notify(ctx, "sess_1", u); err != nil {
@@ -96,7 +97,7 @@ func BenchmarkChunk(b *testing.B) {
 	})
 	b.Run("emitter", func(b *testing.B) {
 		c := openCompaction(b, benchEmitter(lineNotifier{pipeSink(b)}))
-		block := emitter.Text(benchText)
+		block := protocol.Text(benchText)
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := c.Chunk(context.Background(), block); err != nil {
@@ -116,7 +117,7 @@ func BenchmarkChunkAllocs(b *testing.B) {
 		ctx := context.Background()
 		b.ReportAllocs()
 		for b.Loop() {
-			u := &emitter.CompactionSummaryChunk{CompactionID: "cmp_bench", Content: emitter.Text(benchText)}
+			u := &protocol.CompactionSummaryChunk{CompactionID: "cmp_bench", Content: protocol.Text(benchText)}
 			if err := n.Notify(ctx, "sess_1", u); err != nil {
 				b.Fatal(err)
 			}
@@ -124,7 +125,7 @@ func BenchmarkChunkAllocs(b *testing.B) {
 	})
 	b.Run("emitter", func(b *testing.B) {
 		c := openCompaction(b, benchEmitter(lineNotifier{io.Discard}))
-		block := emitter.Text(benchText)
+		block := protocol.Text(benchText)
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := c.Chunk(context.Background(), block); err != nil {
@@ -135,7 +136,7 @@ func BenchmarkChunkAllocs(b *testing.B) {
 	b.Run("nop", func(b *testing.B) {
 		nop := emitter.NotifierFunc(func(context.Context, string, any) error { return nil })
 		c := openCompaction(b, benchEmitter(nop))
-		block := emitter.Text(benchText)
+		block := protocol.Text(benchText)
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := c.Chunk(context.Background(), block); err != nil {
@@ -150,7 +151,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	em := benchEmitter(lineNotifier{io.Discard})
 	s := em.Session("sess_1")
 	ctx := context.Background()
-	block := emitter.Text(benchText)
+	block := protocol.Text(benchText)
 	b.ReportAllocs()
 	for b.Loop() {
 		c, err := s.Start(ctx, emitter.UserDisplayable())
@@ -217,7 +218,7 @@ func openMany(n, chunks int, text string) (*emitter.Emitter, uint64) {
 		ids[i] = fmt.Sprintf("sess_%06d", i)
 	}
 	ctx := context.Background()
-	block := emitter.Text(text)
+	block := protocol.Text(text)
 	before := heapInUse()
 	em := benchEmitter(nop)
 	for _, id := range ids {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"maps"
 	"time"
+
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // DefaultRecordKey is the `_meta` key under which WithRecords places a
@@ -18,9 +20,9 @@ const DefaultRecordKey = "acpcompact/record"
 // pipelines that read `_meta` see the same facts.
 type Details struct {
 	// Trigger is why the compaction ran (manual, auto, idle).
-	Trigger Trigger `json:"trigger,omitempty"`
+	Trigger protocol.Trigger `json:"trigger,omitempty"`
 	// Status is the terminal status.
-	Status Status `json:"status,omitempty"`
+	Status protocol.Status `json:"status,omitempty"`
 	// TokensBefore and TokensAfter are the context size around the
 	// compaction, in tokens.
 	TokensBefore int64 `json:"tokensBefore,omitempty"`
@@ -89,31 +91,16 @@ func WithRecords(key string) Option {
 // but Off, since usage_update is a plain v1 update.
 func WithUsageUpdates() Option { return func(c *config) { c.usageUpdates = true } }
 
-// UsageUpdate is the `usage_update` session update.
-type UsageUpdate struct {
-	Used int64 `json:"used"`
-	Size int64 `json:"size"`
-}
-
-// MarshalJSON writes the update with its "sessionUpdate" discriminator.
-func (u UsageUpdate) MarshalJSON() ([]byte, error) {
-	type fields UsageUpdate
-	return json.Marshal(struct {
-		Kind string `json:"sessionUpdate"`
-		fields
-	}{"usage_update", fields(u)})
-}
-
 // terminalMeta builds the `_meta` of a terminal update with ACP's patch
 // rules: in v1 a concrete `_meta` replaces the stored one, so it must repeat
 // the start's keys to keep them; in v2 it merges by top-level key, so only
 // the new keys are sent. It returns nil when there is nothing to send,
 // which leaves the stored value unchanged in both versions.
-func terminalMeta(version int, start, settle Meta, recordKey string, d *Details) Meta {
+func terminalMeta(version int, start, settle protocol.Meta, recordKey string, d *Details) protocol.Meta {
 	if settle == nil && (recordKey == "" || d == nil) {
 		return nil
 	}
-	out := Meta{}
+	out := protocol.Meta{}
 	if version != 2 {
 		maps.Copy(out, start)
 	}

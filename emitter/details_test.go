@@ -8,6 +8,7 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -35,8 +36,8 @@ func TestRecordTravelsUnderNamespacedMetaWithPatchSemantics(t *testing.T) {
 			rec := &wiretest.Recorder{}
 			em := emitter.New(rec, emitter.WithNegotiation(capability.Negotiation{Version: version, Compaction: true}),
 				emitter.WithRecords(""), emitter.WithUsageUpdates())
-			c, err := em.Session("s").Start(ctx, emitter.WithID("c"), emitter.WithTrigger(emitter.Auto),
-				emitter.WithStartMeta(emitter.Meta{"vendor/x": json.RawMessage(`"keep"`)}))
+			c, err := em.Session("s").Start(ctx, emitter.WithID("c"), emitter.WithTrigger(protocol.Auto),
+				emitter.WithStartMeta(protocol.Meta{"vendor/x": json.RawMessage(`"keep"`)}))
 			require.NoError(t, err)
 			require.NoError(t, c.Complete(ctx, emitter.WithDetails(details)))
 			ups := rec.Updates()
@@ -86,7 +87,7 @@ func TestRecordOnFailureAndWithoutRuntimeDetails(t *testing.T) {
 	ctx := context.Background()
 	rec := &wiretest.Recorder{}
 	em := emitter.New(rec, emitter.WithNegotiation(capable), emitter.WithRecords("example.com/compaction"), emitter.WithUsageUpdates())
-	c, _ := em.Session("s").Start(ctx, emitter.WithTrigger(emitter.Idle))
+	c, _ := em.Session("s").Start(ctx, emitter.WithTrigger(protocol.Idle))
 	require.NoError(t, c.Fail(ctx, assert.AnError))
 	ups := rec.Updates()
 	require.Len(t, ups, 2, "no usage_update after a failure")

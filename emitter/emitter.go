@@ -12,29 +12,43 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/capability"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Sentinel errors; every returned error that stems from one of these wraps
-// it, so callers branch with errors.Is.
+// it, so callers branch with errors.Is. An empty compaction ID is a wire
+// rule, refused with protocol.ErrInvalidID.
 var (
 	// ErrIDReused: the ID was already used for another compaction in this
 	// session (open or settled, live or replayed).
 	ErrIDReused = errors.New("emitter: compaction ID already used in this session")
-	// ErrInvalidID: an empty compaction ID.
-	ErrInvalidID = errors.New("emitter: compaction ID must be a non-empty string")
 	// ErrSettled: the compaction already reached its terminal status; the
 	// call was dropped and nothing was sent.
 	ErrSettled = errors.New("emitter: compaction already settled")
 	// ErrUndeliverable: the Notifier failed to send an update.
 	ErrUndeliverable = errors.New("emitter: update could not be delivered")
-	// ErrNotCompaction: a session update that is not a compaction update.
-	ErrNotCompaction = errors.New("emitter: not a compaction session update")
 	// ErrNotOpen: no open compaction has this ID in the session (a chunk
 	// or terminal before the start, or for an unknown ID); nothing was sent.
 	ErrNotOpen = errors.New("emitter: no open compaction with this ID")
 	// ErrNilCompaction: a method was called on a nil *Compaction, as when a
 	// runtime ignores Start's error.
 	ErrNilCompaction = errors.New("emitter: nil compaction handle")
+	// ErrSessionClosed: the session was closed (Emitter.CloseSession); a
+	// handle kept past that opens nothing.
+	ErrSessionClosed = errors.New("emitter: session closed")
+	// ErrWithheld: the SummaryPolicy withheld the summary block, so nothing
+	// was sent. Compaction.Chunk and Session.Chunk return it. Under the
+	// default policy, DisplayableOnly, every block of a compaction that was
+	// not started with UserDisplayable is withheld: the RFD asks that a
+	// summary be user-displayable and never reveal context that was not
+	// otherwise visible to the user, and only the runtime knows whether its
+	// summary is that projection. Start the compaction with
+	// UserDisplayable() when it is; treat ErrWithheld as "not shown", not
+	// as a failure, when withholding is deliberate. A completion whose
+	// final summary is withheld still sends its terminal update and
+	// returns nil; the observer sees it (EventWithheld per block, and
+	// Event.Withheld on the settled event).
+	ErrWithheld = errors.New("emitter: summary withheld by the summary policy (the default passes only compactions started with emitter.UserDisplayable()); nothing was sent")
 )
 
 // Reasons for SettleAll. They decide the terminal status:
@@ -145,6 +159,48 @@ func (e *Emitter) session(key, target, child string, r Renderer) *Session {
 	return s
 }
 
+// CloseSession ends session sessionID and the child sessions reported on
+// its stream: it settles what is open for reason (as Session.SettleAll
+// does), then forgets them, so that the emitter's memory is bounded by the
+// sessions that are live rather than by every session it ever saw. A
+// Session handle kept past it opens nothing (ErrSessionClosed); Session
+// called again with the same ID begins a new session, whose IDs are no
+// longer checked against the closed one's: the no-reuse guarantee covers a
+// session from its first compaction to its close (or the connection's
+// end). It returns how many compactions it settled and the first delivery
+// error.
+func (e *Emitter) CloseSession(ctx context.Context, sessionID string, reason error) (int, error) {
+	e.mu.Lock()
+	var ss []*Session
+	for key, s := range e.sessions {
+		if s.id == sessionID {
+			ss = append(ss, s)
+			delete(e.sessions, key)
+		}
+	}
+	e.mu.Unlock()
+	total := 0
+	var first error
+	for _, s := range ss {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		n, err := s.SettleAll(ctx, reason)
+		total += n
+		if first == nil {
+			first = err
+		}
+	}
+	return total, first
+}
+
+// Sessions returns how many sessions the emitter keeps.
+func (e *Emitter) Sessions() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.sessions)
+}
+
 // SettleAll settles every open compaction of every session for reason (see
 // ErrCancelled); it is what a connection close calls. It returns how many
 // compactions it settled and the first delivery error.
@@ -194,13 +250,14 @@ type Session struct {
 	// sessions with a compaction open in each: the open compactions are a
 	// short slice in start order (rarely more than one), the used IDs a
 	// short slice that becomes a map only when it grows.
-	mu   sync.Mutex
-	open []*Compaction // open compactions, oldest first
-	used idSet         // every ID used in the session, open, settled or replayed
+	mu     sync.Mutex
+	open   []*Compaction // open compactions, oldest first
+	used   idSet         // every ID used in the session, open, settled or replayed
+	closed bool          // Emitter.CloseSession ran
 }
 
 // findOpen returns the open compaction with id, or nil.
-func (s *Session) findOpen(id ID) *Compaction {
+func (s *Session) findOpen(id protocol.ID) *Compaction {
 	for _, c := range s.open {
 		if c.id == id {
 			return c
@@ -224,13 +281,13 @@ func (s *Session) removeOpen(c *Compaction) {
 
 // idSet is a set of IDs: a slice while it is small, a map beyond.
 type idSet struct {
-	few  []ID
-	many map[ID]struct{}
+	few  []protocol.ID
+	many map[protocol.ID]struct{}
 }
 
 const idSetFew = 8
 
-func (u *idSet) has(id ID) bool {
+func (u *idSet) has(id protocol.ID) bool {
 	if u.many != nil {
 		_, ok := u.many[id]
 		return ok
@@ -238,7 +295,7 @@ func (u *idSet) has(id ID) bool {
 	return slices.Contains(u.few, id)
 }
 
-func (u *idSet) add(id ID) {
+func (u *idSet) add(id protocol.ID) {
 	switch {
 	case u.has(id):
 	case u.many != nil:
@@ -246,7 +303,7 @@ func (u *idSet) add(id ID) {
 	case len(u.few) < idSetFew:
 		u.few = append(u.few, id)
 	default:
-		u.many = make(map[ID]struct{}, 2*idSetFew)
+		u.many = make(map[protocol.ID]struct{}, 2*idSetFew)
 		for _, x := range u.few {
 			u.many[x] = struct{}{}
 		}
@@ -270,9 +327,10 @@ func (s *Session) Open() int {
 }
 
 // Start opens a compaction and reports it as in_progress. It never
-// overwrites an open compaction: a reused ID is refused with ErrIDReused.
-// When only delivery fails, the compaction is open and returned together
-// with an error wrapping ErrUndeliverable.
+// overwrites an open compaction: a reused ID is refused with ErrIDReused,
+// an empty WithID with protocol.ErrInvalidID. When only delivery fails,
+// the compaction is open and returned together with an error wrapping
+// ErrUndeliverable.
 func (s *Session) Start(ctx context.Context, opts ...StartOption) (*Compaction, error) {
 	var so startOptions
 	for _, o := range opts {
@@ -288,9 +346,12 @@ func (s *Session) Start(ctx context.Context, opts ...StartOption) (*Compaction, 
 }
 
 func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction, error) {
+	if s.closed {
+		return nil, fmt.Errorf("%w: session %s", ErrSessionClosed, s.id)
+	}
 	id := so.id
 	if so.idSet && id == "" {
-		return nil, ErrInvalidID
+		return nil, protocol.ErrInvalidID
 	}
 	if !so.idSet {
 		for {
@@ -307,14 +368,14 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 	}
 	trigger := so.trigger
 	if trigger == "" {
-		trigger = Manual
+		trigger = protocol.Manual
 	}
 	c := &Compaction{s: s, id: id, trigger: trigger, displayable: so.displayable, meta: so.meta, started: time.Now()}
 	s.used.add(id)
 	s.open = append(s.open, c)
 	if d := s.e.cfg.maxDuration; d > 0 {
 		c.watchdog = time.AfterFunc(d, func() {
-			c.settle(context.Background(), Failed, fmt.Errorf("%w after %s", ErrTimeout, d), settleOptions{by: SettledByWatchdog})
+			c.settle(context.Background(), protocol.Failed, fmt.Errorf("%w after %s", ErrTimeout, d), settleOptions{by: SettledByWatchdog})
 		})
 	}
 	if d := s.e.cfg.heartbeat; d > 0 {
@@ -325,7 +386,7 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 
 // Compaction returns the open compaction with id, for runtimes whose events
 // address compactions by ID rather than by handle.
-func (s *Session) Compaction(id ID) (*Compaction, bool) {
+func (s *Session) Compaction(id protocol.ID) (*Compaction, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.findOpen(id)
@@ -334,8 +395,9 @@ func (s *Session) Compaction(id ID) (*Compaction, bool) {
 
 // Chunk streams a summary block for the open compaction id. A chunk for an
 // ID that is not open (before its start, after its end) is dropped and
-// reported: ErrNotOpen or ErrSettled.
-func (s *Session) Chunk(ctx context.Context, id ID, block ContentBlock) error {
+// reported: ErrNotOpen or ErrSettled. A block the summary policy withholds
+// is not sent either: ErrWithheld.
+func (s *Session) Chunk(ctx context.Context, id protocol.ID, block protocol.ContentBlock) error {
 	c, err := s.lookup(ctx, id, "chunk")
 	if err != nil {
 		return err
@@ -345,7 +407,7 @@ func (s *Session) Chunk(ctx context.Context, id ID, block ContentBlock) error {
 
 // Complete settles the open compaction id as completed (see
 // Compaction.Complete).
-func (s *Session) Complete(ctx context.Context, id ID, opts ...SettleOption) error {
+func (s *Session) Complete(ctx context.Context, id protocol.ID, opts ...SettleOption) error {
 	c, err := s.lookup(ctx, id, "completion")
 	if err != nil {
 		return err
@@ -355,7 +417,7 @@ func (s *Session) Complete(ctx context.Context, id ID, opts ...SettleOption) err
 
 // Cancel settles the open compaction id as cancelled (see
 // Compaction.Cancel).
-func (s *Session) Cancel(ctx context.Context, id ID, opts ...SettleOption) error {
+func (s *Session) Cancel(ctx context.Context, id protocol.ID, opts ...SettleOption) error {
 	c, err := s.lookup(ctx, id, "cancel")
 	if err != nil {
 		return err
@@ -363,7 +425,7 @@ func (s *Session) Cancel(ctx context.Context, id ID, opts ...SettleOption) error
 	return c.Cancel(ctx, opts...)
 }
 
-func (s *Session) lookup(ctx context.Context, id ID, what string) (*Compaction, error) {
+func (s *Session) lookup(ctx context.Context, id protocol.ID, what string) (*Compaction, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c := s.findOpen(id); c != nil {
@@ -382,7 +444,7 @@ func (s *Session) lookup(ctx context.Context, id ID, what string) (*Compaction, 
 // that compaction; when it was never started (the runtime failed before its
 // start event) the client still sees a proper lifecycle: in_progress, then
 // failed, because a live first update is never terminal.
-func (s *Session) Fail(ctx context.Context, id ID, cause error, opts ...SettleOption) error {
+func (s *Session) Fail(ctx context.Context, id protocol.ID, cause error, opts ...SettleOption) error {
 	if cause == nil {
 		cause = errors.New("")
 	}
@@ -402,12 +464,12 @@ func (s *Session) Fail(ctx context.Context, id ID, cause error, opts ...SettleOp
 		// Start and failure are sent under one hold of the lock, so no
 		// concurrent SettleAll can slip in and replace the runtime's cause.
 		startErr := s.emitLocked(ctx, c.event(EventStarted))
-		if err := c.settleLocked(ctx, Failed, cause, collect(opts)); startErr == nil {
+		if err := c.settleLocked(ctx, protocol.Failed, cause, collect(opts)); startErr == nil {
 			return err
 		}
 		return startErr
 	}
-	return c.settleLocked(ctx, Failed, cause, collect(opts))
+	return c.settleLocked(ctx, protocol.Failed, cause, collect(opts))
 }
 
 // SettleAll ends every open compaction of the session: cancelled when
@@ -419,9 +481,9 @@ func (s *Session) SettleAll(ctx context.Context, reason error) (int, error) {
 	// Oldest first, so the client sees them end in start order.
 	open := slices.Clone(s.open)
 	s.mu.Unlock()
-	status := Failed
+	status := protocol.Failed
 	if errors.Is(reason, ErrCancelled) {
-		status = Cancelled
+		status = protocol.Cancelled
 	}
 	if reason == nil {
 		reason = ErrTurnEnded
@@ -445,10 +507,11 @@ func (s *Session) SettleAll(ctx context.Context, reason error) (int, error) {
 // at the caller's position in the history: one terminal-first update, no
 // in_progress, no chunks. A record whose status is not terminal is a
 // compaction still running elsewhere; it is skipped, since no live turn on
-// this connection will settle it. Replay marks the ID used in this session.
+// this connection will settle it. Replay marks the ID used in this session;
+// a record without an ID is refused with protocol.ErrInvalidID.
 func (s *Session) Replay(ctx context.Context, rec Record) error {
 	if rec.ID == "" {
-		return ErrInvalidID
+		return protocol.ErrInvalidID
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -468,32 +531,37 @@ func (s *Session) Replay(ctx context.Context, rec Record) error {
 	if ev.Meta == nil && len(rec.Meta) > 0 {
 		ev.Meta = rec.Meta
 	}
-	if blocks := s.filterLocked(ctx, ev, rec.Summary, rec.Displayable); len(blocks) > 0 {
-		ev.Summary = Set(blocks)
+	blocks, withheld := s.filterLocked(ctx, ev, rec.Summary, rec.Displayable)
+	ev.Withheld = withheld
+	if len(blocks) > 0 {
+		ev.Summary = protocol.Set(blocks)
 	} else {
-		ev.Summary = Null[[]ContentBlock]()
+		ev.Summary = protocol.Null[[]protocol.ContentBlock]()
 	}
 	if rec.Error != "" {
-		ev.Error = Set(rec.Error)
+		ev.Error = protocol.Set(rec.Error)
 	} else {
-		ev.Error = Null[string]()
+		ev.Error = protocol.Null[string]()
 	}
 	return s.emitLocked(ctx, ev)
 }
 
-// filterLocked applies the summary policy to a final or replayed summary.
-func (s *Session) filterLocked(ctx context.Context, ev Event, blocks []ContentBlock, displayable bool) []ContentBlock {
+// filterLocked applies the summary policy to a final or replayed summary;
+// it returns the blocks that pass and how many were withheld.
+func (s *Session) filterLocked(ctx context.Context, ev Event, blocks []protocol.ContentBlock, displayable bool) ([]protocol.ContentBlock, int) {
 	info := ev.Info()
 	info.Displayable = displayable
-	out := make([]ContentBlock, 0, len(blocks))
+	out := make([]protocol.ContentBlock, 0, len(blocks))
+	withheld := 0
 	for _, b := range blocks {
 		if b2, ok := s.e.cfg.summaryPolicy(info, b); ok {
 			out = append(out, b2)
 		} else {
-			s.observeLocked(ctx, Event{Kind: EventWithheld, SessionID: s.id, ID: ev.ID, Trigger: ev.Trigger, Content: b})
+			withheld++
+			s.observeLocked(ctx, Event{Kind: EventWithheld, SessionID: s.id, ID: ev.ID, Trigger: ev.Trigger, Content: b, Err: ErrWithheld})
 		}
 	}
-	return out
+	return out, withheld
 }
 
 // emitLocked renders ev and reports it to the observer; s.mu must be held so
@@ -523,15 +591,16 @@ func (s *Session) observeLocked(ctx context.Context, ev Event) {
 // concurrent use, and safe on a nil handle (they return ErrNilCompaction).
 type Compaction struct {
 	s         *Session
-	id        ID
-	trigger   Trigger
-	meta      Meta
+	id        protocol.ID
+	trigger   protocol.Trigger
+	meta      protocol.Meta
 	started   time.Time
 	watchdog  *time.Timer
 	heartbeat *time.Timer
 
 	// Guarded by s.mu.
 	chunks   int     // chunks sent
+	withheld int     // summary blocks the policy withheld
 	streamed uint64  // running FNV-1a hash of what was streamed
 	end      *ending // set when the compaction settles
 
@@ -543,14 +612,17 @@ type Compaction struct {
 // ending is what a compaction keeps once settled, for Record. It is
 // allocated at settlement, so an open compaction does not carry it.
 type ending struct {
-	status  Status
-	summary []ContentBlock
+	status  protocol.Status
+	summary []protocol.ContentBlock
 	errText string
 	details *Details
+	// keptStreamed: a completion kept the streamed summary, which the
+	// client holds and the emitter did not retain (Record.KeptStreamed).
+	keptStreamed bool
 }
 
 // ID returns the compaction's ID.
-func (c *Compaction) ID() ID {
+func (c *Compaction) ID() protocol.ID {
 	if c == nil {
 		return ""
 	}
@@ -568,8 +640,10 @@ func (c *Compaction) SessionID() string {
 // Chunk streams one summary content block. It is sent only while the
 // compaction is open; after the terminal update it is dropped, reported to
 // the observer, and ErrSettled is returned. A block the summary policy
-// withholds is dropped silently (the observer sees it).
-func (c *Compaction) Chunk(ctx context.Context, block ContentBlock) error {
+// withholds is not sent: the observer sees it (EventWithheld) and Chunk
+// returns ErrWithheld. Under the default policy that is every block of a
+// compaction not started with UserDisplayable (see ErrWithheld).
+func (c *Compaction) Chunk(ctx context.Context, block protocol.ContentBlock) error {
 	if c == nil {
 		return ErrNilCompaction
 	}
@@ -581,12 +655,14 @@ func (c *Compaction) Chunk(ctx context.Context, block ContentBlock) error {
 		s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: c.id, Content: block, Err: err})
 		return err
 	}
-	ev := Event{Kind: EventChunk, SessionID: s.id, ID: c.id, Trigger: c.trigger, Status: InProgress, Content: block}
+	ev := Event{Kind: EventChunk, SessionID: s.id, ID: c.id, Trigger: c.trigger, Status: protocol.InProgress, Content: block}
 	b, ok := s.e.cfg.summaryPolicy(Info{SessionID: s.id, ID: c.id, Trigger: c.trigger, Displayable: c.displayable}, block)
 	if !ok {
-		ev.Kind = EventWithheld
+		c.withheld++
+		err := fmt.Errorf("%w: session %s, compaction %s", ErrWithheld, s.id, c.id)
+		ev.Kind, ev.Err = EventWithheld, err
 		s.observeLocked(ctx, ev)
-		return nil
+		return err
 	}
 	ev.Content = b
 	c.streamed = hashBlock(c.streamed, b, c.chunks == 0)
@@ -597,18 +673,23 @@ func (c *Compaction) Chunk(ctx context.Context, block ContentBlock) error {
 
 // Complete settles the compaction as completed. Without options the summary
 // is omitted, which keeps what was streamed; Summary replaces it and
-// ClearSummary clears it.
+// ClearSummary clears it. A Summary the policy withholds entirely is
+// omitted when nothing was streamed, and clears what was streamed
+// otherwise; the terminal update is sent and Complete returns nil, while
+// the observer sees the withheld blocks (see ErrWithheld).
 func (c *Compaction) Complete(ctx context.Context, opts ...SettleOption) error {
 	if c == nil {
 		return ErrNilCompaction
 	}
-	return c.settle(ctx, Completed, nil, collect(opts))
+	return c.settle(ctx, protocol.Completed, nil, collect(opts))
 }
 
 // Fail settles the compaction as failed. The error text the client sees is
 // cause's message when it is short, single-line prose; a multi-line defect
 // or stack trace becomes the configured generic text ("Compaction failed").
-// The observer always receives cause itself.
+// The observer always receives cause itself. Without a Summary option, a
+// summary streamed so far is cleared (summary: null): a failed compaction
+// retained no summary, and its record replays none (see Record).
 func (c *Compaction) Fail(ctx context.Context, cause error, opts ...SettleOption) error {
 	if c == nil {
 		return ErrNilCompaction
@@ -616,43 +697,52 @@ func (c *Compaction) Fail(ctx context.Context, cause error, opts ...SettleOption
 	if cause == nil {
 		cause = errors.New("")
 	}
-	return c.settle(ctx, Failed, cause, collect(opts))
+	return c.settle(ctx, protocol.Failed, cause, collect(opts))
 }
 
 // Cancel settles the compaction as cancelled. Use it only for a user
-// cancel; a provider failure or other interruption is a failure.
+// cancel; a provider failure or other interruption is a failure. As with
+// Fail, a summary streamed so far is cleared unless a Summary option
+// confirms one.
 func (c *Compaction) Cancel(ctx context.Context, opts ...SettleOption) error {
 	if c == nil {
 		return ErrNilCompaction
 	}
-	return c.settle(ctx, Cancelled, ErrCancelled, collect(opts))
+	return c.settle(ctx, protocol.Cancelled, ErrCancelled, collect(opts))
 }
 
 // Record returns what a session/load replay needs to reproduce this
-// compaction. The emitter does not retain streamed chunks (memory stays
-// constant), so Summary holds only a final summary given at settlement; a
-// runtime that streamed its summary stores the text itself and sets it.
+// compaction: replaying it (Session.Replay) leaves a client that sees only
+// the replay holding what the live client held after the terminal update.
+// The emitter does not retain streamed chunks (memory stays constant), so
+// Summary holds only a final summary given at settlement. The one case the
+// emitter cannot close alone is a completion that kept the streamed
+// summary (Complete without Summary after chunks): KeptStreamed is set,
+// and the runtime, which streamed the text, sets Summary to it before
+// replaying. Failed and cancelled compactions need nothing: their live
+// terminal update cleared any unconfirmed streamed summary.
 func (c *Compaction) Record() Record {
 	if c == nil {
 		return Record{}
 	}
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	r := Record{ID: c.id, Status: InProgress, Trigger: c.trigger, Displayable: c.displayable, Meta: c.meta}
+	r := Record{ID: c.id, Status: protocol.InProgress, Trigger: c.trigger, Displayable: c.displayable, Meta: c.meta}
 	if end := c.end; c.settled && end != nil {
 		r.Status, r.Summary, r.Error, r.Details = end.status, end.summary, end.errText, end.details
+		r.KeptStreamed = end.keptStreamed
 	}
 	return r
 }
 
-func (c *Compaction) settle(ctx context.Context, status Status, cause error, so settleOptions) error {
+func (c *Compaction) settle(ctx context.Context, status protocol.Status, cause error, so settleOptions) error {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	return c.settleLocked(ctx, status, cause, so)
 }
 
 // settleLocked sends the terminal update; s.mu must be held.
-func (c *Compaction) settleLocked(ctx context.Context, status Status, cause error, so settleOptions) error {
+func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, cause error, so settleOptions) error {
 	s := c.s
 	if c.settled {
 		err := fmt.Errorf("%w: %s ignored: session %s, compaction %s is already %s", ErrSettled, status, s.id, c.id, c.end.status)
@@ -686,32 +776,56 @@ func (c *Compaction) settleLocked(ctx context.Context, status Status, cause erro
 		end.details = &d
 	}
 	ev.Meta = terminalMeta(ev.Version, c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
+	// The summary patch leaves the client holding exactly what the record
+	// keeps, so that a replay of Record reproduces it (live = replay):
+	// the final summary, or nothing. The one exception is a completion
+	// that keeps what was streamed (Record.KeptStreamed).
 	switch so.summary {
 	case summarySet:
-		blocks := s.filterLocked(ctx, ev, so.blocks, c.displayable)
+		blocks, withheld := s.filterLocked(ctx, ev, so.blocks, c.displayable)
+		c.withheld += withheld
 		if len(blocks) == 0 {
 			// Everything was withheld: the RFD says to omit a summary
-			// that cannot be shown, rather than to clear one.
+			// that cannot be shown. Streamed drafts the runtime meant to
+			// replace are cleared rather than left standing as the
+			// summary.
+			if c.chunks > 0 {
+				ev.Summary = protocol.Null[[]protocol.ContentBlock]()
+			}
 			break
 		}
 		end.summary = blocks
 		if s.e.cfg.omitRedundant && c.chunks > 0 && hashBlocks(blocks) == c.streamed {
 			break // the client already holds exactly this summary
 		}
-		ev.Summary = Set(blocks)
+		ev.Summary = protocol.Set(blocks)
 	case summaryClear:
-		ev.Summary = Null[[]ContentBlock]()
+		ev.Summary = protocol.Null[[]protocol.ContentBlock]()
+	case summaryKeep:
+		switch {
+		case c.chunks == 0:
+			// Nothing streamed: omission leaves the client with none.
+		case status == protocol.Completed:
+			end.keptStreamed = true
+		default:
+			// A failed or cancelled compaction retained no summary: what
+			// was streamed was never confirmed, so it is cleared, as its
+			// replay clears it. A runtime that wants to keep a partial
+			// summary passes it as Summary, and the record keeps it.
+			ev.Summary = protocol.Null[[]protocol.ContentBlock]()
+		}
 	}
-	if status == Failed {
+	ev.Withheld = c.withheld
+	if status == protocol.Failed {
 		end.errText = s.e.cfg.errorText(cause)
-		ev.Error = Set(end.errText)
+		ev.Error = protocol.Set(end.errText)
 	}
 	// Terminal updates must reach the client even when the turn's context
 	// is already cancelled, so send on a detached, bounded context.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.e.cfg.settleTimeout)
 	defer cancel()
 	err := s.emitLocked(dctx, ev)
-	if err == nil && status == Completed {
+	if err == nil && status == protocol.Completed {
 		err = s.usageLocked(dctx, ev.Details)
 	}
 	return err
@@ -723,7 +837,7 @@ func (s *Session) usageLocked(ctx context.Context, d *Details) error {
 	if !s.e.cfg.usageUpdates || d == nil || d.TokensAfter <= 0 || d.ContextWindow <= 0 || s.e.mode == capability.Off || s.child != "" {
 		return nil
 	}
-	if err := s.e.n.Notify(ctx, s.id, UsageUpdate{Used: d.TokensAfter, Size: d.ContextWindow}); err != nil {
+	if err := s.e.n.Notify(ctx, s.id, protocol.UsageUpdate{Used: d.TokensAfter, Size: d.ContextWindow}); err != nil {
 		err = fmt.Errorf("%w: session %s, usage_update: %w", ErrUndeliverable, s.id, err)
 		s.observeLocked(ctx, Event{Kind: EventUndeliverable, SessionID: s.id, Err: err})
 		return err
@@ -751,10 +865,10 @@ func (c *Compaction) beat() {
 }
 
 func (c *Compaction) event(kind EventKind) Event {
-	return Event{Kind: kind, SessionID: c.s.id, ID: c.id, Trigger: c.trigger, Status: InProgress, Meta: c.metaFor(kind), Version: c.s.e.cfg.negotiation.Version}
+	return Event{Kind: kind, SessionID: c.s.id, ID: c.id, Trigger: c.trigger, Status: protocol.InProgress, Meta: c.metaFor(kind), Version: c.s.e.cfg.negotiation.Version}
 }
 
-func (c *Compaction) metaFor(kind EventKind) Meta {
+func (c *Compaction) metaFor(kind EventKind) protocol.Meta {
 	if kind == EventStarted {
 		return c.meta
 	}
@@ -763,12 +877,12 @@ func (c *Compaction) metaFor(kind EventKind) Meta {
 
 // Record is a compaction as stored for history replay.
 type Record struct {
-	ID      ID
-	Status  Status
-	Trigger Trigger
+	ID      protocol.ID
+	Status  protocol.Status
+	Trigger protocol.Trigger
 	// Summary is the user-displayable summary to replay; nil replays an
 	// explicit null (clearing anything the client may still hold).
-	Summary []ContentBlock
+	Summary []protocol.ContentBlock
 	// Displayable tells the summary policy the runtime marked Summary as
 	// safe to show the user.
 	Displayable bool
@@ -776,9 +890,16 @@ type Record struct {
 	Error string
 	// Meta is the compaction's stored _meta (its start meta), replayed
 	// with the record's key added when WithRecords is on.
-	Meta Meta
+	Meta protocol.Meta
 	// Details is the compaction's record, replayed under the record key.
 	Details *Details
+	// KeptStreamed reports that the compaction completed keeping the
+	// summary it had streamed (Complete without Summary after chunks): the
+	// client holds the streamed blocks, which the emitter does not retain.
+	// Before replaying, set Summary to what the runtime streamed; left
+	// nil, the replay clears the summary the client saw live. Replay
+	// itself ignores the field.
+	KeptStreamed bool
 }
 
 func errorText(s string) error {
@@ -804,8 +925,8 @@ func defaultErrorText(generic string) func(error) string {
 	}
 }
 
-func randomID() ID {
+func randomID() protocol.ID {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return ID("cmp_" + hex.EncodeToString(b[:]))
+	return protocol.ID("cmp_" + hex.EncodeToString(b[:]))
 }

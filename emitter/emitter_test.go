@@ -11,8 +11,9 @@ import (
 
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
-	"github.com/acpcompact/acpcompact/internal/acpschema"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -108,8 +109,7 @@ func wire(rec *wiretest.Recorder) []string {
 
 func validateAll(t *testing.T, rec *wiretest.Recorder, version int) {
 	t.Helper()
-	v, err := acpschema.For(version)
-	require.NoError(t, err)
+	v := schematest.For(t, version)
 	for _, l := range rec.Lines() {
 		assert.NoError(t, v.Update(wiretest.RawUpdate(l)))
 		assert.NoError(t, v.Message(l))
@@ -123,12 +123,12 @@ func TestLifecycleTransitions(t *testing.T) {
 
 	a, err := s.Start(ctx, emitter.WithID("a"))
 	require.NoError(t, err)
-	require.NoError(t, a.Chunk(ctx, emitter.Text("## Retained")))
-	require.NoError(t, a.Chunk(ctx, emitter.Text(" context")))
-	require.NoError(t, a.Complete(ctx, emitter.Summary(emitter.Text("## Retained context"))))
+	require.NoError(t, a.Chunk(ctx, protocol.Text("## Retained")))
+	require.NoError(t, a.Chunk(ctx, protocol.Text(" context")))
+	require.NoError(t, a.Complete(ctx, emitter.Summary(protocol.Text("## Retained context"))))
 
 	b, _ := s.Start(ctx, emitter.WithID("b"))
-	require.NoError(t, b.Chunk(ctx, emitter.Text("partial")))
+	require.NoError(t, b.Chunk(ctx, protocol.Text("partial")))
 	require.NoError(t, b.Fail(ctx, errors.New("summary request failed")))
 
 	c, _ := s.Start(ctx, emitter.WithID("c"))
@@ -145,7 +145,7 @@ func TestLifecycleTransitions(t *testing.T) {
 		`compaction_update a completed summary=["## Retained context"]`,
 		`compaction_update b in_progress`,
 		`compaction_summary_chunk b +"partial"`,
-		`compaction_update b failed error=summary request failed`,
+		`compaction_update b failed summary=null error=summary request failed`,
 		`compaction_update c in_progress`,
 		`compaction_update c cancelled`,
 		`compaction_update d in_progress`,
@@ -169,14 +169,14 @@ func TestCompactionIDsAreNeverReusedEvenAfterSettlement(t *testing.T) {
 	assert.Contains(t, err.Error(), "s1")
 	assert.Contains(t, err.Error(), "x")
 	_, err = s.Start(ctx, emitter.WithID(""))
-	assert.ErrorIs(t, err, emitter.ErrInvalidID)
+	assert.ErrorIs(t, err, protocol.ErrInvalidID)
 
 	// The same ID in another session is a different compaction.
 	_, err = em.Session("s2").Start(ctx, emitter.WithID("x"))
 	assert.NoError(t, err)
 
 	// Replayed IDs are used too.
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "old", Status: emitter.Completed}))
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed}))
 	_, err = s.Start(ctx, emitter.WithID("old"))
 	assert.ErrorIs(t, err, emitter.ErrIDReused)
 	assert.Contains(t, obs.kinds(), "dropped")
@@ -185,19 +185,19 @@ func TestCompactionIDsAreNeverReusedEvenAfterSettlement(t *testing.T) {
 
 func TestMintedIDsAreUniqueAndSkipUsedOnes(t *testing.T) {
 	ctx := context.Background()
-	seq := []emitter.ID{"dup", "dup", "dup", "fresh"}
+	seq := []protocol.ID{"dup", "dup", "dup", "fresh"}
 	i := 0
-	em, _, _ := newCapable(t, emitter.WithIDGenerator(func() emitter.ID { i++; return seq[i-1] }))
+	em, _, _ := newCapable(t, emitter.WithIDGenerator(func() protocol.ID { i++; return seq[i-1] }))
 	s := em.Session("s")
 	a, err := s.Start(ctx)
 	require.NoError(t, err)
 	b, err := s.Start(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, emitter.ID("dup"), a.ID())
-	assert.Equal(t, emitter.ID("fresh"), b.ID())
+	assert.Equal(t, protocol.ID("dup"), a.ID())
+	assert.Equal(t, protocol.ID("fresh"), b.ID())
 
 	em2, _, _ := newCapable(t)
-	seen := map[emitter.ID]bool{}
+	seen := map[protocol.ID]bool{}
 	for range 1000 {
 		c, err := em2.Session("s").Start(ctx)
 		require.NoError(t, err)
@@ -214,8 +214,8 @@ func TestSeveralOpenCompactionsSettleIndependently(t *testing.T) {
 	a, _ := s.Start(ctx, emitter.WithID("a"))
 	b, _ := s.Start(ctx, emitter.WithID("b"))
 	assert.Equal(t, 2, s.Open())
-	require.NoError(t, b.Chunk(ctx, emitter.Text("b1")))
-	require.NoError(t, a.Chunk(ctx, emitter.Text("a1")))
+	require.NoError(t, b.Chunk(ctx, protocol.Text("b1")))
+	require.NoError(t, a.Chunk(ctx, protocol.Text("a1")))
 	require.NoError(t, b.Complete(ctx))
 	require.NoError(t, a.Complete(ctx))
 	assert.Equal(t, []string{
@@ -232,13 +232,13 @@ func TestChunksOutsideAnOpenCompactionAreDroppedAndReported(t *testing.T) {
 	ctx := context.Background()
 	em, rec, obs := newCapable(t)
 	s := em.Session("s")
-	err := s.Chunk(ctx, "early", emitter.Text("before start"))
+	err := s.Chunk(ctx, "early", protocol.Text("before start"))
 	assert.ErrorIs(t, err, emitter.ErrNotOpen)
 	c, _ := s.Start(ctx, emitter.WithID("c"))
-	require.NoError(t, s.Chunk(ctx, "c", emitter.Text("ok")))
+	require.NoError(t, s.Chunk(ctx, "c", protocol.Text("ok")))
 	require.NoError(t, c.Complete(ctx))
-	assert.ErrorIs(t, c.Chunk(ctx, emitter.Text("late")), emitter.ErrSettled)
-	assert.ErrorIs(t, s.Chunk(ctx, "c", emitter.Text("late")), emitter.ErrSettled)
+	assert.ErrorIs(t, c.Chunk(ctx, protocol.Text("late")), emitter.ErrSettled)
+	assert.ErrorIs(t, s.Chunk(ctx, "c", protocol.Text("late")), emitter.ErrSettled)
 	assert.Equal(t, []string{
 		`compaction_update c in_progress`,
 		`compaction_summary_chunk c +"ok"`,
@@ -291,7 +291,7 @@ func TestFinalSummaryIsAnAuthoritativeReplacement(t *testing.T) {
 		want string
 	}{
 		{"omitted keeps the streamed content", nil, `compaction_update c completed`},
-		{"concrete summary replaces", []emitter.SettleOption{emitter.Summary(emitter.Text("new"))}, `compaction_update c completed summary=["new"]`},
+		{"concrete summary replaces", []emitter.SettleOption{emitter.Summary(protocol.Text("new"))}, `compaction_update c completed summary=["new"]`},
 		{"ClearSummary sends null", []emitter.SettleOption{emitter.ClearSummary()}, `compaction_update c completed summary=null`},
 		{"empty Summary clears", []emitter.SettleOption{emitter.Summary()}, `compaction_update c completed summary=null`},
 	}
@@ -299,7 +299,7 @@ func TestFinalSummaryIsAnAuthoritativeReplacement(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			em, rec, _ := newCapable(t)
 			c, _ := em.Session("s").Start(ctx, emitter.WithID("c"))
-			require.NoError(t, c.Chunk(ctx, emitter.Text("streamed")))
+			require.NoError(t, c.Chunk(ctx, protocol.Text("streamed")))
 			require.NoError(t, c.Complete(ctx, tc.opts...))
 			w := wire(rec)
 			assert.Equal(t, tc.want, w[len(w)-1])
@@ -314,14 +314,14 @@ func TestOmitRedundantSummaryComparesByRunningHash(t *testing.T) {
 	s := em.Session("s")
 	a, _ := s.Start(ctx, emitter.WithID("same"))
 	for _, part := range []string{"## Retained", " context\n", "more"} {
-		require.NoError(t, a.Chunk(ctx, emitter.Text(part)))
+		require.NoError(t, a.Chunk(ctx, protocol.Text(part)))
 	}
-	require.NoError(t, a.Complete(ctx, emitter.Summary(emitter.Text("## Retained context\nmore"))))
+	require.NoError(t, a.Complete(ctx, emitter.Summary(protocol.Text("## Retained context\nmore"))))
 	b, _ := s.Start(ctx, emitter.WithID("differs"))
-	require.NoError(t, b.Chunk(ctx, emitter.Text("draft")))
-	require.NoError(t, b.Complete(ctx, emitter.Summary(emitter.Text("final"))))
+	require.NoError(t, b.Chunk(ctx, protocol.Text("draft")))
+	require.NoError(t, b.Complete(ctx, emitter.Summary(protocol.Text("final"))))
 	c, _ := s.Start(ctx, emitter.WithID("nothing-streamed"))
-	require.NoError(t, c.Complete(ctx, emitter.Summary(emitter.Text("x"))))
+	require.NoError(t, c.Complete(ctx, emitter.Summary(protocol.Text("x"))))
 	w := wire(rec)
 	assert.Contains(t, w, `compaction_update same completed`)
 	assert.Contains(t, w, `compaction_update differs completed summary=["final"]`)
@@ -402,7 +402,7 @@ func TestWatchdogSettlesARunawayCompactionAsFailed(t *testing.T) {
 	em, rec, obs := newCapable(t, emitter.WithMaxDuration(20*time.Millisecond))
 	c, _ := em.Session("s").Start(ctx, emitter.WithID("runaway"))
 	ev := obs.waitFor(t, emitter.EventSettled)
-	assert.Equal(t, emitter.Failed, ev.Status)
+	assert.Equal(t, protocol.Failed, ev.Status)
 	assert.ErrorIs(t, ev.Err, emitter.ErrTimeout)
 	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrSettled, "the runtime's late completion is dropped")
 	w := wire(rec)
@@ -464,12 +464,12 @@ func TestReplayIsTerminalFirstAtTheCallersPosition(t *testing.T) {
 	ctx := context.Background()
 	em, rec, obs := newCapable(t)
 	s := em.Session("s")
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "done", Status: emitter.Completed, Summary: []emitter.ContentBlock{emitter.Text("kept")}, Displayable: true}))
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "nosum", Status: emitter.Completed}))
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "bad", Status: emitter.Failed, Error: "summary request failed"}))
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "stopped", Status: emitter.Cancelled}))
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "running", Status: emitter.InProgress}))
-	assert.ErrorIs(t, s.Replay(ctx, emitter.Record{}), emitter.ErrInvalidID)
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "done", Status: protocol.Completed, Summary: []protocol.ContentBlock{protocol.Text("kept")}, Displayable: true}))
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "nosum", Status: protocol.Completed}))
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "bad", Status: protocol.Failed, Error: "summary request failed"}))
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "stopped", Status: protocol.Cancelled}))
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "running", Status: protocol.InProgress}))
+	assert.ErrorIs(t, s.Replay(ctx, emitter.Record{}), protocol.ErrInvalidID)
 	// Replay uses authoritative patches so a client that still holds the
 	// entity ends with exactly the stored state, never a duplicate.
 	assert.Equal(t, []string{
@@ -502,12 +502,12 @@ func TestCapabilityGateLiveAndOnReplay(t *testing.T) {
 			em := emitter.New(rec, emitter.WithNegotiation(tc.n))
 			assert.Equal(t, tc.mode, em.Mode())
 			s := em.Session("s")
-			c, err := s.Start(ctx)
+			c, err := s.Start(ctx, emitter.UserDisplayable())
 			require.NoError(t, err)
-			require.NoError(t, c.Chunk(ctx, emitter.Text("x")))
+			require.NoError(t, c.Chunk(ctx, protocol.Text("x")))
 			require.NoError(t, c.Complete(ctx))
 			require.NoError(t, s.Fail(ctx, "early", errors.New("x")))
-			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "r", Status: emitter.Completed}))
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "r", Status: protocol.Completed}))
 			if tc.sent {
 				assert.NotEmpty(t, rec.Lines())
 			} else {
@@ -525,7 +525,7 @@ func TestCapabilityGateLiveAndOnReplay(t *testing.T) {
 	assert.Equal(t, capability.Fallback, em.Mode())
 	c, _ := em.Session("s").Start(ctx)
 	_ = c.Complete(ctx)
-	_ = em.Session("s").Replay(ctx, emitter.Record{ID: "r", Status: emitter.Failed})
+	_ = em.Session("s").Replay(ctx, emitter.Record{ID: "r", Status: protocol.Failed})
 	assert.Equal(t, []emitter.EventKind{emitter.EventStarted, emitter.EventSettled, emitter.EventReplayed}, rendered)
 	em = emitter.New(&wiretest.Recorder{}, emitter.WithFallback(fb), emitter.WithNegotiation(capable))
 	assert.Equal(t, capability.Standard, em.Mode())
@@ -540,11 +540,11 @@ func TestSummaryPolicyDefaultsToUserDisplayableOnly(t *testing.T) {
 	em := emitter.New(rec, emitter.WithNegotiation(capable), emitter.WithObserver(obs))
 	s := em.Session("s")
 	hidden, _ := s.Start(ctx, emitter.WithID("hidden"))
-	require.NoError(t, hidden.Chunk(ctx, emitter.Text("secret context")))
-	require.NoError(t, hidden.Complete(ctx, emitter.Summary(emitter.Text("secret context"))))
+	require.ErrorIs(t, hidden.Chunk(ctx, protocol.Text("secret context")), emitter.ErrWithheld)
+	require.NoError(t, hidden.Complete(ctx, emitter.Summary(protocol.Text("secret context"))))
 	shown, _ := s.Start(ctx, emitter.WithID("shown"), emitter.UserDisplayable())
-	require.NoError(t, shown.Chunk(ctx, emitter.Text("visible")))
-	require.NoError(t, shown.Complete(ctx, emitter.Summary(emitter.Text("visible"))))
+	require.NoError(t, shown.Chunk(ctx, protocol.Text("visible")))
+	require.NoError(t, shown.Complete(ctx, emitter.Summary(protocol.Text("visible"))))
 	assert.Equal(t, []string{
 		`compaction_update hidden in_progress`,
 		`compaction_update hidden completed`,
@@ -554,15 +554,15 @@ func TestSummaryPolicyDefaultsToUserDisplayableOnly(t *testing.T) {
 	}, wire(rec))
 	assert.Contains(t, obs.kinds(), "withheld")
 
-	redact := func(_ emitter.Info, b emitter.ContentBlock) (emitter.ContentBlock, bool) {
+	redact := func(_ emitter.Info, b protocol.ContentBlock) (protocol.ContentBlock, bool) {
 		b.Text = strings.ReplaceAll(b.Text, "sk-123", "[redacted]")
 		return b, true
 	}
 	rec2 := &wiretest.Recorder{}
 	em = emitter.New(rec2, emitter.WithNegotiation(capable), emitter.WithSummaryPolicy(redact))
 	c, _ := em.Session("s").Start(ctx, emitter.WithID("r"))
-	require.NoError(t, c.Chunk(ctx, emitter.Text("key sk-123")))
-	require.NoError(t, c.Complete(ctx, emitter.Summary(emitter.Text("uses sk-123"))))
+	require.NoError(t, c.Chunk(ctx, protocol.Text("key sk-123")))
+	require.NoError(t, c.Complete(ctx, emitter.Summary(protocol.Text("uses sk-123"))))
 	assert.Equal(t, []string{
 		`compaction_update r in_progress`,
 		`compaction_summary_chunk r +"key [redacted]"`,
@@ -573,7 +573,7 @@ func TestSummaryPolicyDefaultsToUserDisplayableOnly(t *testing.T) {
 func TestNilHandleIsAnErrorNotAPanic(t *testing.T) {
 	var c *emitter.Compaction
 	ctx := context.Background()
-	assert.ErrorIs(t, c.Chunk(ctx, emitter.Text("x")), emitter.ErrNilCompaction)
+	assert.ErrorIs(t, c.Chunk(ctx, protocol.Text("x")), emitter.ErrNilCompaction)
 	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrNilCompaction)
 	assert.ErrorIs(t, c.Fail(ctx, nil), emitter.ErrNilCompaction)
 	assert.ErrorIs(t, c.Cancel(ctx), emitter.ErrNilCompaction)
@@ -585,8 +585,8 @@ func TestNilHandleIsAnErrorNotAPanic(t *testing.T) {
 func TestStartMetaAndSettleMetaReachTheWire(t *testing.T) {
 	ctx := context.Background()
 	em, rec, _ := newCapable(t)
-	c, _ := em.Session("s").Start(ctx, emitter.WithID("m"), emitter.WithStartMeta(emitter.Meta{"k": []byte(`1`)}))
-	require.NoError(t, c.Complete(ctx, emitter.WithSettleMeta(emitter.Meta{"k": []byte(`2`)})))
+	c, _ := em.Session("s").Start(ctx, emitter.WithID("m"), emitter.WithStartMeta(protocol.Meta{"k": []byte(`1`)}))
+	require.NoError(t, c.Complete(ctx, emitter.WithSettleMeta(protocol.Meta{"k": []byte(`2`)})))
 	assert.Equal(t, []string{
 		`compaction_update m in_progress _meta=map[k:1]`,
 		`compaction_update m completed _meta=map[k:2]`,
@@ -604,7 +604,7 @@ func TestSettledEventsSayWhoSettled(t *testing.T) {
 	_, err := s.SettleAll(ctx, emitter.ErrCancelled)
 	require.NoError(t, err)
 	ev := obs.waitFor(t, emitter.EventSettled)
-	assert.Equal(t, emitter.ID("bulk"), ev.ID)
+	assert.Equal(t, protocol.ID("bulk"), ev.ID)
 	assert.Equal(t, emitter.SettledBySettleAll, ev.SettledBy)
 	_, _ = s.Start(ctx, emitter.WithID("runaway"))
 	ev = obs.waitFor(t, emitter.EventSettled)

@@ -9,6 +9,7 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // printer is a Notifier that prints each session/update line, as an agent
@@ -30,9 +31,9 @@ func Example() {
 	n := capability.Parse([]byte(`{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}`), []byte(`{"protocolVersion":1}`))
 	em := emitter.New(printer{}, emitter.WithNegotiation(n))
 
-	c, _ := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_001"), emitter.WithTrigger(emitter.Auto), emitter.UserDisplayable())
-	_ = c.Chunk(ctx, emitter.Text("## Retained context\n\n"))
-	_ = c.Complete(ctx, emitter.Summary(emitter.Text("## Retained context\n\nThe user is updating the ACP schema.")))
+	c, _ := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_001"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
+	_ = c.Chunk(ctx, protocol.Text("## Retained context\n\n"))
+	_ = c.Complete(ctx, emitter.Summary(protocol.Text("## Retained context\n\nThe user is updating the ACP schema.")))
 
 	// A compaction the runtime forgot: the turn's end settles it.
 	_, _ = em.Session("sess_1").Start(ctx, emitter.WithID("cmp_002"))
@@ -53,4 +54,30 @@ func ExampleSession_Fail() {
 	// Output:
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_9","status":"in_progress"}}}
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_9","status":"failed","error":"summary request failed"}}}
+}
+
+func ExampleErrWithheld() {
+	ctx := context.Background()
+	em := emitter.New(printer{}, emitter.WithNegotiation(capability.Negotiation{Version: 2}))
+	s := em.Session("s")
+
+	// Without UserDisplayable the default policy withholds the summary:
+	// nothing of it is sent, and Chunk says so.
+	c, _ := s.Start(ctx, emitter.WithID("cmp_1"))
+	if err := c.Chunk(ctx, protocol.Text("## Retained context")); errors.Is(err, emitter.ErrWithheld) {
+		fmt.Println("withheld: start the compaction with emitter.UserDisplayable() to show it")
+	}
+	_ = c.Complete(ctx)
+
+	// The runtime states that its summary is the user-displayable projection.
+	c, _ = s.Start(ctx, emitter.WithID("cmp_2"), emitter.UserDisplayable())
+	_ = c.Chunk(ctx, protocol.Text("## Retained context"))
+	_ = c.Complete(ctx)
+	// Output:
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_1","status":"in_progress"}}}
+	// withheld: start the compaction with emitter.UserDisplayable() to show it
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_1","status":"completed"}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_2","status":"in_progress"}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_2","content":{"type":"text","text":"## Retained context"}}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_2","status":"completed"}}}
 }

@@ -1,5 +1,7 @@
 package emitter
 
+import "github.com/acpcompact/acpcompact/protocol"
+
 // FNV-1a, 64 bit. The streamed summary is compared with the final one by
 // hash so that memory per compaction stays constant.
 const (
@@ -19,7 +21,7 @@ func fnvString(h uint64, s string) uint64 {
 // their concatenation, because a client shows streamed text chunks and one
 // final text block alike; any other block hashes as a separator plus its
 // JSON, so a non-text block never compares equal to text.
-func hashBlock(h uint64, b ContentBlock, first bool) uint64 {
+func hashBlock(h uint64, b protocol.ContentBlock, first bool) uint64 {
 	if first {
 		h = fnvOffset
 	}
@@ -35,7 +37,7 @@ func hashBlock(h uint64, b ContentBlock, first bool) uint64 {
 	return fnvString(h, "\x00")
 }
 
-func hashBlocks(bs []ContentBlock) uint64 {
+func hashBlocks(bs []protocol.ContentBlock) uint64 {
 	h := uint64(fnvOffset)
 	for i, b := range bs {
 		h = hashBlock(h, b, i == 0)

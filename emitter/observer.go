@@ -35,7 +35,11 @@ func Observers(obs ...Observer) Observer {
 }
 
 // SlogObserver logs lifecycle events: starts and settlements at Info,
-// chunks and heartbeats at Debug, dropped and undeliverable updates at Warn.
+// chunks, heartbeats and each withheld block at Debug, dropped and
+// undeliverable updates at Warn. A compaction whose summary the policy
+// withheld gets one more Info line when it settles or is replayed,
+// "compaction summary withheld", with the count and how to opt in
+// (UserDisplayable), so the default's silence is never a mystery.
 type SlogObserver struct {
 	Logger *slog.Logger
 }
@@ -77,7 +81,17 @@ func (o *SlogObserver) Observe(ctx context.Context, ev Event) {
 		attrs = append(attrs, slog.String("error", ev.Err.Error()))
 	}
 	o.Logger.LogAttrs(ctx, level, "compaction "+ev.Kind.String(), attrs...)
+	if ev.Withheld > 0 && (ev.Kind == EventSettled || ev.Kind == EventReplayed) {
+		o.Logger.LogAttrs(ctx, slog.LevelInfo, "compaction summary withheld",
+			slog.String("session", ev.SessionID),
+			slog.String("compaction", string(ev.ID)),
+			slog.Int("blocks", ev.Withheld),
+			slog.String("why", withheldWhy))
+	}
 }
+
+// withheldWhy is the explanation logged with a withheld summary.
+const withheldWhy = "the summary policy withheld it: by default only a compaction started with emitter.UserDisplayable() shows its summary, since the RFD asks that a summary never reveal context the user has not seen; pass UserDisplayable() at Start when the summary is the user-displayable projection"
 
 type traceKey struct{}
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/capability"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Option configures an Emitter.
@@ -14,7 +15,7 @@ type config struct {
 	policy        capability.Policy
 	fallback      Renderer
 	observer      Observer
-	newID         func() ID
+	newID         func() protocol.ID
 	maxDuration   time.Duration
 	heartbeat     time.Duration
 	settleTimeout time.Duration
@@ -79,7 +80,7 @@ func WithObserver(o Observer) Option { return func(c *config) { c.observer = o }
 // default is "cmp_" plus 96 random bits, so IDs stay unique across agent
 // restarts and never collide with replayed history. Generated IDs that were
 // already used in the session are skipped.
-func WithIDGenerator(f func() ID) Option {
+func WithIDGenerator(f func() protocol.ID) Option {
 	return func(c *config) {
 		if f != nil {
 			c.newID = f
@@ -130,7 +131,8 @@ func WithErrorText(f func(error) string) Option {
 
 // WithSummaryPolicy decides what of each summary leaves the process. The
 // default, DisplayableOnly, passes summaries of compactions the runtime
-// started with UserDisplayable and nothing else.
+// started with UserDisplayable and nothing else. A withheld chunk is not
+// sent and Chunk returns ErrWithheld.
 func WithSummaryPolicy(p SummaryPolicy) Option {
 	return func(c *config) {
 		if p != nil {
@@ -142,8 +144,8 @@ func WithSummaryPolicy(p SummaryPolicy) Option {
 // Info identifies a compaction to policies and renderers.
 type Info struct {
 	SessionID string
-	ID        ID
-	Trigger   Trigger
+	ID        protocol.ID
+	Trigger   protocol.Trigger
 	// Displayable is the runtime's statement that the summary is the
 	// user-displayable projection, safe to show (see UserDisplayable).
 	Displayable bool
@@ -152,41 +154,54 @@ type Info struct {
 // SummaryPolicy is called for every summary block before it leaves the
 // process (streamed chunks, final and replayed summaries). It returns the
 // block to send, possibly redacted, or false to withhold it.
-type SummaryPolicy func(info Info, block ContentBlock) (ContentBlock, bool)
+type SummaryPolicy func(info Info, block protocol.ContentBlock) (protocol.ContentBlock, bool)
 
 // DisplayableOnly is the default SummaryPolicy: the RFD says a summary that
 // could reveal context the user has not seen must be omitted, so only
-// summaries the runtime marked user-displayable pass.
-func DisplayableOnly(info Info, b ContentBlock) (ContentBlock, bool) { return b, info.Displayable }
+// summaries the runtime marked user-displayable pass. The emitter cannot
+// tell a user-displayable projection from internal history (retained user
+// messages, developer instructions, provider data), so the safe default
+// shows nothing until the runtime opts in per compaction with
+// UserDisplayable; until then Chunk returns ErrWithheld.
+func DisplayableOnly(info Info, b protocol.ContentBlock) (protocol.ContentBlock, bool) {
+	return b, info.Displayable
+}
 
 // AllSummaries is a SummaryPolicy for runtimes whose summaries are always
 // shown to their users anyway (opencode's case).
-func AllSummaries(_ Info, b ContentBlock) (ContentBlock, bool) { return b, true }
+func AllSummaries(_ Info, b protocol.ContentBlock) (protocol.ContentBlock, bool) { return b, true }
 
 // StartOption configures one compaction.
 type StartOption func(*startOptions)
 
 type startOptions struct {
-	id          ID
+	id          protocol.ID
 	idSet       bool
-	trigger     Trigger
+	trigger     protocol.Trigger
 	displayable bool
-	meta        Meta
+	meta        protocol.Meta
 }
 
 // WithID uses the runtime's own ID (a message UUID, an item ID) instead of
 // minting one. Using the runtime's ID keeps it the same live and on replay.
-func WithID(id ID) StartOption { return func(o *startOptions) { o.id, o.idSet = id, true } }
+func WithID(id protocol.ID) StartOption { return func(o *startOptions) { o.id, o.idSet = id, true } }
 
-// WithTrigger records why the compaction runs (default Manual).
-func WithTrigger(t Trigger) StartOption { return func(o *startOptions) { o.trigger = t } }
+// WithTrigger records why the compaction runs (default protocol.Manual).
+func WithTrigger(t protocol.Trigger) StartOption { return func(o *startOptions) { o.trigger = t } }
 
 // UserDisplayable marks the compaction's summary as the user-displayable
 // projection of its result, which the default SummaryPolicy requires.
+//
+// Summaries are withheld by default because the RFD asks that a summary be
+// unencrypted, user-displayable content that excludes internal prompt
+// framing and never reveals context that was not otherwise visible to the
+// user; only the runtime knows whether its summary is that. Without this
+// option every chunk returns ErrWithheld and nothing of the summary is
+// sent, live or on replay (Record.Displayable carries the mark).
 func UserDisplayable() StartOption { return func(o *startOptions) { o.displayable = true } }
 
 // WithStartMeta sends m as the _meta of the in_progress update.
-func WithStartMeta(m Meta) StartOption { return func(o *startOptions) { o.meta = m } }
+func WithStartMeta(m protocol.Meta) StartOption { return func(o *startOptions) { o.meta = m } }
 
 // SettleOption configures a terminal update.
 type SettleOption func(*settleOptions)
@@ -202,8 +217,8 @@ const (
 type settleOptions struct {
 	by      SettledBy
 	summary summaryMode
-	blocks  []ContentBlock
-	meta    Meta
+	blocks  []protocol.ContentBlock
+	meta    protocol.Meta
 	details *Details
 }
 
@@ -217,7 +232,7 @@ func collect(opts []SettleOption) settleOptions {
 
 // Summary sends blocks as the authoritative, complete summary, replacing
 // whatever was streamed. Summary() with no blocks clears it.
-func Summary(blocks ...ContentBlock) SettleOption {
+func Summary(blocks ...protocol.ContentBlock) SettleOption {
 	return func(o *settleOptions) {
 		if len(blocks) == 0 {
 			o.summary, o.blocks = summaryClear, nil
@@ -234,4 +249,4 @@ func ClearSummary() SettleOption {
 }
 
 // WithSettleMeta sends m as the terminal update's _meta.
-func WithSettleMeta(m Meta) SettleOption { return func(o *settleOptions) { o.meta = m } }
+func WithSettleMeta(m protocol.Meta) SettleOption { return func(o *settleOptions) { o.meta = m } }

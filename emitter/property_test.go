@@ -12,6 +12,7 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/stretchr/testify/require"
 )
 
@@ -55,7 +56,7 @@ func TestPropertyRandomLifecyclesKeepTheInvariants(t *testing.T) {
 						case op < 20: // start, sometimes with a colliding runtime ID
 							var opts []emitter.StartOption
 							if r.IntN(3) == 0 {
-								opts = append(opts, emitter.WithID(emitter.ID(fmt.Sprintf("rt-%d", r.IntN(200)))))
+								opts = append(opts, emitter.WithID(protocol.ID(fmt.Sprintf("rt-%d", r.IntN(200)))))
 							}
 							if c, err := s.Start(ctx, opts...); err == nil {
 								mu.Lock()
@@ -65,9 +66,9 @@ func TestPropertyRandomLifecyclesKeepTheInvariants(t *testing.T) {
 								t.Errorf("start: %v", err)
 							}
 						case op < 60:
-							_ = pick().Chunk(ctx, emitter.Text("x"))
+							_ = pick().Chunk(ctx, protocol.Text("x"))
 						case op < 70:
-							_ = pick().Complete(ctx, emitter.Summary(emitter.Text("sum")))
+							_ = pick().Complete(ctx, emitter.Summary(protocol.Text("sum")))
 						case op < 75:
 							_ = pick().Complete(ctx)
 						case op < 80:
@@ -75,16 +76,16 @@ func TestPropertyRandomLifecyclesKeepTheInvariants(t *testing.T) {
 						case op < 84:
 							_ = pick().Cancel(ctx)
 						case op < 88:
-							_ = s.Fail(ctx, emitter.ID(fmt.Sprintf("early-%d-%d", w, i)), errors.New("early"))
+							_ = s.Fail(ctx, protocol.ID(fmt.Sprintf("early-%d-%d", w, i)), errors.New("early"))
 						case op < 90:
 							_, _ = s.SettleAll(ctx, emitter.ErrTurnEnded)
 						case op < 92:
 							_, _ = s.SettleAll(ctx, emitter.ErrCancelled)
 						case op < 96:
-							_ = s.Chunk(ctx, emitter.ID(fmt.Sprintf("rt-%d", r.IntN(200))), emitter.Text("y"))
+							_ = s.Chunk(ctx, protocol.ID(fmt.Sprintf("rt-%d", r.IntN(200))), protocol.Text("y"))
 						default:
-							st := []emitter.Status{emitter.Completed, emitter.Failed, emitter.Cancelled, emitter.InProgress}[r.IntN(4)]
-							_ = s.Replay(ctx, emitter.Record{ID: emitter.ID(fmt.Sprintf("replay-%d-%d", w, i)), Status: st})
+							st := []protocol.Status{protocol.Completed, protocol.Failed, protocol.Cancelled, protocol.InProgress}[r.IntN(4)]
+							_ = s.Replay(ctx, emitter.Record{ID: protocol.ID(fmt.Sprintf("replay-%d-%d", w, i)), Status: st})
 						}
 					}
 				}()
@@ -112,13 +113,13 @@ func TestPropertyRandomLifecyclesKeepTheInvariants(t *testing.T) {
 					t.Fatalf("line %d: %s after the terminal update of %s (ID reuse or second terminal)", i, kind, key)
 				}
 				switch {
-				case kind == emitter.KindSummaryChunk:
+				case kind == protocol.KindSummaryChunk:
 					if st == nil || !st.open {
 						t.Fatalf("line %d: chunk outside an open compaction %s", i, key)
 					}
 				case status == "in_progress":
 					seen[key] = &state{open: true}
-				case emitter.Status(status).Terminal():
+				case protocol.Status(status).Terminal():
 					if st == nil {
 						// Terminal-first is only allowed for replays.
 						if !strings.Contains(key, "/replay-") {

@@ -3,6 +3,8 @@ package emitter
 import (
 	"context"
 	"time"
+
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // EventKind names a lifecycle event.
@@ -17,7 +19,7 @@ const (
 	EventSettled                            // the terminal status was reached
 	EventReplayed                           // a settled compaction was replayed
 	EventSkipped                            // a running compaction was not replayed
-	EventWithheld                           // the summary policy withheld a block
+	EventWithheld                           // the summary policy withheld a block (Err wraps ErrWithheld)
 	EventDropped                            // a call broke a rule and sent nothing
 	EventUndeliverable                      // the Notifier failed
 )
@@ -40,23 +42,24 @@ type Event struct {
 	// ChildSessionID names the child session whose compaction this is when
 	// it is reported on its parent's stream (SessionID), else "".
 	ChildSessionID string
-	ID             ID
-	Trigger        Trigger
+	ID             protocol.ID
+	Trigger        protocol.Trigger
 	// Status is in_progress for Started, Chunk and Heartbeat, and the
 	// terminal status for Settled and Replayed.
-	Status Status
+	Status protocol.Status
 	// Version is the connection's protocol version (1 or 2).
 	Version int
 	// Content is the streamed block (Chunk).
-	Content ContentBlock
+	Content protocol.ContentBlock
 	// Summary is the terminal update's summary patch.
-	Summary Patch[[]ContentBlock]
+	Summary protocol.Patch[[]protocol.ContentBlock]
 	// Error is the terminal update's error patch (user-visible text).
-	Error Patch[string]
+	Error protocol.Patch[string]
 	// Meta is the update's _meta (Started, Settled, Replayed), nil for none.
-	Meta Meta
+	Meta protocol.Meta
 	// Err is the cause of a failure or cancel, or what went wrong for
-	// Dropped and Undeliverable. It may hold detail unfit for the user.
+	// Dropped and Undeliverable; for Withheld it wraps ErrWithheld. It may
+	// hold detail unfit for the user.
 	Err error
 	// Duration is how long the compaction ran (Settled).
 	Duration time.Duration
@@ -67,6 +70,11 @@ type Event struct {
 	// itself, a SettleAll (the turn's end, a cancel's wind-down, the
 	// connection closing), or the watchdog.
 	SettledBy SettledBy
+	// Withheld counts the summary blocks the SummaryPolicy withheld
+	// (Settled: over the compaction's life, chunks and final summary;
+	// Replayed: of the record's summary). Zero when nothing was withheld.
+	// SlogObserver logs one line per compaction when it is not zero.
+	Withheld int
 }
 
 // SettledBy names who settled a compaction.
@@ -119,15 +127,15 @@ type Standard struct{}
 func (Standard) Render(ctx context.Context, ev Event, n Notifier) error {
 	switch ev.Kind {
 	case EventStarted:
-		u := &CompactionUpdate{CompactionID: ev.ID, Status: InProgress}
+		u := &protocol.CompactionUpdate{CompactionID: ev.ID, Status: protocol.InProgress}
 		if ev.Meta != nil {
-			u.Meta = Set(ev.Meta)
+			u.Meta = protocol.Set(ev.Meta)
 		}
 		return n.Notify(ctx, ev.SessionID, u)
 	case EventHeartbeat:
-		return n.Notify(ctx, ev.SessionID, &CompactionUpdate{CompactionID: ev.ID, Status: InProgress})
+		return n.Notify(ctx, ev.SessionID, &protocol.CompactionUpdate{CompactionID: ev.ID, Status: protocol.InProgress})
 	case EventChunk:
-		return n.Notify(ctx, ev.SessionID, &CompactionSummaryChunk{CompactionID: ev.ID, Content: ev.Content})
+		return n.Notify(ctx, ev.SessionID, &protocol.CompactionSummaryChunk{CompactionID: ev.ID, Content: ev.Content})
 	case EventSettled, EventReplayed:
 		return n.Notify(ctx, ev.SessionID, TerminalUpdate(ev))
 	}
@@ -136,10 +144,10 @@ func (Standard) Render(ctx context.Context, ev Event, n Notifier) error {
 
 // TerminalUpdate builds the compaction_update of a Settled or Replayed
 // event; fallback renderers that wrap the standard form use it too.
-func TerminalUpdate(ev Event) *CompactionUpdate {
-	u := &CompactionUpdate{CompactionID: ev.ID, Status: ev.Status, Summary: ev.Summary, Error: ev.Error}
+func TerminalUpdate(ev Event) *protocol.CompactionUpdate {
+	u := &protocol.CompactionUpdate{CompactionID: ev.ID, Status: ev.Status, Summary: ev.Summary, Error: ev.Error}
 	if ev.Meta != nil {
-		u.Meta = Set(ev.Meta)
+		u.Meta = protocol.Set(ev.Meta)
 	}
 	return u
 }

@@ -8,12 +8,13 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/stretchr/testify/require"
 )
 
 func TestComposeRendersThroughEachInOrder(t *testing.T) {
 	ups := renderEvents(t, fallback.Compose(fallback.Marker(), nil, fallback.Text()),
-		started("cmp_1", emitter.Auto), settled("cmp_1", emitter.Completed))
+		started("cmp_1", protocol.Auto), settled("cmp_1", protocol.Completed))
 	require.Equal(t, []string{"session_info_update", "agent_message_chunk", "session_info_update", "agent_message_chunk"}, kinds(ups))
 }
 
@@ -23,7 +24,7 @@ func TestComposeTakesAnAgentsOwnRenderer(t *testing.T) {
 		seen = append(seen, ev.Kind)
 		return nil
 	})
-	ups := renderEvents(t, fallback.Compose(own, fallback.Text()), started("cmp_1", emitter.Auto), replayed("cmp_2", emitter.Completed))
+	ups := renderEvents(t, fallback.Compose(own, fallback.Text()), started("cmp_1", protocol.Auto), replayed("cmp_2", protocol.Completed))
 	require.Equal(t, []emitter.EventKind{emitter.EventStarted, emitter.EventReplayed}, seen)
 	require.Len(t, ups, 2)
 }
@@ -32,18 +33,18 @@ func TestComposeKeepsRenderingAfterAFailureSoEveryFormStillEnds(t *testing.T) {
 	errBroken := errors.New("broken renderer")
 	broken := emitter.RendererFunc(func(context.Context, emitter.Event, emitter.Notifier) error { return errBroken })
 	rec := &wiretest.Recorder{}
-	err := fallback.Compose(broken, fallback.Marker()).Render(context.Background(), sessionEvent(settled("cmp_1", emitter.Completed)), rec)
+	err := fallback.Compose(broken, fallback.Marker()).Render(context.Background(), sessionEvent(settled("cmp_1", protocol.Completed)), rec)
 	require.ErrorIs(t, err, errBroken)
 	require.Len(t, rec.Lines(), 1, "the marker still settled")
 }
 
 func TestComposeOfNothingRendersNothing(t *testing.T) {
-	require.Empty(t, renderEvents(t, fallback.Compose(), started("cmp_1", emitter.Auto)))
+	require.Empty(t, renderEvents(t, fallback.Compose(), started("cmp_1", protocol.Auto)))
 }
 
 func TestNoneRendersNothingAndIsTheEmittersNone(t *testing.T) {
 	var r emitter.Renderer = fallback.None{}
 	_, same := r.(emitter.None)
 	require.True(t, same)
-	require.Empty(t, renderEvents(t, r, started("cmp_1", emitter.Auto), settled("cmp_1", emitter.Completed), replayed("cmp_2", emitter.Failed)))
+	require.Empty(t, renderEvents(t, r, started("cmp_1", protocol.Auto), settled("cmp_1", protocol.Completed), replayed("cmp_2", protocol.Failed)))
 }

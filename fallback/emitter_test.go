@@ -10,6 +10,7 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,9 +25,9 @@ func TestChildCompactionOnAStandardClientsParentStreamIsOnlyAMarker(t *testing.T
 	require.Equal(t, capability.Standard, em.Mode())
 	ctx := context.Background()
 
-	c, err := em.ChildSession("sess_parent", "sess_child").Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto), emitter.UserDisplayable())
+	c, err := em.ChildSession("sess_parent", "sess_child").Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
 	require.NoError(t, err)
-	require.NoError(t, c.Chunk(ctx, emitter.Text("child summary")))
+	require.NoError(t, c.Chunk(ctx, protocol.Text("child summary")))
 	require.NoError(t, c.Complete(ctx))
 
 	ups := rec.Updates()
@@ -45,7 +46,7 @@ func TestChildCompactionOnAStandardClientsParentStreamIsOnlyAMarker(t *testing.T
 	p, err := em.Session("sess_parent").Start(ctx, emitter.WithID("cmp_p"))
 	require.NoError(t, err)
 	require.NoError(t, p.Complete(ctx))
-	require.Equal(t, []string{emitter.KindUpdate, emitter.KindUpdate}, kinds(rec.Updates()))
+	require.Equal(t, []string{protocol.KindUpdate, protocol.KindUpdate}, kinds(rec.Updates()))
 }
 
 func TestChildCompactionGoesToTheChildsOwnStreamWithChildStreams(t *testing.T) {
@@ -56,7 +57,7 @@ func TestChildCompactionGoesToTheChildsOwnStreamWithChildStreams(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, c.Complete(ctx))
 	ups := rec.Updates()
-	require.Equal(t, []string{emitter.KindUpdate, emitter.KindUpdate}, kinds(ups))
+	require.Equal(t, []string{protocol.KindUpdate, protocol.KindUpdate}, kinds(ups))
 	for _, u := range ups {
 		require.Equal(t, "sess_child", u["·session"])
 	}
@@ -96,12 +97,12 @@ func TestReplayRendersEachSettledCompactionOnceAtItsPositionAndSkipsRunningOnes(
 			s := em.Session("sess_1")
 			ctx := context.Background()
 			historyMarker(t, rec, "h1")
-			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_1", Status: emitter.Completed, Trigger: emitter.Auto}))
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_1", Status: protocol.Completed, Trigger: protocol.Auto}))
 			historyMarker(t, rec, "h2")
-			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_2", Status: emitter.InProgress, Trigger: emitter.Auto}))
-			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_3", Status: emitter.Failed, Trigger: emitter.Manual, Error: "provider overloaded"}))
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_2", Status: protocol.InProgress, Trigger: protocol.Auto}))
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_3", Status: protocol.Failed, Trigger: protocol.Manual, Error: "provider overloaded"}))
 			historyMarker(t, rec, "h3")
-			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_4", Status: emitter.Cancelled, Trigger: emitter.Manual}))
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_4", Status: protocol.Cancelled, Trigger: protocol.Manual}))
 			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_5", Status: "_vendor_paused"}))
 			requireValidV1(t, rec.Lines())
 			requireNoStandardUpdates(t, rec.Updates())
@@ -154,21 +155,21 @@ func TestWithheldSummaryNeverReachesTheTextEvenWithTheOptIn(t *testing.T) {
 	// Not marked UserDisplayable: the default policy withholds its summary.
 	c, err := s.Start(ctx, emitter.WithID("cmp_1"))
 	require.NoError(t, err)
-	require.NoError(t, c.Chunk(ctx, emitter.Text("SECRET streamed")))
-	require.NoError(t, c.Complete(ctx, emitter.Summary(emitter.Text("SECRET final"))))
+	require.ErrorIs(t, c.Chunk(ctx, protocol.Text("SECRET streamed")), emitter.ErrWithheld)
+	require.NoError(t, c.Complete(ctx, emitter.Summary(protocol.Text("SECRET final"))))
 	c2, err := s.Start(ctx, emitter.WithID("cmp_2"))
 	require.NoError(t, err)
-	require.NoError(t, c2.Chunk(ctx, emitter.Text("SECRET streamed only")))
+	require.ErrorIs(t, c2.Chunk(ctx, protocol.Text("SECRET streamed only")), emitter.ErrWithheld)
 	require.NoError(t, c2.Complete(ctx))
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_3", Status: emitter.Completed, Summary: []emitter.ContentBlock{emitter.Text("SECRET replayed")}}))
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_3", Status: protocol.Completed, Summary: []protocol.ContentBlock{protocol.Text("SECRET replayed")}}))
 
 	wire := string(mustJSON(t, rec.Updates()))
 	require.NotContains(t, wire, "SECRET")
-	require.Equal(t, []string{"Compacting...", "\n\nCompacting completed.", "Compacting...", "\n\nCompacting completed.", "\n\nCompacting completed."}, texts(rec.Updates()))
+	require.Equal(t, []string{"Compacting...", "\n\nCompacting completed.\n\n", "Compacting...", "\n\nCompacting completed.\n\n", "\n\nCompacting completed.\n\n"}, texts(rec.Updates()))
 }
 
 func TestRedactingPolicysOutputIsWhatTheTextShows(t *testing.T) {
-	redact := func(_ emitter.Info, b emitter.ContentBlock) (emitter.ContentBlock, bool) {
+	redact := func(_ emitter.Info, b protocol.ContentBlock) (protocol.ContentBlock, bool) {
 		b.Text = strings.ReplaceAll(b.Text, "sk-live-123", "[redacted]")
 		return b, true
 	}
@@ -177,18 +178,18 @@ func TestRedactingPolicysOutputIsWhatTheTextShows(t *testing.T) {
 	s := em.Session("sess_1")
 	c, err := s.Start(ctx, emitter.WithID("cmp_1"))
 	require.NoError(t, err)
-	require.NoError(t, c.Chunk(ctx, emitter.Text("key sk-live-123 ")))
-	require.NoError(t, c.Chunk(ctx, emitter.Text("rotated")))
+	require.NoError(t, c.Chunk(ctx, protocol.Text("key sk-live-123 ")))
+	require.NoError(t, c.Chunk(ctx, protocol.Text("rotated")))
 	require.NoError(t, c.Complete(ctx))
 	c2, err := s.Start(ctx, emitter.WithID("cmp_2"))
 	require.NoError(t, err)
-	require.NoError(t, c2.Complete(ctx, emitter.Summary(emitter.Text("final sk-live-123"))))
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_3", Status: emitter.Completed, Summary: []emitter.ContentBlock{emitter.Text("replayed sk-live-123")}}))
+	require.NoError(t, c2.Complete(ctx, emitter.Summary(protocol.Text("final sk-live-123"))))
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_3", Status: protocol.Completed, Summary: []protocol.ContentBlock{protocol.Text("replayed sk-live-123")}}))
 
 	require.Equal(t, []string{
-		"Compacting...", "\n\nCompacting completed.\n\n", "key [redacted] rotated",
-		"Compacting...", "\n\nCompacting completed.\n\n", "final [redacted]",
-		"\n\nCompacting completed.\n\n", "replayed [redacted]",
+		"Compacting...", "\n\nCompacting completed.\n\n", "key [redacted] rotated", "\n\n",
+		"Compacting...", "\n\nCompacting completed.\n\n", "final [redacted]", "\n\n",
+		"\n\nCompacting completed.\n\n", "replayed [redacted]", "\n\n",
 	}, texts(rec.Updates()))
 	require.NotContains(t, string(mustJSON(t, rec.Updates())), "sk-live-123")
 }
@@ -231,12 +232,12 @@ func TestEmitterRecordsReachFallbackClientsBesideTheMarker(t *testing.T) {
 			em, rec := newFallbackEmitter(t, tc.r, emitter.WithRecords(""))
 			ctx := context.Background()
 			s := em.Session("sess_1")
-			c, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto),
-				emitter.WithStartMeta(emitter.Meta{"example.com/trace": mustJSON(t, "span-1")}))
+			c, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto),
+				emitter.WithStartMeta(protocol.Meta{"example.com/trace": mustJSON(t, "span-1")}))
 			require.NoError(t, err)
 			require.NoError(t, c.Complete(ctx, emitter.WithDetails(emitter.Details{TokensBefore: 180000, TokensAfter: 42000})))
-			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_0", Status: emitter.Failed, Error: "boom",
-				Details: &emitter.Details{Trigger: emitter.Manual, Status: emitter.Failed, TokensBefore: 9}}))
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "cmp_0", Status: protocol.Failed, Error: "boom",
+				Details: &emitter.Details{Trigger: protocol.Manual, Status: protocol.Failed, TokensBefore: 9}}))
 			lines := rec.Lines()
 			requireValidV1(t, lines)
 			ups := rec.Updates()

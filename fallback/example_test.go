@@ -10,6 +10,7 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // stdout is a Notifier that prints each session/update notification as the
@@ -36,17 +37,17 @@ func ExampleText() {
 		emitter.WithNegotiation(capability.Negotiation{Version: capability.V1}),
 		emitter.WithFallback(fallback.Text()))
 
-	c, _ := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto))
-	_ = c.Chunk(ctx, emitter.Text("## Retained context"))
+	c, _ := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
+	_ = c.Chunk(ctx, protocol.Text("## Retained context"))
 	_ = c.Complete(ctx)
 
 	c, _ = em.Session("sess_1").Start(ctx, emitter.WithID("cmp_2"))
 	_ = c.Fail(ctx, errors.New("provider overloaded"))
 	// Output:
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Compacting..."}}}}
-	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\n\nCompacting completed."}}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\n\nCompacting completed.\n\n"}}}}
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Compacting..."}}}}
-	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\n\nCompacting failed: provider overloaded"}}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\n\nCompacting failed: provider overloaded\n\n"}}}}
 }
 
 // The marker lets a client that knows its key track each compaction by ID;
@@ -59,10 +60,10 @@ func ExampleMarker() {
 		emitter.WithFallback(fallback.Marker()),
 		emitter.WithChildRenderer(fallback.Marker()))
 
-	c, _ := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto))
+	c, _ := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto))
 	_ = c.Cancel(ctx)
 
-	c, _ = em.ChildSession("sess_1", "sess_sub").Start(ctx, emitter.WithID("cmp_9"), emitter.WithTrigger(emitter.Idle))
+	c, _ = em.ChildSession("sess_1", "sess_sub").Start(ctx, emitter.WithID("cmp_9"), emitter.WithTrigger(protocol.Idle))
 	_ = c.Fail(ctx, errors.New("provider overloaded"))
 	// Output:
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"session_info_update","_meta":{"acpcompact/compaction":{"status":"started","compactionId":"cmp_1","trigger":"auto"}}}}}
@@ -78,7 +79,7 @@ func ExampleToolCall() {
 	em := emitter.New(stdout(),
 		emitter.WithNegotiation(capability.Negotiation{Version: capability.V1}),
 		emitter.WithFallback(fallback.ToolCall()))
-	_ = em.Session("sess_1").Replay(context.Background(), emitter.Record{ID: "cmp_1", Status: emitter.Cancelled})
+	_ = em.Session("sess_1").Replay(context.Background(), emitter.Record{ID: "cmp_1", Status: protocol.Cancelled})
 	// Output:
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"tool_call","toolCallId":"compact-cmp_1","title":"Compact conversation","kind":"think","status":"failed","content":[{"type":"content","content":{"type":"text","text":"Compaction cancelled"}}]}}}
 }
@@ -88,10 +89,10 @@ func ExampleCompose() {
 	em := emitter.New(stdout(),
 		emitter.WithNegotiation(capability.Negotiation{Version: capability.V1}),
 		emitter.WithFallback(fallback.Compose(fallback.OpencodeMarker(), fallback.Text())))
-	_ = em.Session("sess_1").Replay(context.Background(), emitter.Record{ID: "msg_1", Status: emitter.Completed, Trigger: emitter.Auto})
+	_ = em.Session("sess_1").Replay(context.Background(), emitter.Record{ID: "msg_1", Status: protocol.Completed, Trigger: protocol.Auto})
 	// Output:
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"session_info_update","_meta":{"opencode/compaction":{"status":"completed","messageId":"msg_1","reason":"auto"}}}}}
-	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\n\nCompacting completed."}}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\n\nCompacting completed.\n\n"}}}}
 }
 
 // ByName turns a CLI flag into a renderer.

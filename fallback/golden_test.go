@@ -11,6 +11,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/stretchr/testify/require"
 )
 
@@ -49,51 +50,51 @@ func goldenScenario(t *testing.T, em *emitter.Emitter) {
 	ctx := context.Background()
 	s := em.Session("sess_1")
 
-	c1, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Manual), emitter.UserDisplayable())
+	c1, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Manual), emitter.UserDisplayable())
 	require.NoError(t, err)
-	require.NoError(t, c1.Chunk(ctx, emitter.Text("## Retained context\n\n")))
-	require.NoError(t, c1.Chunk(ctx, emitter.Text("The user is updating the ACP schema.")))
-	require.NoError(t, c1.Complete(ctx, emitter.WithSettleMeta(emitter.Meta{
+	require.NoError(t, c1.Chunk(ctx, protocol.Text("## Retained context\n\n")))
+	require.NoError(t, c1.Chunk(ctx, protocol.Text("The user is updating the ACP schema.")))
+	require.NoError(t, c1.Complete(ctx, emitter.WithSettleMeta(protocol.Meta{
 		"example.com/usage": mustJSON(t, map[string]int{"tokensBefore": 180000, "tokensAfter": 42000}),
 	})))
 
-	c2, err := s.Start(ctx, emitter.WithID("cmp_2"), emitter.WithTrigger(emitter.Auto), emitter.UserDisplayable())
+	c2, err := s.Start(ctx, emitter.WithID("cmp_2"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
 	require.NoError(t, err)
-	require.NoError(t, c2.Chunk(ctx, emitter.Text("partial")))
+	require.NoError(t, c2.Chunk(ctx, protocol.Text("partial")))
 	require.NoError(t, c2.Fail(ctx, errors.New("provider overloaded")))
 
-	c3, err := s.Start(ctx, emitter.WithID("cmp_3"), emitter.WithTrigger(emitter.Idle))
+	c3, err := s.Start(ctx, emitter.WithID("cmp_3"), emitter.WithTrigger(protocol.Idle))
 	require.NoError(t, err)
 	require.NoError(t, c3.Cancel(ctx))
 
 	require.NoError(t, s.Fail(ctx, "cmp_4", errors.New("panic: boom\ngoroutine 1 [running]:")))
 
-	c5, err := s.Start(ctx, emitter.WithID("cmp_5"), emitter.WithTrigger(emitter.Auto), emitter.UserDisplayable(),
-		emitter.WithStartMeta(emitter.Meta{"example.com/trace": mustJSON(t, "span-5")}))
+	c5, err := s.Start(ctx, emitter.WithID("cmp_5"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable(),
+		emitter.WithStartMeta(protocol.Meta{"example.com/trace": mustJSON(t, "span-5")}))
 	require.NoError(t, err)
-	require.NoError(t, c5.Complete(ctx, emitter.Summary(emitter.Text("Final summary."))))
+	require.NoError(t, c5.Complete(ctx, emitter.Summary(protocol.Text("Final summary."))))
 
-	c6, err := s.Start(ctx, emitter.WithID("cmp_6"), emitter.WithTrigger(emitter.Auto))
+	c6, err := s.Start(ctx, emitter.WithID("cmp_6"), emitter.WithTrigger(protocol.Auto))
 	require.NoError(t, err)
-	c7, err := s.Start(ctx, emitter.WithID("cmp_7"), emitter.WithTrigger(emitter.Auto))
+	c7, err := s.Start(ctx, emitter.WithID("cmp_7"), emitter.WithTrigger(protocol.Auto))
 	require.NoError(t, err)
 	require.NoError(t, c7.Complete(ctx))
 	n, err := s.SettleAll(ctx, emitter.ErrCancelled)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	require.Equal(t, emitter.ID("cmp_6"), c6.ID())
+	require.Equal(t, protocol.ID("cmp_6"), c6.ID())
 
 	child := em.ChildSession("sess_1", "sub_1")
-	cc, err := child.Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto))
+	cc, err := child.Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto))
 	require.NoError(t, err)
 	require.NoError(t, cc.Complete(ctx))
 
 	load := em.Session("sess_2")
 	for _, rec := range []emitter.Record{
-		{ID: "cmp_r1", Status: emitter.Completed, Trigger: emitter.Auto, Displayable: true, Summary: []emitter.ContentBlock{emitter.Text("Replayed summary.")}},
-		{ID: "cmp_r2", Status: emitter.Failed, Trigger: emitter.Manual, Error: "context window still exceeded"},
-		{ID: "cmp_r3", Status: emitter.Cancelled, Trigger: emitter.Manual},
-		{ID: "cmp_r4", Status: emitter.InProgress, Trigger: emitter.Auto},
+		{ID: "cmp_r1", Status: protocol.Completed, Trigger: protocol.Auto, Displayable: true, Summary: []protocol.ContentBlock{protocol.Text("Replayed summary.")}},
+		{ID: "cmp_r2", Status: protocol.Failed, Trigger: protocol.Manual, Error: "context window still exceeded"},
+		{ID: "cmp_r3", Status: protocol.Cancelled, Trigger: protocol.Manual},
+		{ID: "cmp_r4", Status: protocol.InProgress, Trigger: protocol.Auto},
 	} {
 		require.NoError(t, load.Replay(ctx, rec))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Marker keys.
@@ -98,18 +99,18 @@ func started(ev emitter.Event) bool {
 }
 
 type acpcompactMarker struct {
-	Status         string          `json:"status"`
-	CompactionID   emitter.ID      `json:"compactionId"`
-	Trigger        emitter.Trigger `json:"trigger,omitempty"`
-	Error          string          `json:"error,omitempty"`
-	ChildSessionID string          `json:"childSessionId,omitempty"`
+	Status         string           `json:"status"`
+	CompactionID   protocol.ID      `json:"compactionId"`
+	Trigger        protocol.Trigger `json:"trigger,omitempty"`
+	Error          string           `json:"error,omitempty"`
+	ChildSessionID string           `json:"childSessionId,omitempty"`
 }
 
 func acpcompactValue(ev emitter.Event) any {
 	v := acpcompactMarker{Status: string(ev.Status), CompactionID: ev.ID, Trigger: ev.Trigger, ChildSessionID: ev.ChildSessionID}
 	if started(ev) {
 		v.Status = "started"
-	} else if ev.Status == emitter.Failed || ev.Status == emitter.Cancelled {
+	} else if ev.Status == protocol.Failed || ev.Status == protocol.Cancelled {
 		v.Error = errorText(ev)
 	}
 	return v
@@ -117,7 +118,7 @@ func acpcompactValue(ev emitter.Event) any {
 
 type opencodeMarker struct {
 	Status    string         `json:"status"`
-	MessageID emitter.ID     `json:"messageId"`
+	MessageID protocol.ID    `json:"messageId"`
 	Reason    string         `json:"reason"`
 	Error     *opencodeError `json:"error,omitempty"`
 }
@@ -131,16 +132,16 @@ func opencodeValue(ev emitter.Event) any {
 	v := opencodeMarker{Status: "started", MessageID: ev.ID, Reason: "auto"}
 	// opencode knows only a user's /compact and its own budget trigger;
 	// the emitter's default trigger is manual, so an unknown one is too.
-	if ev.Trigger == emitter.Manual || ev.Trigger == "" {
+	if ev.Trigger == protocol.Manual || ev.Trigger == "" {
 		v.Reason = "manual"
 	}
 	if started(ev) {
 		return v
 	}
 	switch ev.Status {
-	case emitter.Completed:
+	case protocol.Completed:
 		v.Status = "completed"
-	case emitter.Cancelled:
+	case protocol.Cancelled:
 		v.Status = "failed"
 		v.Error = &opencodeError{Type: "aborted", Message: orDefault(errorText(ev), "Compaction cancelled")}
 	default:

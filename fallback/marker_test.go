@@ -5,14 +5,15 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/stretchr/testify/require"
 )
 
 func TestMarkerIsASessionInfoUpdateCarryingOneNamespacedRecord(t *testing.T) {
 	ups := renderEvents(t, fallback.Marker(),
-		started("cmp_1", emitter.Idle), settled("cmp_1", emitter.Completed),
-		started("cmp_2", emitter.Auto), failedWith("cmp_2", "provider overloaded"),
-		started("cmp_3", emitter.Manual), settled("cmp_3", emitter.Cancelled),
+		started("cmp_1", protocol.Idle), settled("cmp_1", protocol.Completed),
+		started("cmp_2", protocol.Auto), failedWith("cmp_2", "provider overloaded"),
+		started("cmp_3", protocol.Manual), settled("cmp_3", protocol.Cancelled),
 	)
 	for _, u := range ups {
 		require.Equal(t, "session_info_update", u["sessionUpdate"])
@@ -30,11 +31,11 @@ func TestMarkerIsASessionInfoUpdateCarryingOneNamespacedRecord(t *testing.T) {
 }
 
 func TestMarkerErrorAppearsOnlyForAFailureOrCancelWithText(t *testing.T) {
-	cancelled := settled("cmp_2", emitter.Cancelled)
-	cancelled.Error = emitter.Set("stopped by the user")
-	completed := settled("cmp_3", emitter.Completed)
-	completed.Error = emitter.Set("stale text a completion must not show")
-	ups := renderEvents(t, fallback.Marker(), settled("cmp_1", emitter.Failed), cancelled, completed)
+	cancelled := settled("cmp_2", protocol.Cancelled)
+	cancelled.Error = protocol.Set("stopped by the user")
+	completed := settled("cmp_3", protocol.Completed)
+	completed.Error = protocol.Set("stale text a completion must not show")
+	ups := renderEvents(t, fallback.Marker(), settled("cmp_1", protocol.Failed), cancelled, completed)
 	m := markers(ups, fallback.DefaultMarkerKey)
 	require.NotContains(t, m[0], "error", "no text, no error key")
 	require.Equal(t, "stopped by the user", m[1]["error"])
@@ -42,25 +43,25 @@ func TestMarkerErrorAppearsOnlyForAFailureOrCancelWithText(t *testing.T) {
 }
 
 func TestMarkerNamesTheChildSessionOnlyForAChildsCompaction(t *testing.T) {
-	ev := started("cmp_1", emitter.Auto)
+	ev := started("cmp_1", protocol.Auto)
 	ev.ChildSessionID = "sub_1"
-	done := settled("cmp_1", emitter.Completed)
+	done := settled("cmp_1", protocol.Completed)
 	done.ChildSessionID = "sub_1"
-	m := markers(renderEvents(t, fallback.Marker(), ev, done, started("cmp_2", emitter.Auto)), fallback.DefaultMarkerKey)
+	m := markers(renderEvents(t, fallback.Marker(), ev, done, started("cmp_2", protocol.Auto)), fallback.DefaultMarkerKey)
 	require.Equal(t, "sub_1", m[0]["childSessionId"])
 	require.Equal(t, "sub_1", m[1]["childSessionId"])
 	require.NotContains(t, m[2], "childSessionId")
 }
 
 func TestMarkerKeyIsConfigurable(t *testing.T) {
-	ups := renderEvents(t, fallback.Marker(fallback.WithKey("example.com/compaction"), fallback.WithKey("")), started("cmp_1", emitter.Auto))
+	ups := renderEvents(t, fallback.Marker(fallback.WithKey("example.com/compaction"), fallback.WithKey("")), started("cmp_1", protocol.Auto))
 	require.Len(t, markers(ups, "example.com/compaction"), 1, "an empty key is ignored, the last non-empty one wins")
 	require.Empty(t, markers(ups, fallback.DefaultMarkerKey))
 }
 
 func TestMarkerKeepsTheEventMetaAndNeverLosesItsOwnKey(t *testing.T) {
-	ev := settled("cmp_1", emitter.Completed)
-	ev.Meta = emitter.Meta{
+	ev := settled("cmp_1", protocol.Completed)
+	ev.Meta = protocol.Meta{
 		"example.com/usage":       jsonRaw(`{"tokensAfter":42000}`),
 		fallback.DefaultMarkerKey: jsonRaw(`"an emitter record under the marker's own key"`),
 	}
@@ -76,13 +77,13 @@ func TestMarkerKeepsTheEventMetaAndNeverLosesItsOwnKey(t *testing.T) {
 }
 
 func TestMarkerNeverSendsSummariesAndHeartbeatsRepeatTheStart(t *testing.T) {
-	done := settled("cmp_1", emitter.Completed)
-	done.Summary = emitter.Set([]emitter.ContentBlock{emitter.Text("secret summary")})
+	done := settled("cmp_1", protocol.Completed)
+	done.Summary = protocol.Set([]protocol.ContentBlock{protocol.Text("secret summary")})
 	for _, r := range []emitter.Renderer{fallback.Marker(), fallback.OpencodeMarker()} {
 		ups := renderEvents(t, r,
-			started("cmp_1", emitter.Auto),
-			emitter.Event{Kind: emitter.EventChunk, ID: "cmp_1", Status: emitter.InProgress, Content: emitter.Text("secret chunk")},
-			emitter.Event{Kind: emitter.EventHeartbeat, ID: "cmp_1", Trigger: emitter.Auto, Status: emitter.InProgress},
+			started("cmp_1", protocol.Auto),
+			emitter.Event{Kind: emitter.EventChunk, ID: "cmp_1", Status: protocol.InProgress, Content: protocol.Text("secret chunk")},
+			emitter.Event{Kind: emitter.EventHeartbeat, ID: "cmp_1", Trigger: protocol.Auto, Status: protocol.InProgress},
 			done,
 		)
 		require.Len(t, ups, 3, "chunks are not rendered")
@@ -92,14 +93,14 @@ func TestMarkerNeverSendsSummariesAndHeartbeatsRepeatTheStart(t *testing.T) {
 }
 
 func TestOpencodeMarkerReproducesOpencodesExactMarker(t *testing.T) {
-	cancelled := settled("cmp_3", emitter.Cancelled)
-	cancelled.Trigger = emitter.Manual
-	child := started("cmp_4", emitter.Idle)
+	cancelled := settled("cmp_3", protocol.Cancelled)
+	cancelled.Trigger = protocol.Manual
+	child := started("cmp_4", protocol.Idle)
 	child.ChildSessionID = "sub_1"
 	ups := renderEvents(t, fallback.OpencodeMarker(),
-		started("msg_1", emitter.Manual), settled("msg_1", emitter.Completed),
+		started("msg_1", protocol.Manual), settled("msg_1", protocol.Completed),
 		failedWith("msg_2", "provider overloaded"),
-		settled("msg_5", emitter.Failed),
+		settled("msg_5", protocol.Failed),
 		cancelled, child,
 	)
 	for _, u := range ups {
@@ -116,7 +117,7 @@ func TestOpencodeMarkerReproducesOpencodesExactMarker(t *testing.T) {
 }
 
 func TestOpencodeMarkerReplaysOneTerminalMarker(t *testing.T) {
-	ups := renderEvents(t, fallback.OpencodeMarker(), replayed("msg_1", emitter.Completed), replayed("msg_2", emitter.Cancelled))
+	ups := renderEvents(t, fallback.OpencodeMarker(), replayed("msg_1", protocol.Completed), replayed("msg_2", protocol.Cancelled))
 	m := markers(ups, fallback.OpencodeMarkerKey)
 	require.Equal(t, "completed", m[0]["status"])
 	require.Equal(t, "failed", m[1]["status"])

@@ -3,8 +3,8 @@ package fallback_test
 import (
 	"testing"
 
-	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,17 +20,17 @@ func TestByNameBuildsEveryListedRenderer(t *testing.T) {
 	for _, name := range fallback.Names() {
 		r, err := fallback.ByName(name)
 		require.NoError(t, err, name)
-		require.Equal(t, want[name], kinds(renderEvents(t, r, started("cmp_1", emitter.Auto))), name)
+		require.Equal(t, want[name], kinds(renderEvents(t, r, started("cmp_1", protocol.Auto))), name)
 	}
 	r, err := fallback.ByName("opencode-marker")
 	require.NoError(t, err)
-	require.Len(t, markers(renderEvents(t, r, started("cmp_1", emitter.Auto)), fallback.OpencodeMarkerKey), 1)
+	require.Len(t, markers(renderEvents(t, r, started("cmp_1", protocol.Auto)), fallback.OpencodeMarkerKey), 1)
 }
 
 func TestByNameIsForgivingAboutCaseAndComposesLists(t *testing.T) {
 	r, err := fallback.ByName(" Marker , TEXT ")
 	require.NoError(t, err)
-	require.Equal(t, []string{"session_info_update", "agent_message_chunk"}, kinds(renderEvents(t, r, started("cmp_1", emitter.Auto))))
+	require.Equal(t, []string{"session_info_update", "agent_message_chunk"}, kinds(renderEvents(t, r, started("cmp_1", protocol.Auto))))
 }
 
 func TestByNameRejectsUnknownNamesWithTheSentinel(t *testing.T) {

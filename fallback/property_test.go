@@ -12,6 +12,7 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,7 +20,7 @@ import (
 // belongs to when shown on a parent's stream, and its ID.
 type compactionKey struct {
 	session, child string
-	id             emitter.ID
+	id             protocol.ID
 }
 
 func (k compactionKey) String() string {
@@ -115,9 +116,9 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 			targets = append(targets, target{em.ChildSession(sid, child), child})
 		}
 	}
-	triggers := []emitter.Trigger{emitter.Manual, emitter.Auto, emitter.Idle}
+	triggers := []protocol.Trigger{protocol.Manual, protocol.Auto, protocol.Idle}
 	reasons := []error{emitter.ErrCancelled, emitter.ErrTurnEnded, emitter.ErrTimeout, fmt.Errorf("wrapped: %w", emitter.ErrCancelled), errors.New("provider: rate limited")}
-	statuses := []emitter.Status{emitter.Completed, emitter.Failed, emitter.Cancelled, emitter.InProgress, "_vendor_paused"}
+	statuses := []protocol.Status{protocol.Completed, protocol.Failed, protocol.Cancelled, protocol.InProgress, "_vendor_paused"}
 
 	var wg sync.WaitGroup
 	errs := make(chan error, cfg.goroutines)
@@ -127,16 +128,18 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 			var open []*emitter.Compaction
 			n := 0
 			prefix := "g" + strconv.Itoa(g) + "_"
-			newID := func() emitter.ID { n++; return emitter.ID(prefix + strconv.Itoa(n)) }
+			newID := func() protocol.ID { n++; return protocol.ID(prefix + strconv.Itoa(n)) }
 			pick := func() (int, *emitter.Compaction) {
 				i := rng.IntN(len(open))
 				return i, open[i]
 			}
 			drop := func(i int) { open[i] = open[len(open)-1]; open = open[:len(open)-1] }
-			// ok accepts the one error concurrency makes legitimate: another
-			// goroutine's SettleAll settled the compaction first.
+			// ok accepts the errors that are legitimate here: another
+			// goroutine's SettleAll settled the compaction first, or the
+			// summary policy withheld a chunk of a compaction not marked
+			// user-displayable.
 			ok := func(err error) error {
-				if err == nil || errors.Is(err, emitter.ErrSettled) {
+				if err == nil || errors.Is(err, emitter.ErrSettled) || errors.Is(err, emitter.ErrWithheld) {
 					return nil
 				}
 				return err
@@ -158,13 +161,13 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 					}
 				case op < 50:
 					_, c := pick()
-					err = ok(c.Chunk(ctx, emitter.Text("chunk ")))
+					err = ok(c.Chunk(ctx, protocol.Text("chunk ")))
 				case op < 62:
 					i, c := pick()
 					var so []emitter.SettleOption
 					switch rng.IntN(3) {
 					case 0:
-						so = append(so, emitter.Summary(emitter.Text("final summary")))
+						so = append(so, emitter.Summary(protocol.Text("final summary")))
 					case 1:
 						so = append(so, emitter.ClearSummary())
 					}
@@ -191,11 +194,11 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 					id := newID()
 					st := statuses[rng.IntN(len(statuses))]
 					rec := emitter.Record{ID: id, Status: st, Trigger: triggers[rng.IntN(len(triggers))], Displayable: rng.IntN(2) == 0}
-					if st == emitter.Failed {
+					if st == protocol.Failed {
 						rec.Error = "replayed failure"
 					}
 					if rng.IntN(2) == 0 {
-						rec.Summary = []emitter.ContentBlock{emitter.Text("replayed summary")}
+						rec.Summary = []protocol.ContentBlock{protocol.Text("replayed summary")}
 					}
 					e := expectReplaySkipped
 					if st.Terminal() {
@@ -247,7 +250,7 @@ func checkLifecycles(t *testing.T, log *tagLog, want map[compactionKey]expectati
 	for i, tl := range log.lines {
 		li, err := classify(tl.line)
 		require.NoError(t, err, "line %s", tl.line)
-		if li.kind == emitter.KindUpdate || li.kind == emitter.KindSummaryChunk {
+		if li.kind == protocol.KindUpdate || li.kind == protocol.KindSummaryChunk {
 			t.Fatalf("%s sent to a client without the capability: %s", li.kind, tl.line)
 		}
 		if i%97 == 0 { // the official schema is slow under -race; sample it

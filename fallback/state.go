@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // streamKey names one compaction as the renderer sees it. IDs are unique
@@ -11,7 +12,7 @@ import (
 // its children, whose IDs may collide, hence the child session.
 type streamKey struct {
 	session, child string
-	id             emitter.ID
+	id             protocol.ID
 }
 
 func keyOf(ev emitter.Event) streamKey {
@@ -25,17 +26,17 @@ func keyOf(ev emitter.Event) streamKey {
 // terminal event; the emitter guarantees that event, so nothing leaks.
 type streams struct {
 	mu sync.Mutex
-	m  map[streamKey][]emitter.ContentBlock
+	m  map[streamKey][]protocol.ContentBlock
 }
 
 // add appends b to what ev's compaction streamed. With snapshot it returns
 // a copy of everything accumulated so far, for a carrier that can only
 // replace its content, never append to it.
-func (s *streams) add(ev emitter.Event, b emitter.ContentBlock, snapshot bool) []emitter.ContentBlock {
+func (s *streams) add(ev emitter.Event, b protocol.ContentBlock, snapshot bool) []protocol.ContentBlock {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = make(map[streamKey][]emitter.ContentBlock)
+		s.m = make(map[streamKey][]protocol.ContentBlock)
 	}
 	k := keyOf(ev)
 	bs := appendBlock(s.m[k], b)
@@ -43,11 +44,11 @@ func (s *streams) add(ev emitter.Event, b emitter.ContentBlock, snapshot bool) [
 	if !snapshot {
 		return nil
 	}
-	return append([]emitter.ContentBlock(nil), bs...)
+	return append([]protocol.ContentBlock(nil), bs...)
 }
 
 // take removes and returns what was streamed for ev's compaction.
-func (s *streams) take(ev emitter.Event) []emitter.ContentBlock {
+func (s *streams) take(ev emitter.Event) []protocol.ContentBlock {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := keyOf(ev)
@@ -66,7 +67,7 @@ func (s *streams) len() int {
 // summaryOf resolves what the client's summary is after a terminal event,
 // applying the RFD's patch rule to what was streamed: a concrete summary
 // replaces it, null clears it, omission keeps it.
-func summaryOf(ev emitter.Event, streamed []emitter.ContentBlock) []emitter.ContentBlock {
+func summaryOf(ev emitter.Event, streamed []protocol.ContentBlock) []protocol.ContentBlock {
 	if bs, ok := ev.Summary.Get(); ok {
 		return mergeBlocks(bs)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,10 +24,10 @@ func TestStreamedContentIsReleasedAtTheOutcome(t *testing.T) {
 		r emitter.Renderer
 		s *streams
 	}{{text, &text.streamed}, {tool, &tool.streamed}, {plain, &plain.streamed}} {
-		for i, status := range []emitter.Status{emitter.Completed, emitter.Failed, emitter.Cancelled} {
-			ev := emitter.Event{SessionID: "s", ChildSessionID: "c", ID: emitter.ID(rune('a' + i)), Status: emitter.InProgress}
+		for i, status := range []protocol.Status{protocol.Completed, protocol.Failed, protocol.Cancelled} {
+			ev := emitter.Event{SessionID: "s", ChildSessionID: "c", ID: protocol.ID(rune('a' + i)), Status: protocol.InProgress}
 			ev.Kind = emitter.EventChunk
-			ev.Content = emitter.Text("x")
+			ev.Content = protocol.Text("x")
 			require.NoError(t, tc.r.Render(ctx, ev, discard()))
 			ev.Kind, ev.Status = emitter.EventSettled, status
 			require.NoError(t, tc.r.Render(ctx, ev, discard()))
@@ -39,17 +40,17 @@ func TestStreamsKeepChildCompactionsApart(t *testing.T) {
 	var s streams
 	a := emitter.Event{SessionID: "p", ChildSessionID: "a", ID: "cmp_1"}
 	b := emitter.Event{SessionID: "p", ChildSessionID: "b", ID: "cmp_1"}
-	s.add(a, emitter.Text("from a"), false)
-	s.add(b, emitter.Text("from b"), false)
-	require.Equal(t, []emitter.ContentBlock{emitter.Text("from a")}, s.take(a))
-	require.Equal(t, []emitter.ContentBlock{emitter.Text("from b")}, s.take(b))
+	s.add(a, protocol.Text("from a"), false)
+	s.add(b, protocol.Text("from b"), false)
+	require.Equal(t, []protocol.ContentBlock{protocol.Text("from a")}, s.take(a))
+	require.Equal(t, []protocol.ContentBlock{protocol.Text("from b")}, s.take(b))
 }
 
 func TestWithMetaNeverWritesTheEventsMap(t *testing.T) {
-	base := emitter.Meta{"k": []byte(`1`)}
+	base := protocol.Meta{"k": []byte(`1`)}
 	out := withMeta(base, "mine", []byte(`2`))
 	require.Len(t, base, 1)
 	require.Len(t, out, 2)
 	require.Nil(t, copyMeta(nil))
-	require.Nil(t, copyMeta(emitter.Meta{}))
+	require.Nil(t, copyMeta(protocol.Meta{}))
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Wording is the prose the Text renderer writes. An empty field takes its
@@ -22,9 +23,13 @@ type Wording struct {
 	// FailedBare is the outcome of a failure whose error text is missing
 	// or only repeats that compaction failed.
 	FailedBare string
-	// Separator precedes every outcome and separates it from a summary that
-	// follows. v1 clients join an agent's message chunks into one message,
-	// so without it the outcome would run into the text before it.
+	// Separator surrounds every outcome, live and on replay: it precedes
+	// the outcome and ends its chunk, and a summary shown after the outcome
+	// (WithSummary) is followed by one more. v1 clients join an agent's
+	// message chunks into one message, so without it the outcome would run
+	// into the text before it, and the agent's next message into the
+	// outcome ("Compacting completed.Context compacted: ...", seen in
+	// acpx).
 	Separator string
 	// Heartbeat is appended on every heartbeat (emitter.WithHeartbeat).
 	// The default, empty, sends nothing: prose cannot be invisible, so
@@ -64,9 +69,9 @@ func (w Wording) orDefaults() Wording {
 // outcome returns the outcome sentence of a terminal event.
 func (w Wording) outcome(ev emitter.Event) string {
 	switch ev.Status {
-	case emitter.Completed:
+	case protocol.Completed:
 		return w.Completed
-	case emitter.Cancelled:
+	case protocol.Cancelled:
 		return w.Cancelled
 	}
 	return failureText(ev, w.Failed, w.FailedBare)
@@ -104,7 +109,8 @@ func WithSummary() TextOption { return func(t *textRenderer) { t.summary = true 
 
 // Text renders compaction as agent_message_chunk prose: a start line for a
 // live compaction and one outcome message for each settled or replayed
-// one. Chunks are never echoed. Prose cannot say whose compaction it is, so
+// one, a paragraph of its own ("\n\nCompacting completed.\n\n"), so the
+// messages on either side stay apart. Chunks are never echoed. Prose cannot say whose compaction it is, so
 // for child sessions prefer Marker (emitter.WithChildRenderer).
 //
 // Safe for concurrent use. With WithSummary it keeps each open compaction's
@@ -131,35 +137,38 @@ type textRenderer struct {
 func (t *textRenderer) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
 	switch ev.Kind {
 	case emitter.EventStarted:
-		return n.Notify(ctx, ev.SessionID, messageChunk(emitter.Text(t.w.Started), copyMeta(ev.Meta)))
+		return n.Notify(ctx, ev.SessionID, messageChunk(protocol.Text(t.w.Started), copyMeta(ev.Meta)))
 	case emitter.EventHeartbeat:
 		if t.w.Heartbeat == "" {
 			return nil
 		}
-		return n.Notify(ctx, ev.SessionID, messageChunk(emitter.Text(t.w.Heartbeat), nil))
+		return n.Notify(ctx, ev.SessionID, messageChunk(protocol.Text(t.w.Heartbeat), nil))
 	case emitter.EventChunk:
 		if t.summary {
 			t.streamed.add(ev, ev.Content, false)
 		}
 		return nil
 	case emitter.EventSettled, emitter.EventReplayed:
-		var summary []emitter.ContentBlock
+		var summary []protocol.ContentBlock
 		if t.summary {
-			var streamed []emitter.ContentBlock
+			var streamed []protocol.ContentBlock
 			if ev.Kind == emitter.EventSettled {
 				streamed = t.streamed.take(ev)
 			}
-			if ev.Status == emitter.Completed {
+			if ev.Status == protocol.Completed {
 				summary = summaryOf(ev, streamed)
 			}
 		}
-		msg := t.w.Separator + t.w.outcome(ev)
-		if len(summary) > 0 {
-			msg += t.w.Separator
-		}
-		err := n.Notify(ctx, ev.SessionID, messageChunk(emitter.Text(msg), copyMeta(ev.Meta)))
+		// The outcome is a paragraph of its own, live and replayed alike:
+		// the separator before it keeps it off the text before, the one
+		// after keeps the next message (or the summary) off it.
+		msg := t.w.Separator + t.w.outcome(ev) + t.w.Separator
+		err := n.Notify(ctx, ev.SessionID, messageChunk(protocol.Text(msg), copyMeta(ev.Meta)))
 		for _, b := range summary {
 			err = errors.Join(err, n.Notify(ctx, ev.SessionID, messageChunk(b, nil)))
+		}
+		if len(summary) > 0 {
+			err = errors.Join(err, n.Notify(ctx, ev.SessionID, messageChunk(protocol.Text(t.w.Separator), nil)))
 		}
 		return err
 	}

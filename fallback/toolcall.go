@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // ToolCallWording is the text of the ToolCall renderer. An empty field
@@ -42,7 +43,7 @@ func (w ToolCallWording) orDefaults() ToolCallWording {
 }
 
 func (w ToolCallWording) reason(ev emitter.Event) string {
-	if ev.Status == emitter.Cancelled {
+	if ev.Status == protocol.Cancelled {
 		return w.Cancelled
 	}
 	return failureText(ev, w.Failed, w.FailedBare)
@@ -116,20 +117,20 @@ func (t *toolCallRenderer) Render(ctx context.Context, ev emitter.Event, n emitt
 		}
 		all := t.streamed.add(ev, ev.Content, true)
 		return n.Notify(ctx, ev.SessionID, &toolCallUpdate{
-			SessionUpdate: "tool_call_update", ToolCallID: id, Content: emitter.Set(contentOf(all)),
+			SessionUpdate: "tool_call_update", ToolCallID: id, Content: protocol.Set(contentOf(all)),
 		})
 	case emitter.EventSettled:
 		u := &toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: id, Status: toolCompleted, Meta: copyMeta(ev.Meta)}
 		if t.content {
 			t.streamed.take(ev)
 		}
-		if ev.Status != emitter.Completed {
+		if ev.Status != protocol.Completed {
 			u.Status = toolFailed
-			u.Content = emitter.Set(contentOf([]emitter.ContentBlock{emitter.Text(t.w.reason(ev))}))
+			u.Content = protocol.Set(contentOf([]protocol.ContentBlock{protocol.Text(t.w.reason(ev))}))
 		} else if t.content && !ev.Summary.IsZero() {
 			// An omitted summary keeps the streamed content the client
 			// already shows; a concrete or null one replaces or clears it.
-			u.Content = emitter.Set(contentOf(summaryOf(ev, nil)))
+			u.Content = protocol.Set(contentOf(summaryOf(ev, nil)))
 		}
 		return n.Notify(ctx, ev.SessionID, u)
 	case emitter.EventReplayed:
@@ -137,9 +138,9 @@ func (t *toolCallRenderer) Render(ctx context.Context, ev emitter.Event, n emitt
 			SessionUpdate: "tool_call", ToolCallID: id, Title: t.w.Title, Kind: "think",
 			Status: toolCompleted, Meta: copyMeta(ev.Meta),
 		}
-		if ev.Status != emitter.Completed {
+		if ev.Status != protocol.Completed {
 			c.Status = toolFailed
-			c.Content = contentOf([]emitter.ContentBlock{emitter.Text(t.w.reason(ev))})
+			c.Content = contentOf([]protocol.ContentBlock{protocol.Text(t.w.reason(ev))})
 		} else if t.content {
 			c.Content = contentOf(summaryOf(ev, nil))
 		}
@@ -148,7 +149,7 @@ func (t *toolCallRenderer) Render(ctx context.Context, ev emitter.Event, n emitt
 	return nil
 }
 
-func contentOf(bs []emitter.ContentBlock) []toolCallContent {
+func contentOf(bs []protocol.ContentBlock) []toolCallContent {
 	out := make([]toolCallContent, 0, len(bs))
 	for _, b := range bs {
 		out = append(out, toolCallContent{Type: "content", Content: b})

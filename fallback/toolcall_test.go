@@ -5,6 +5,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,7 +30,7 @@ func strip(u map[string]any) map[string]any {
 }
 
 func TestToolCallOpensAThinkToolCallWithADeterministicID(t *testing.T) {
-	ups := renderEvents(t, fallback.ToolCall(), started("cmp_1", emitter.Auto), started("cmp_1", emitter.Auto))
+	ups := renderEvents(t, fallback.ToolCall(), started("cmp_1", protocol.Auto), started("cmp_1", protocol.Auto))
 	require.Equal(t, map[string]any{
 		"sessionUpdate": "tool_call", "toolCallId": "compact-cmp_1", "title": "Compact conversation",
 		"kind": "think", "status": "in_progress",
@@ -39,10 +40,10 @@ func TestToolCallOpensAThinkToolCallWithADeterministicID(t *testing.T) {
 
 func TestToolCallAlwaysSettlesCompletedOrFailedWithTheReason(t *testing.T) {
 	ups := renderEvents(t, fallback.ToolCall(),
-		settled("cmp_1", emitter.Completed),
+		settled("cmp_1", protocol.Completed),
 		failedWith("cmp_2", "provider overloaded"),
-		settled("cmp_3", emitter.Cancelled),
-		settled("cmp_4", emitter.Failed),
+		settled("cmp_3", protocol.Cancelled),
+		settled("cmp_4", protocol.Failed),
 	)
 	require.Equal(t, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "compact-cmp_1", "status": "completed"}, strip(ups[0]))
 	want := []struct{ id, text string }{
@@ -60,45 +61,45 @@ func TestToolCallAlwaysSettlesCompletedOrFailedWithTheReason(t *testing.T) {
 }
 
 func TestToolCallShowsNothingOfChunksByDefault(t *testing.T) {
-	chunk := emitter.Event{Kind: emitter.EventChunk, ID: "cmp_1", Status: emitter.InProgress, Content: emitter.Text("secret")}
-	done := settled("cmp_1", emitter.Completed)
-	done.Summary = emitter.Set([]emitter.ContentBlock{emitter.Text("secret")})
-	ups := renderEvents(t, fallback.ToolCall(), started("cmp_1", emitter.Auto), chunk, done)
+	chunk := emitter.Event{Kind: emitter.EventChunk, ID: "cmp_1", Status: protocol.InProgress, Content: protocol.Text("secret")}
+	done := settled("cmp_1", protocol.Completed)
+	done.Summary = protocol.Set([]protocol.ContentBlock{protocol.Text("secret")})
+	ups := renderEvents(t, fallback.ToolCall(), started("cmp_1", protocol.Auto), chunk, done)
 	require.Len(t, ups, 2)
 	require.NotContains(t, string(mustJSON(t, ups)), "secret")
 }
 
 func TestToolCallSummaryContentIsOptIn(t *testing.T) {
 	chunk := func(s string) emitter.Event {
-		return emitter.Event{Kind: emitter.EventChunk, ID: "cmp_1", Status: emitter.InProgress, Content: emitter.Text(s)}
+		return emitter.Event{Kind: emitter.EventChunk, ID: "cmp_1", Status: protocol.InProgress, Content: protocol.Text(s)}
 	}
 	r := fallback.ToolCall(fallback.WithSummaryContent())
 	t.Run("each chunk replaces the content with everything so far", func(t *testing.T) {
-		ups := renderEvents(t, r, started("cmp_1", emitter.Auto), chunk("## Retained"), chunk(" context"), settled("cmp_1", emitter.Completed))
+		ups := renderEvents(t, r, started("cmp_1", protocol.Auto), chunk("## Retained"), chunk(" context"), settled("cmp_1", protocol.Completed))
 		require.Equal(t, []string{"## Retained"}, contentTexts(ups[1]))
 		require.Equal(t, []string{"## Retained context"}, contentTexts(ups[2]))
 		require.NotContains(t, ups[1], "status", "a content update leaves the status alone")
 		require.NotContains(t, ups[3], "content", "an omitted summary keeps the streamed content")
 	})
 	t.Run("a final summary replaces it and null clears it", func(t *testing.T) {
-		done := settled("cmp_1", emitter.Completed)
-		done.Summary = emitter.Set([]emitter.ContentBlock{emitter.Text("final")})
-		cleared := settled("cmp_2", emitter.Completed)
-		cleared.Summary = emitter.Null[[]emitter.ContentBlock]()
+		done := settled("cmp_1", protocol.Completed)
+		done.Summary = protocol.Set([]protocol.ContentBlock{protocol.Text("final")})
+		cleared := settled("cmp_2", protocol.Completed)
+		cleared.Summary = protocol.Null[[]protocol.ContentBlock]()
 		ups := renderEvents(t, r, done, cleared)
 		require.Equal(t, []string{"final"}, contentTexts(ups[0]))
 		require.Equal(t, []any{}, ups[1]["content"])
 	})
 	t.Run("a failure replaces partial content with the reason", func(t *testing.T) {
-		ups := renderEvents(t, r, started("cmp_1", emitter.Auto), chunk("partial"), failedWith("cmp_1", "provider overloaded"))
+		ups := renderEvents(t, r, started("cmp_1", protocol.Auto), chunk("partial"), failedWith("cmp_1", "provider overloaded"))
 		require.Equal(t, []string{"Compaction failed: provider overloaded"}, contentTexts(ups[2]))
 	})
 }
 
 func TestToolCallReplayIsOneToolCallAlreadyInItsTerminalStatus(t *testing.T) {
-	failed := replayed("cmp_2", emitter.Failed)
-	failed.Error = emitter.Set("context window still exceeded")
-	ups := renderEvents(t, fallback.ToolCall(), replayed("cmp_1", emitter.Completed), failed, replayed("cmp_3", emitter.Cancelled))
+	failed := replayed("cmp_2", protocol.Failed)
+	failed.Error = protocol.Set("context window still exceeded")
+	ups := renderEvents(t, fallback.ToolCall(), replayed("cmp_1", protocol.Completed), failed, replayed("cmp_3", protocol.Cancelled))
 	require.Equal(t, []string{"tool_call", "tool_call", "tool_call"}, kinds(ups))
 	require.Equal(t, map[string]any{
 		"sessionUpdate": "tool_call", "toolCallId": "compact-cmp_1", "title": "Compact conversation",
@@ -111,12 +112,12 @@ func TestToolCallReplayIsOneToolCallAlreadyInItsTerminalStatus(t *testing.T) {
 }
 
 func TestToolCallHeartbeatIsANoOpInProgressUpdate(t *testing.T) {
-	ups := renderEvents(t, fallback.ToolCall(), emitter.Event{Kind: emitter.EventHeartbeat, ID: "cmp_1", Status: emitter.InProgress})
+	ups := renderEvents(t, fallback.ToolCall(), emitter.Event{Kind: emitter.EventHeartbeat, ID: "cmp_1", Status: protocol.InProgress})
 	require.Equal(t, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "compact-cmp_1", "status": "in_progress"}, strip(ups[0]))
 }
 
 func TestToolCallOfAChildSessionCannotCollideWithAnotherChilds(t *testing.T) {
-	a, b := started("cmp_1", emitter.Auto), started("cmp_1", emitter.Auto)
+	a, b := started("cmp_1", protocol.Auto), started("cmp_1", protocol.Auto)
 	a.ChildSessionID, b.ChildSessionID = "sub_a", "sub_b"
 	ups := renderEvents(t, fallback.ToolCall(), a, b)
 	require.Equal(t, "compact-sub_a:cmp_1", ups[0]["toolCallId"])
@@ -125,10 +126,10 @@ func TestToolCallOfAChildSessionCannotCollideWithAnotherChilds(t *testing.T) {
 
 func TestToolCallWordingIsConfigurableAndCarriesTheEventMeta(t *testing.T) {
 	r := fallback.ToolCall(fallback.WithToolCallWording(fallback.ToolCallWording{Title: "Summarise history", Cancelled: "Stopped"}))
-	start := started("cmp_1", emitter.Auto)
-	start.Meta = emitter.Meta{"example.com/trace": jsonRaw(`"span"`)}
-	end := settled("cmp_1", emitter.Cancelled)
-	end.Meta = emitter.Meta{"example.com/usage": jsonRaw(`1`)}
+	start := started("cmp_1", protocol.Auto)
+	start.Meta = protocol.Meta{"example.com/trace": jsonRaw(`"span"`)}
+	end := settled("cmp_1", protocol.Cancelled)
+	end.Meta = protocol.Meta{"example.com/usage": jsonRaw(`1`)}
 	ups := renderEvents(t, r, start, end, failedWith("cmp_2", "boom"))
 	require.Equal(t, "Summarise history", ups[0]["title"])
 	require.Equal(t, map[string]any{"example.com/trace": "span"}, ups[0]["_meta"])

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // The v1 session updates the renderers send. Field order is fixed by the
@@ -12,23 +13,23 @@ import (
 // deterministic and golden files stay stable.
 
 type agentMessageChunk struct {
-	SessionUpdate string               `json:"sessionUpdate"`
-	Content       emitter.ContentBlock `json:"content"`
-	Meta          emitter.Meta         `json:"_meta,omitempty"`
+	SessionUpdate string                `json:"sessionUpdate"`
+	Content       protocol.ContentBlock `json:"content"`
+	Meta          protocol.Meta         `json:"_meta,omitempty"`
 }
 
-func messageChunk(b emitter.ContentBlock, meta emitter.Meta) *agentMessageChunk {
+func messageChunk(b protocol.ContentBlock, meta protocol.Meta) *agentMessageChunk {
 	return &agentMessageChunk{SessionUpdate: "agent_message_chunk", Content: b, Meta: meta}
 }
 
 type sessionInfoUpdate struct {
-	SessionUpdate string       `json:"sessionUpdate"`
-	Meta          emitter.Meta `json:"_meta"`
+	SessionUpdate string        `json:"sessionUpdate"`
+	Meta          protocol.Meta `json:"_meta"`
 }
 
 type toolCallContent struct {
-	Type    string               `json:"type"`
-	Content emitter.ContentBlock `json:"content"`
+	Type    string                `json:"type"`
+	Content protocol.ContentBlock `json:"content"`
 }
 
 type toolCall struct {
@@ -38,7 +39,7 @@ type toolCall struct {
 	Kind          string            `json:"kind"`
 	Status        string            `json:"status"`
 	Content       []toolCallContent `json:"content,omitempty"`
-	Meta          emitter.Meta      `json:"_meta,omitempty"`
+	Meta          protocol.Meta     `json:"_meta,omitempty"`
 }
 
 type toolCallUpdate struct {
@@ -47,8 +48,8 @@ type toolCallUpdate struct {
 	Status        string `json:"status,omitempty"`
 	// Content replaces the tool call's whole content collection, so the
 	// omitted state (keep) must stay distinct from an empty one (clear).
-	Content emitter.Patch[[]toolCallContent] `json:"content,omitzero"`
-	Meta    emitter.Meta                     `json:"_meta,omitempty"`
+	Content protocol.Patch[[]toolCallContent] `json:"content,omitzero"`
+	Meta    protocol.Meta                     `json:"_meta,omitempty"`
 }
 
 // Tool call statuses of ACP v1. There is no cancelled status, which is why
@@ -63,8 +64,8 @@ const (
 // map is shared with the emitter, its observer and the other renderers of a
 // composition, so it is copied, never written. The renderer's own key wins a
 // collision: a fallback client must always find the marker.
-func withMeta(base emitter.Meta, key string, value json.RawMessage) emitter.Meta {
-	out := make(emitter.Meta, len(base)+1)
+func withMeta(base protocol.Meta, key string, value json.RawMessage) protocol.Meta {
+	out := make(protocol.Meta, len(base)+1)
 	for k, v := range base {
 		out[k] = v
 	}
@@ -76,7 +77,7 @@ func withMeta(base emitter.Meta, key string, value json.RawMessage) emitter.Meta
 
 // copyMeta returns ev's _meta for a carrier without a key of its own, or
 // nil so that the field is left out.
-func copyMeta(base emitter.Meta) emitter.Meta {
+func copyMeta(base protocol.Meta) protocol.Meta {
 	if len(base) == 0 {
 		return nil
 	}
@@ -111,7 +112,7 @@ func isGenericFailure(reason string, bare ...string) bool {
 // appendBlock appends b to bs, merging adjacent plain text blocks: a client
 // shows streamed text chunks as one text anyway, and merging keeps both the
 // renderer's memory and the number of updates it sends small.
-func appendBlock(bs []emitter.ContentBlock, b emitter.ContentBlock) []emitter.ContentBlock {
+func appendBlock(bs []protocol.ContentBlock, b protocol.ContentBlock) []protocol.ContentBlock {
 	if n := len(bs); n > 0 && plainText(bs[n-1]) && plainText(b) {
 		bs[n-1].Text += b.Text
 		return bs
@@ -119,10 +120,10 @@ func appendBlock(bs []emitter.ContentBlock, b emitter.ContentBlock) []emitter.Co
 	return append(bs, b)
 }
 
-func plainText(b emitter.ContentBlock) bool { return b.Type == "text" && len(b.Extra) == 0 }
+func plainText(b protocol.ContentBlock) bool { return b.Type == "text" && len(b.Extra) == 0 }
 
-func mergeBlocks(bs []emitter.ContentBlock) []emitter.ContentBlock {
-	var out []emitter.ContentBlock
+func mergeBlocks(bs []protocol.ContentBlock) []protocol.ContentBlock {
+	var out []protocol.ContentBlock
 	for _, b := range bs {
 		out = appendBlock(out, b)
 	}

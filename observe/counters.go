@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Counters is an in-memory Metrics, for tests and for printing a summary
@@ -24,8 +24,8 @@ var _ Metrics = (*Counters)(nil)
 
 // Series names one status and trigger combination.
 type Series struct {
-	Status  emitter.Status
-	Trigger emitter.Trigger
+	Status  protocol.Status
+	Trigger protocol.Trigger
 }
 
 // DurationStats summarises the durations of one Series.
@@ -39,7 +39,7 @@ type DurationStats struct {
 // nil, so a test can compare a snapshot with a literal that lists only what
 // it expects.
 type Snapshot struct {
-	Started       map[emitter.Trigger]int64
+	Started       map[protocol.Trigger]int64
 	Settled       map[Series]int64
 	Durations     map[Series]DurationStats
 	Replayed      map[Series]int64
@@ -51,14 +51,14 @@ type Snapshot struct {
 }
 
 // Started implements Metrics.
-func (c *Counters) Started(_ context.Context, trigger emitter.Trigger) {
+func (c *Counters) Started(_ context.Context, trigger protocol.Trigger) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	inc(&c.s.Started, trigger, 1)
 }
 
 // Settled implements Metrics.
-func (c *Counters) Settled(_ context.Context, status emitter.Status, trigger emitter.Trigger, d time.Duration) {
+func (c *Counters) Settled(_ context.Context, status protocol.Status, trigger protocol.Trigger, d time.Duration) {
 	k := Series{status, trigger}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -74,7 +74,7 @@ func (c *Counters) Settled(_ context.Context, status emitter.Status, trigger emi
 }
 
 // Replayed implements Metrics.
-func (c *Counters) Replayed(_ context.Context, status emitter.Status, trigger emitter.Trigger) {
+func (c *Counters) Replayed(_ context.Context, status protocol.Status, trigger protocol.Trigger) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	inc(&c.s.Replayed, Series{status, trigger}, 1)

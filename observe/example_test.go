@@ -8,6 +8,7 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/observe"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 func ExampleCounters() {
@@ -19,12 +20,12 @@ func ExampleCounters() {
 	ctx := context.Background()
 	s := em.Session("sess_1")
 
-	c, _ := s.Start(ctx, emitter.WithTrigger(emitter.Auto), emitter.UserDisplayable())
-	_ = c.Chunk(ctx, emitter.Text("The user is "))
-	_ = c.Complete(ctx, emitter.Summary(emitter.Text("The user is updating the ACP schema.")))
-	_ = c.Chunk(ctx, emitter.Text("too late")) // dropped: already settled
+	c, _ := s.Start(ctx, emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
+	_ = c.Chunk(ctx, protocol.Text("The user is "))
+	_ = c.Complete(ctx, emitter.Summary(protocol.Text("The user is updating the ACP schema.")))
+	_ = c.Chunk(ctx, protocol.Text("too late")) // dropped: already settled
 
-	_, _ = s.Start(ctx, emitter.WithTrigger(emitter.Manual))
+	_, _ = s.Start(ctx, emitter.WithTrigger(protocol.Manual))
 	_, _ = em.SettleAll(ctx, emitter.ErrConnectionClosed) // abandoned
 
 	err := s.Fail(ctx, "cmp_lost", errors.New("provider returned 500"))

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Metrics receives compaction measurements. NewObserver calls it from the
@@ -37,12 +38,12 @@ import (
 // it for exemplars.
 type Metrics interface {
 	// Started counts a live compaction opening.
-	Started(ctx context.Context, trigger emitter.Trigger)
+	Started(ctx context.Context, trigger protocol.Trigger)
 	// Settled counts a live compaction reaching its terminal status and
 	// records how long it ran.
-	Settled(ctx context.Context, status emitter.Status, trigger emitter.Trigger, d time.Duration)
+	Settled(ctx context.Context, status protocol.Status, trigger protocol.Trigger, d time.Duration)
 	// Replayed counts a settled compaction re-sent during history replay.
-	Replayed(ctx context.Context, status emitter.Status, trigger emitter.Trigger)
+	Replayed(ctx context.Context, status protocol.Status, trigger protocol.Trigger)
 	// Abandoned counts a live settlement that the runtime did not make.
 	// It is called in addition to Settled.
 	Abandoned(ctx context.Context, reason Abandonment)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // NewObserver returns an emitter.Observer that feeds m according to the
@@ -46,7 +47,7 @@ func (o metricsObserver) Observe(ctx context.Context, ev emitter.Event) {
 // a text block's text, zero for other block types. Backends that measure
 // summaries themselves (such as span attributes) use it so their numbers
 // match the metrics.
-func BlockBytes(b emitter.ContentBlock) int64 {
+func BlockBytes(b protocol.ContentBlock) int64 {
 	if b.Type != "text" {
 		return 0
 	}
@@ -54,7 +55,7 @@ func BlockBytes(b emitter.ContentBlock) int64 {
 }
 
 // BlocksBytes is the summary size of a list of blocks (see BlockBytes).
-func BlocksBytes(blocks []emitter.ContentBlock) int64 {
+func BlocksBytes(blocks []protocol.ContentBlock) int64 {
 	var n int64
 	for _, b := range blocks {
 		n += BlockBytes(b)

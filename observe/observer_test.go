@@ -11,6 +11,7 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/observe"
 	"github.com/acpcompact/acpcompact/observe/internal/script"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 type series = observe.Series
@@ -21,12 +22,12 @@ func TestObserverScript(t *testing.T) {
 	got := c.Snapshot()
 
 	wantSettled := map[series]int64{
-		{emitter.Completed, emitter.Auto}:   2, // c1, u1
-		{emitter.Failed, emitter.Manual}:    3, // c2, c6, c7
-		{emitter.Cancelled, emitter.Manual}: 1, // c3
-		{emitter.Failed, emitter.Auto}:      1, // c4
-		{emitter.Cancelled, emitter.Auto}:   1, // c5
-		{emitter.Failed, emitter.Idle}:      1, // w1
+		{protocol.Completed, protocol.Auto}:   2, // c1, u1
+		{protocol.Failed, protocol.Manual}:    3, // c2, c6, c7
+		{protocol.Cancelled, protocol.Manual}: 1, // c3
+		{protocol.Failed, protocol.Auto}:      1, // c4
+		{protocol.Cancelled, protocol.Auto}:   1, // c5
+		{protocol.Failed, protocol.Idle}:      1, // w1
 	}
 	for k, ds := range got.Durations {
 		if ds.Count != wantSettled[k] {
@@ -42,9 +43,9 @@ func TestObserverScript(t *testing.T) {
 	got.Durations = nil // sums depend on the machine; counts were checked above
 
 	want := observe.Snapshot{
-		Started:  map[emitter.Trigger]int64{emitter.Auto: 4, emitter.Manual: 4, emitter.Idle: 1},
+		Started:  map[protocol.Trigger]int64{protocol.Auto: 4, protocol.Manual: 4, protocol.Idle: 1},
 		Settled:  wantSettled,
-		Replayed: map[series]int64{{emitter.Completed, emitter.Auto}: 1},
+		Replayed: map[series]int64{{protocol.Completed, protocol.Auto}: 1},
 		Abandoned: map[observe.Abandonment]int64{
 			observe.AbandonedConnectionClosed: 1,
 			observe.AbandonedTurnEnded:        1,
@@ -88,8 +89,8 @@ func TestAbandonmentOf(t *testing.T) {
 }
 
 func TestBlockBytes(t *testing.T) {
-	img := emitter.ContentBlock{Type: "image", Text: "ignored"}
-	if got := observe.BlocksBytes([]emitter.ContentBlock{emitter.Text("héllo"), img}); got != 6 {
+	img := protocol.ContentBlock{Type: "image", Text: "ignored"}
+	if got := observe.BlocksBytes([]protocol.ContentBlock{protocol.Text("héllo"), img}); got != 6 {
 		t.Errorf("BlocksBytes = %d, want 6 (UTF-8 bytes of text blocks only)", got)
 	}
 }
@@ -109,12 +110,12 @@ func TestConcurrentSessions(t *testing.T) {
 		wg.Go(func() {
 			s := em.Session(fmt.Sprint("s", i))
 			for range perSession {
-				cmp, err := s.Start(ctx, emitter.WithTrigger(emitter.Auto))
+				cmp, err := s.Start(ctx, emitter.WithTrigger(protocol.Auto))
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				_ = cmp.Chunk(ctx, emitter.Text("ab"))
+				_ = cmp.Chunk(ctx, protocol.Text("ab"))
 				_ = cmp.Complete(ctx)
 			}
 		})
@@ -127,7 +128,7 @@ func TestConcurrentSessions(t *testing.T) {
 	wg.Wait()
 	got := c.Snapshot()
 	const n = sessions * perSession
-	if got.Started[emitter.Auto] != n || got.Settled[series{emitter.Completed, emitter.Auto}] != n || got.SummaryBytes != 2*n {
+	if got.Started[protocol.Auto] != n || got.Settled[series{protocol.Completed, protocol.Auto}] != n || got.SummaryBytes != 2*n {
 		t.Errorf("got %v", got)
 	}
 }
@@ -153,11 +154,11 @@ func TestAbandonmentOfEvent(t *testing.T) {
 		want observe.Abandonment
 		ok   bool
 	}{
-		{"the runtime's own cancel", emitter.Event{Status: emitter.Cancelled, Err: emitter.ErrCancelled, SettledBy: emitter.SettledByRuntime}, "", false},
-		{"a cancel the runtime never reported", emitter.Event{Status: emitter.Cancelled, Err: emitter.ErrCancelled, SettledBy: emitter.SettledBySettleAll}, observe.AbandonedCancelUnreported, true},
-		{"the runtime's own failure", emitter.Event{Status: emitter.Failed, Err: errors.New("boom"), SettledBy: emitter.SettledByRuntime}, "", false},
-		{"the watchdog", emitter.Event{Status: emitter.Failed, Err: emitter.ErrTimeout, SettledBy: emitter.SettledByWatchdog}, observe.AbandonedTimeout, true},
-		{"the turn's end", emitter.Event{Status: emitter.Failed, Err: emitter.ErrTurnEnded, SettledBy: emitter.SettledBySettleAll}, observe.AbandonedTurnEnded, true},
+		{"the runtime's own cancel", emitter.Event{Status: protocol.Cancelled, Err: emitter.ErrCancelled, SettledBy: emitter.SettledByRuntime}, "", false},
+		{"a cancel the runtime never reported", emitter.Event{Status: protocol.Cancelled, Err: emitter.ErrCancelled, SettledBy: emitter.SettledBySettleAll}, observe.AbandonedCancelUnreported, true},
+		{"the runtime's own failure", emitter.Event{Status: protocol.Failed, Err: errors.New("boom"), SettledBy: emitter.SettledByRuntime}, "", false},
+		{"the watchdog", emitter.Event{Status: protocol.Failed, Err: emitter.ErrTimeout, SettledBy: emitter.SettledByWatchdog}, observe.AbandonedTimeout, true},
+		{"the turn's end", emitter.Event{Status: protocol.Failed, Err: emitter.ErrTurnEnded, SettledBy: emitter.SettledBySettleAll}, observe.AbandonedTurnEnded, true},
 	} {
 		got, ok := observe.AbandonmentOfEvent(tc.ev)
 		if got != tc.want || ok != tc.ok {

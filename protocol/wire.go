@@ -1,4 +1,4 @@
-package emitter
+package protocol
 
 import (
 	"bytes"
@@ -9,10 +9,22 @@ import (
 	"unicode/utf8"
 )
 
-// Session update discriminators of the two compaction updates.
+// Session update discriminators: the `sessionUpdate` values of the two
+// compaction updates and of the usage_update that may follow a compaction.
 const (
 	KindUpdate       = "compaction_update"
 	KindSummaryChunk = "compaction_summary_chunk"
+	KindUsageUpdate  = "usage_update"
+)
+
+// Errors of the encoders and the decoder; every returned error that stems
+// from one of these wraps it, so callers branch with errors.Is.
+var (
+	// ErrInvalidID: an empty compaction ID; ACP requires compactionId to be
+	// a non-empty string.
+	ErrInvalidID = errors.New("protocol: compaction ID must be a non-empty string")
+	// ErrNotCompaction: a session update that is not a compaction update.
+	ErrNotCompaction = errors.New("protocol: not a compaction session update")
 )
 
 // ID is an opaque, agent-owned compaction ID, unique within its session.
@@ -154,7 +166,7 @@ func (b ContentBlock) plain() bool { return len(b.Extra) == 0 && b.Type != "" }
 
 func (b ContentBlock) appendJSON(buf []byte) ([]byte, error) {
 	if b.Type == "" {
-		return nil, errors.New("emitter: content block has no type")
+		return nil, errors.New("protocol: content block has no type")
 	}
 	buf = append(buf, `{"type":`...)
 	buf = appendJSONString(buf, b.Type)
@@ -177,7 +189,7 @@ func (b ContentBlock) appendJSON(buf []byte) ([]byte, error) {
 			buf = append(buf, ':')
 			v := b.Extra[k]
 			if !json.Valid(v) {
-				return nil, fmt.Errorf("emitter: content block field %q is not valid JSON", k)
+				return nil, fmt.Errorf("protocol: content block field %q is not valid JSON", k)
 			}
 			buf = append(buf, v...)
 		}
@@ -189,27 +201,27 @@ func (b ContentBlock) appendJSON(buf []byte) ([]byte, error) {
 func (b *ContentBlock) UnmarshalJSON(data []byte) error {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
-		return fmt.Errorf("emitter: content block: %w", err)
+		return fmt.Errorf("protocol: content block: %w", err)
 	}
 	if m == nil {
-		return errors.New("emitter: content block is null")
+		return errors.New("protocol: content block is null")
 	}
 	var out ContentBlock
 	rawType, ok := m["type"]
 	if !ok {
-		return errors.New(`emitter: content block has no "type"`)
+		return errors.New(`protocol: content block has no "type"`)
 	}
 	if err := json.Unmarshal(rawType, &out.Type); err != nil || out.Type == "" {
-		return errors.New(`emitter: content block "type" is not a non-empty string`)
+		return errors.New(`protocol: content block "type" is not a non-empty string`)
 	}
 	delete(m, "type")
 	if out.Type == "text" {
 		rawText, ok := m["text"]
 		if !ok {
-			return errors.New(`emitter: text content block has no "text"`)
+			return errors.New(`protocol: text content block has no "text"`)
 		}
 		if err := json.Unmarshal(rawText, &out.Text); err != nil {
-			return errors.New(`emitter: text content block "text" is not a string`)
+			return errors.New(`protocol: text content block "text" is not a string`)
 		}
 		delete(m, "text")
 	}
@@ -246,6 +258,25 @@ type CompactionSummaryChunk struct {
 	Meta Patch[Meta] `json:"_meta,omitzero"`
 }
 
+// UsageUpdate is the `usage_update` session update: the context window's
+// use after a compaction, so the client's context gauge drops at the
+// boundary.
+type UsageUpdate struct {
+	// Used is the context in use, in tokens.
+	Used int64 `json:"used"`
+	// Size is the context window, in tokens.
+	Size int64 `json:"size"`
+}
+
+// MarshalJSON writes the update with its "sessionUpdate" discriminator.
+func (u UsageUpdate) MarshalJSON() ([]byte, error) {
+	type fields UsageUpdate
+	return json.Marshal(struct {
+		Kind string `json:"sessionUpdate"`
+		fields
+	}{KindUsageUpdate, fields(u)})
+}
+
 type updateFields CompactionUpdate
 type chunkFields CompactionSummaryChunk
 
@@ -255,7 +286,7 @@ func (u CompactionUpdate) MarshalJSON() ([]byte, error) {
 		return nil, ErrInvalidID
 	}
 	if u.Status == "" {
-		return nil, errors.New("emitter: compaction_update needs a status")
+		return nil, errors.New("protocol: compaction_update needs a status")
 	}
 	if buf, ok := u.appendPlain(); ok {
 		return buf, nil
@@ -324,10 +355,10 @@ func (u *CompactionUpdate) UnmarshalJSON(data []byte) error {
 		Status *json.RawMessage `json:"status"`
 	}
 	if err := json.Unmarshal(data, &w); err != nil {
-		return fmt.Errorf("emitter: compaction_update: %w", err)
+		return fmt.Errorf("protocol: compaction_update: %w", err)
 	}
 	if w.Kind != nil && *w.Kind != KindUpdate {
-		return fmt.Errorf("emitter: sessionUpdate is %q, not %q", *w.Kind, KindUpdate)
+		return fmt.Errorf("protocol: sessionUpdate is %q, not %q", *w.Kind, KindUpdate)
 	}
 	f := w.updateFields
 	if err := requiredString(w.ID, "compactionId", (*string)(&f.CompactionID)); err != nil {
@@ -370,17 +401,17 @@ func (c *CompactionSummaryChunk) UnmarshalJSON(data []byte) error {
 		Content *json.RawMessage `json:"content"`
 	}
 	if err := json.Unmarshal(data, &w); err != nil {
-		return fmt.Errorf("emitter: compaction_summary_chunk: %w", err)
+		return fmt.Errorf("protocol: compaction_summary_chunk: %w", err)
 	}
 	if w.Kind != nil && *w.Kind != KindSummaryChunk {
-		return fmt.Errorf("emitter: sessionUpdate is %q, not %q", *w.Kind, KindSummaryChunk)
+		return fmt.Errorf("protocol: sessionUpdate is %q, not %q", *w.Kind, KindSummaryChunk)
 	}
 	f := w.chunkFields
 	if err := requiredString(w.ID, "compactionId", (*string)(&f.CompactionID)); err != nil {
 		return err
 	}
 	if w.Content == nil || string(bytes.TrimSpace(*w.Content)) == "null" {
-		return errors.New("emitter: compaction_summary_chunk needs a non-null content block")
+		return errors.New("protocol: compaction_summary_chunk needs a non-null content block")
 	}
 	if err := json.Unmarshal(*w.Content, &f.Content); err != nil {
 		return err
@@ -398,7 +429,7 @@ func UnmarshalUpdate(data []byte) (any, error) {
 		Kind string `json:"sessionUpdate"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, fmt.Errorf("emitter: session update: %w", err)
+		return nil, fmt.Errorf("protocol: session update: %w", err)
 	}
 	switch head.Kind {
 	case KindUpdate:
@@ -413,16 +444,16 @@ func UnmarshalUpdate(data []byte) (any, error) {
 
 func requiredString(raw *json.RawMessage, name string, dst *string) error {
 	if raw == nil || string(bytes.TrimSpace(*raw)) == "null" {
-		return fmt.Errorf("emitter: %q is required and non-null", name)
+		return fmt.Errorf("protocol: %q is required and non-null", name)
 	}
 	if err := json.Unmarshal(*raw, dst); err != nil {
-		return fmt.Errorf("emitter: %q must be a string", name)
+		return fmt.Errorf("protocol: %q must be a string", name)
 	}
 	if *dst == "" {
 		if name == "compactionId" {
 			return ErrInvalidID
 		}
-		return fmt.Errorf("emitter: %q must not be empty", name)
+		return fmt.Errorf("protocol: %q must not be empty", name)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package emitter
+package protocol
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package emitter_test
+package protocol_test
 
 import (
 	"bytes"
@@ -8,47 +8,46 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/acpschema"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/golden")
 
-// wireShapes is every shape the emitter puts on the wire, by golden name.
+// wireShapes is every compaction update shape on the wire, by golden name.
 func wireShapes() map[string]any {
-	image := emitter.ContentBlock{Type: "image", Extra: map[string]json.RawMessage{
+	image := protocol.ContentBlock{Type: "image", Extra: map[string]json.RawMessage{
 		"data": json.RawMessage(`"iVBORw0KGgo="`), "mimeType": json.RawMessage(`"image/png"`)}}
-	annotated := emitter.ContentBlock{Type: "text", Text: "kept", Extra: map[string]json.RawMessage{
+	annotated := protocol.ContentBlock{Type: "text", Text: "kept", Extra: map[string]json.RawMessage{
 		"annotations": json.RawMessage(`{"audience":["user"]}`), "_meta": json.RawMessage(`{"x.example/y":1}`)}}
 	return map[string]any{
-		"update_in_progress":       emitter.CompactionUpdate{CompactionID: "cmp_001", Status: emitter.InProgress},
-		"update_completed_summary": emitter.CompactionUpdate{CompactionID: "cmp_001", Status: emitter.Completed, Summary: emitter.Set([]emitter.ContentBlock{emitter.Text("## Retained context\n\nThe user is updating the ACP schema...")})},
-		"update_completed_omitted": emitter.CompactionUpdate{CompactionID: "cmp_001", Status: emitter.Completed},
-		"update_completed_null":    emitter.CompactionUpdate{CompactionID: "cmp_001", Status: emitter.Completed, Summary: emitter.Null[[]emitter.ContentBlock]()},
-		"update_completed_empty":   emitter.CompactionUpdate{CompactionID: "cmp_001", Status: emitter.Completed, Summary: emitter.Set([]emitter.ContentBlock{})},
-		"update_failed_error":      emitter.CompactionUpdate{CompactionID: "cmp_002", Status: emitter.Failed, Error: emitter.Set("summary request failed")},
-		"update_failed_error_null": emitter.CompactionUpdate{CompactionID: "cmp_002", Status: emitter.Failed, Error: emitter.Null[string](), Summary: emitter.Null[[]emitter.ContentBlock]()},
-		"update_cancelled":         emitter.CompactionUpdate{CompactionID: "cmp_003", Status: emitter.Cancelled},
-		"update_unknown_status":    emitter.CompactionUpdate{CompactionID: "cmp_004", Status: "paused"},
-		"update_extension_status":  emitter.CompactionUpdate{CompactionID: "cmp_004", Status: "_vendor_waiting"},
-		"update_meta":              emitter.CompactionUpdate{CompactionID: "cmp_005", Status: emitter.Completed, Meta: emitter.Set(emitter.Meta{"acpcompact/record": json.RawMessage(`{"tokensBefore":1000}`)})},
-		"update_meta_null":         emitter.CompactionUpdate{CompactionID: "cmp_005", Status: emitter.Completed, Meta: emitter.Null[emitter.Meta]()},
-		"update_multi_block":       emitter.CompactionUpdate{CompactionID: "cmp_006", Status: emitter.Completed, Summary: emitter.Set([]emitter.ContentBlock{emitter.Text("a"), image, annotated})},
-		"chunk_text":               emitter.CompactionSummaryChunk{CompactionID: "cmp_001", Content: emitter.Text("## Retained context\n\n")},
-		"chunk_image":              emitter.CompactionSummaryChunk{CompactionID: "cmp_001", Content: image},
-		"chunk_meta":               emitter.CompactionSummaryChunk{CompactionID: "cmp_001", Content: annotated, Meta: emitter.Set(emitter.Meta{"seq": json.RawMessage(`3`)})},
-		"chunk_meta_null":          emitter.CompactionSummaryChunk{CompactionID: "cmp_001", Content: emitter.Text("<b>&</b>\u2028"), Meta: emitter.Null[emitter.Meta]()},
+		"update_in_progress":       protocol.CompactionUpdate{CompactionID: "cmp_001", Status: protocol.InProgress},
+		"update_completed_summary": protocol.CompactionUpdate{CompactionID: "cmp_001", Status: protocol.Completed, Summary: protocol.Set([]protocol.ContentBlock{protocol.Text("## Retained context\n\nThe user is updating the ACP schema...")})},
+		"update_completed_omitted": protocol.CompactionUpdate{CompactionID: "cmp_001", Status: protocol.Completed},
+		"update_completed_null":    protocol.CompactionUpdate{CompactionID: "cmp_001", Status: protocol.Completed, Summary: protocol.Null[[]protocol.ContentBlock]()},
+		"update_completed_empty":   protocol.CompactionUpdate{CompactionID: "cmp_001", Status: protocol.Completed, Summary: protocol.Set([]protocol.ContentBlock{})},
+		"update_failed_error":      protocol.CompactionUpdate{CompactionID: "cmp_002", Status: protocol.Failed, Error: protocol.Set("summary request failed")},
+		"update_failed_error_null": protocol.CompactionUpdate{CompactionID: "cmp_002", Status: protocol.Failed, Error: protocol.Null[string](), Summary: protocol.Null[[]protocol.ContentBlock]()},
+		"update_cancelled":         protocol.CompactionUpdate{CompactionID: "cmp_003", Status: protocol.Cancelled},
+		"update_unknown_status":    protocol.CompactionUpdate{CompactionID: "cmp_004", Status: "paused"},
+		"update_extension_status":  protocol.CompactionUpdate{CompactionID: "cmp_004", Status: "_vendor_waiting"},
+		"update_meta":              protocol.CompactionUpdate{CompactionID: "cmp_005", Status: protocol.Completed, Meta: protocol.Set(protocol.Meta{"acpcompact/record": json.RawMessage(`{"tokensBefore":1000}`)})},
+		"update_meta_null":         protocol.CompactionUpdate{CompactionID: "cmp_005", Status: protocol.Completed, Meta: protocol.Null[protocol.Meta]()},
+		"update_multi_block":       protocol.CompactionUpdate{CompactionID: "cmp_006", Status: protocol.Completed, Summary: protocol.Set([]protocol.ContentBlock{protocol.Text("a"), image, annotated})},
+		"chunk_text":               protocol.CompactionSummaryChunk{CompactionID: "cmp_001", Content: protocol.Text("## Retained context\n\n")},
+		"chunk_image":              protocol.CompactionSummaryChunk{CompactionID: "cmp_001", Content: image},
+		"chunk_meta":               protocol.CompactionSummaryChunk{CompactionID: "cmp_001", Content: annotated, Meta: protocol.Set(protocol.Meta{"seq": json.RawMessage(`3`)})},
+		"chunk_meta_null":          protocol.CompactionSummaryChunk{CompactionID: "cmp_001", Content: protocol.Text("<b>&</b>\u2028"), Meta: protocol.Null[protocol.Meta]()},
 	}
 }
 
 func TestGoldenWireShapesMatchAndValidateAgainstOfficialSchema(t *testing.T) {
 	validators := map[int]*acpschema.Validator{}
 	for _, v := range []int{1, 2} {
-		val, err := acpschema.For(v)
-		require.NoError(t, err)
-		validators[v] = val
+		validators[v] = schematest.For(t, v)
 	}
 	for name, shape := range wireShapes() {
 		t.Run(name, func(t *testing.T) {
@@ -59,12 +58,21 @@ func TestGoldenWireShapesMatchAndValidateAgainstOfficialSchema(t *testing.T) {
 				require.NoError(t, os.WriteFile(path, append(got, '\n'), 0o644))
 			}
 			want, err := os.ReadFile(path)
-			require.NoError(t, err, "missing golden file; run go test ./emitter -run Golden -update")
+			require.NoError(t, err, "missing golden file; run go test ./protocol -run Golden -update")
 			assert.Equal(t, string(bytes.TrimSpace(want)), string(got))
 			for v, val := range validators {
 				assert.NoError(t, val.Update(got), "protocol v%d", v)
 			}
 		})
+	}
+}
+
+func TestUsageUpdateValidatesAgainstOfficialSchema(t *testing.T) {
+	got, err := json.Marshal(protocol.UsageUpdate{Used: 22_000, Size: 200_000})
+	require.NoError(t, err)
+	assert.Equal(t, `{"sessionUpdate":"usage_update","used":22000,"size":200000}`, string(got))
+	for _, v := range []int{1, 2} {
+		assert.NoError(t, schematest.For(t, v).Update(got), "protocol v%d", v)
 	}
 }
 
@@ -78,7 +86,7 @@ func TestGoldenFilesRoundTripExactly(t *testing.T) {
 		raw, err := os.ReadFile(f)
 		require.NoError(t, err)
 		raw = bytes.TrimSpace(raw)
-		v, err := emitter.UnmarshalUpdate(raw)
+		v, err := protocol.UnmarshalUpdate(raw)
 		require.NoError(t, err, f)
 		again, err := json.Marshal(v)
 		require.NoError(t, err)
@@ -88,7 +96,7 @@ func TestGoldenFilesRoundTripExactly(t *testing.T) {
 }
 
 func TestPatchFieldsDistinguishOmittedNullAndValue(t *testing.T) {
-	var u emitter.CompactionUpdate
+	var u protocol.CompactionUpdate
 	require.NoError(t, json.Unmarshal([]byte(`{"sessionUpdate":"compaction_update","compactionId":"c","status":"completed"}`), &u))
 	assert.True(t, u.Summary.IsZero())
 	assert.True(t, u.Error.IsZero())
@@ -109,31 +117,31 @@ func TestPatchFieldsDistinguishOmittedNullAndValue(t *testing.T) {
 	m, ok := u.Meta.Get()
 	assert.True(t, ok)
 	assert.Empty(t, m)
-	assert.Equal(t, "<omitted>", emitter.Patch[int]{}.String())
-	assert.Equal(t, "null", emitter.Null[int]().String())
-	assert.Equal(t, "3", emitter.Set(3).String())
+	assert.Equal(t, "<omitted>", protocol.Patch[int]{}.String())
+	assert.Equal(t, "null", protocol.Null[int]().String())
+	assert.Equal(t, "3", protocol.Set(3).String())
 }
 
 func TestUnknownStatusesRoundTripAndAreNotTerminal(t *testing.T) {
-	for _, s := range []emitter.Status{"paused", "_vendor", "_"} {
-		raw, err := json.Marshal(emitter.CompactionUpdate{CompactionID: "c", Status: s})
+	for _, s := range []protocol.Status{"paused", "_vendor", "_"} {
+		raw, err := json.Marshal(protocol.CompactionUpdate{CompactionID: "c", Status: s})
 		require.NoError(t, err)
-		var back emitter.CompactionUpdate
+		var back protocol.CompactionUpdate
 		require.NoError(t, json.Unmarshal(raw, &back))
 		assert.Equal(t, s, back.Status)
 		assert.False(t, s.Terminal())
 	}
-	assert.True(t, emitter.Status("_x").Extension())
-	assert.False(t, emitter.Status("paused").Extension())
-	for _, s := range []emitter.Status{emitter.Completed, emitter.Failed, emitter.Cancelled} {
+	assert.True(t, protocol.Status("_x").Extension())
+	assert.False(t, protocol.Status("paused").Extension())
+	for _, s := range []protocol.Status{protocol.Completed, protocol.Failed, protocol.Cancelled} {
 		assert.True(t, s.Terminal())
 	}
-	assert.False(t, emitter.InProgress.Terminal())
+	assert.False(t, protocol.InProgress.Terminal())
 }
 
 func TestContentBlocksKeepUnknownFields(t *testing.T) {
 	in := `{"type":"resource_link","uri":"file:///a.go","name":"a.go","_future":{"x":[1,2]}}`
-	var b emitter.ContentBlock
+	var b protocol.ContentBlock
 	require.NoError(t, json.Unmarshal([]byte(in), &b))
 	assert.Equal(t, "resource_link", b.Type)
 	out, err := json.Marshal(b)
@@ -167,14 +175,14 @@ func TestMalformedUpdatesAreClearErrors(t *testing.T) {
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := emitter.UnmarshalUpdate([]byte(in))
+			_, err := protocol.UnmarshalUpdate([]byte(in))
 			assert.Error(t, err)
 		})
 	}
-	_, err := emitter.UnmarshalUpdate([]byte(`{"sessionUpdate":"plan","entries":[]}`))
-	assert.ErrorIs(t, err, emitter.ErrNotCompaction)
-	_, err = json.Marshal(emitter.CompactionUpdate{Status: emitter.Completed})
-	assert.ErrorIs(t, err, emitter.ErrInvalidID)
+	_, err := protocol.UnmarshalUpdate([]byte(`{"sessionUpdate":"plan","entries":[]}`))
+	assert.ErrorIs(t, err, protocol.ErrNotCompaction)
+	_, err = json.Marshal(protocol.CompactionUpdate{Status: protocol.Completed})
+	assert.ErrorIs(t, err, protocol.ErrInvalidID)
 }
 
 func FuzzUnmarshalUpdate(f *testing.F) {
@@ -183,7 +191,7 @@ func FuzzUnmarshalUpdate(f *testing.F) {
 		f.Add(raw)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, err := emitter.UnmarshalUpdate(data)
+		v, err := protocol.UnmarshalUpdate(data)
 		if err != nil {
 			return
 		}
@@ -192,7 +200,7 @@ func FuzzUnmarshalUpdate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded %q but cannot encode it: %v", data, err)
 		}
-		v2, err := emitter.UnmarshalUpdate(out)
+		v2, err := protocol.UnmarshalUpdate(out)
 		if err != nil {
 			t.Fatalf("re-decode of %s: %v", out, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/observe/otelobs"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 func Example() {
@@ -36,8 +37,8 @@ func Example() {
 	ctx := emitter.WithTrace(context.Background(), emitter.TraceContext{
 		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 	})
-	c, _ := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_001"), emitter.WithTrigger(emitter.Auto), emitter.UserDisplayable())
-	_ = c.Chunk(ctx, emitter.Text("## Retained context\n"))
+	c, _ := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_001"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
+	_ = c.Chunk(ctx, protocol.Text("## Retained context\n"))
 	_ = c.Complete(ctx)
 
 	s := spans.GetSpans()[0]

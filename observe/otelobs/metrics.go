@@ -8,8 +8,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/observe"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Attribute keys shared by metrics and spans.
@@ -59,21 +59,21 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	return &in, errors.Join(errs...)
 }
 
-func statusTrigger(status emitter.Status, trigger emitter.Trigger) metric.MeasurementOption {
+func statusTrigger(status protocol.Status, trigger protocol.Trigger) metric.MeasurementOption {
 	return metric.WithAttributes(keyStatus.String(string(status)), keyTrigger.String(string(trigger)))
 }
 
-func (in *instruments) Started(ctx context.Context, trigger emitter.Trigger) {
+func (in *instruments) Started(ctx context.Context, trigger protocol.Trigger) {
 	in.started.Add(ctx, 1, metric.WithAttributes(keyTrigger.String(string(trigger))))
 }
 
-func (in *instruments) Settled(ctx context.Context, status emitter.Status, trigger emitter.Trigger, d time.Duration) {
+func (in *instruments) Settled(ctx context.Context, status protocol.Status, trigger protocol.Trigger, d time.Duration) {
 	attrs := statusTrigger(status, trigger)
 	in.settled.Add(ctx, 1, attrs)
 	in.duration.Record(ctx, d.Seconds(), attrs)
 }
 
-func (in *instruments) Replayed(ctx context.Context, status emitter.Status, trigger emitter.Trigger) {
+func (in *instruments) Replayed(ctx context.Context, status protocol.Status, trigger protocol.Trigger) {
 	in.replayed.Add(ctx, 1, statusTrigger(status, trigger))
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/observe/internal/script"
 	"github.com/acpcompact/acpcompact/observe/otelobs"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 const (
@@ -276,7 +277,7 @@ func TestParentFromContextSpan(t *testing.T) {
 	em := emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error { return nil }),
 		emitter.WithNegotiation(script.Negotiation), emitter.WithObserver(f.obs))
 	for i, c := range []context.Context{ctx, emitter.WithTrace(ctx, emitter.TraceContext{Traceparent: "not-a-traceparent"})} {
-		cmp, err := em.Session("s").Start(c, emitter.WithID(emitter.ID(fmt.Sprint("p", i))))
+		cmp, err := em.Session("s").Start(c, emitter.WithID(protocol.ID(fmt.Sprint("p", i))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +323,7 @@ func TestMaxOpenSpans(t *testing.T) {
 	ctx := context.Background()
 	s := em.Session("s")
 	var cs []*emitter.Compaction
-	for _, id := range []emitter.ID{"a", "b", "c"} {
+	for _, id := range []protocol.ID{"a", "b", "c"} {
 		c, err := s.Start(ctx, emitter.WithID(id))
 		if err != nil {
 			t.Fatal(err)
@@ -384,12 +385,12 @@ func TestConcurrentSessions(t *testing.T) {
 		wg.Go(func() {
 			s := em.Session(fmt.Sprint("s", i))
 			for range perSession {
-				c, err := s.Start(ctx, emitter.WithTrigger(emitter.Auto))
+				c, err := s.Start(ctx, emitter.WithTrigger(protocol.Auto))
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				_ = c.Chunk(ctx, emitter.Text("ab"))
+				_ = c.Chunk(ctx, protocol.Text("ab"))
 				_ = c.Complete(ctx)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/observe"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Span attribute keys. gen_ai.* come from the OpenTelemetry GenAI semantic
@@ -42,7 +43,7 @@ const (
 // stream share the parent's SessionID.
 type spanKey struct {
 	session, child string
-	id             emitter.ID
+	id             protocol.ID
 }
 
 type openSpan struct {
@@ -163,7 +164,7 @@ func (o *Observer) end(ctx context.Context, ev emitter.Event) context.Context {
 		sp.span.SetAttributes(keyAbandonReason.String(string(reason)))
 	}
 	code, desc := codes.Unset, ""
-	if ev.Status == emitter.Failed {
+	if ev.Status == protocol.Failed {
 		code, desc = codes.Error, failureText(ev)
 		errType := "_OTHER" // the semantic conventions' value for an unclassified error
 		if abandoned {
@@ -197,7 +198,7 @@ func failureText(ev emitter.Event) string {
 	if text, ok := ev.Error.Get(); ok && text != "" {
 		return text
 	}
-	return string(emitter.Failed)
+	return string(protocol.Failed)
 }
 
 // parentContext returns the context a compaction span starts from. A W3C

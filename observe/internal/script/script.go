@@ -12,6 +12,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Expected results of Run, by compaction (session/ID, trigger, outcome):
@@ -58,17 +59,17 @@ func Run(t testing.TB, ctx context.Context, obs emitter.Observer) {
 	em := emitter.New(emitter.NotifierFunc(nop), emitter.WithNegotiation(Negotiation), emitter.WithObserver(obs))
 	s1, s2, s3 := em.Session("s1"), em.Session("s2"), em.Session("s3")
 
-	c1, err := s1.Start(ctx, emitter.WithID("c1"), emitter.WithTrigger(emitter.Auto), emitter.UserDisplayable())
+	c1, err := s1.Start(ctx, emitter.WithID("c1"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
 	must(err)
-	must(c1.Chunk(ctx, emitter.Text("Hello, ")))
-	must(c1.Chunk(ctx, emitter.Text("world")))
-	must(c1.Complete(ctx, emitter.Summary(emitter.Text("Hello, world"))))
-	mustFail(c1.Chunk(ctx, emitter.Text("late")), emitter.ErrSettled)
+	must(c1.Chunk(ctx, protocol.Text("Hello, ")))
+	must(c1.Chunk(ctx, protocol.Text("world")))
+	must(c1.Complete(ctx, emitter.Summary(protocol.Text("Hello, world"))))
+	mustFail(c1.Chunk(ctx, protocol.Text("late")), emitter.ErrSettled)
 	mustFail(c1.Complete(ctx), emitter.ErrSettled)
 
 	c2, err := s1.Start(ctx, emitter.WithID("c2"))
 	must(err)
-	must(c2.Chunk(ctx, emitter.Text("not displayable")))
+	mustFail(c2.Chunk(ctx, protocol.Text("not displayable")), emitter.ErrWithheld)
 	must(c2.Fail(ctx, errors.New(ProviderErr)))
 
 	c3, err := s1.Start(ctx, emitter.WithID("c3"))
@@ -78,9 +79,9 @@ func Run(t testing.TB, ctx context.Context, obs emitter.Observer) {
 	_, err = s1.Start(ctx, emitter.WithID("c1"))
 	mustFail(err, emitter.ErrIDReused)
 
-	_, err = s1.Start(ctx, emitter.WithID("c4"), emitter.WithTrigger(emitter.Auto))
+	_, err = s1.Start(ctx, emitter.WithID("c4"), emitter.WithTrigger(protocol.Auto))
 	must(err)
-	_, err = s2.Start(ctx, emitter.WithID("c5"), emitter.WithTrigger(emitter.Auto))
+	_, err = s2.Start(ctx, emitter.WithID("c5"), emitter.WithTrigger(protocol.Auto))
 	must(err)
 	if n, err := s2.SettleAll(ctx, emitter.ErrCancelled); n != 1 || err != nil {
 		t.Fatalf("s2.SettleAll = %d, %v", n, err)
@@ -97,12 +98,12 @@ func Run(t testing.TB, ctx context.Context, obs emitter.Observer) {
 
 	must(s1.Fail(ctx, "c7", emitter.ErrAgentCrashed))
 
-	must(s3.Replay(ctx, emitter.Record{ID: "old", Status: emitter.Completed, Trigger: emitter.Auto, Summary: []emitter.ContentBlock{emitter.Text("x")}, Displayable: true}))
-	must(s3.Replay(ctx, emitter.Record{ID: "run", Status: emitter.InProgress}))
+	must(s3.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed, Trigger: protocol.Auto, Summary: []protocol.ContentBlock{protocol.Text("x")}, Displayable: true}))
+	must(s3.Replay(ctx, emitter.Record{ID: "run", Status: protocol.InProgress}))
 
 	failing := emitter.NotifierFunc(func(context.Context, string, any) error { return errors.New("pipe closed") })
 	eu := emitter.New(failing, emitter.WithNegotiation(Negotiation), emitter.WithObserver(obs))
-	u1, err := eu.Session("u").Start(ctx, emitter.WithID("u1"), emitter.WithTrigger(emitter.Auto))
+	u1, err := eu.Session("u").Start(ctx, emitter.WithID("u1"), emitter.WithTrigger(protocol.Auto))
 	mustFail(err, emitter.ErrUndeliverable)
 	mustFail(u1.Complete(ctx), emitter.ErrUndeliverable)
 
@@ -123,7 +124,7 @@ func RunWatchdog(t testing.TB, ctx context.Context, obs emitter.Observer) {
 	})
 	ew := emitter.New(emitter.NotifierFunc(nop), emitter.WithNegotiation(Negotiation),
 		emitter.WithObserver(emitter.Observers(obs, signal)), emitter.WithMaxDuration(time.Millisecond))
-	if _, err := ew.Session("w").Start(ctx, emitter.WithID("w1"), emitter.WithTrigger(emitter.Idle)); err != nil {
+	if _, err := ew.Session("w").Start(ctx, emitter.WithID("w1"), emitter.WithTrigger(protocol.Idle)); err != nil {
 		t.Fatal(err)
 	}
 	select {
