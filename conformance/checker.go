@@ -27,29 +27,50 @@ const (
 	RuleProtocol Rule = "protocol"
 	// RuleCapability: a v1 agent sent compaction_update or
 	// compaction_summary_chunk, live or in replay, to a client whose
-	// clientCapabilities.session.compaction is not a JSON object.
+	// clientCapabilities.session.compaction is not a JSON object. When the
+	// initialize response has no integer protocolVersion, the client's
+	// request decides the version and the capability.
 	RuleCapability Rule = "capability"
 	// RuleSettlement: a compaction first seen in a turn had no terminal
 	// status when the turn ended (v1: the session/prompt response; v2: the
 	// idle state_update), or had none at the end of the transcript.
 	RuleSettlement Rule = "settlement"
 	// RuleAfterTurn: a compaction update or chunk arrived for a session with
-	// no open turn and outside a session/load replay.
+	// no open turn and outside a history replay; so did a fallback
+	// compaction tool call that started, or changed status before it
+	// settled, with no open turn.
 	RuleAfterTurn Rule = "after-turn"
 	// RuleTerminal: an update or chunk arrived for a compaction ID after its
 	// terminal update (chunk after terminal, second terminal, ID reused).
 	RuleTerminal Rule = "terminal"
-	// RuleReplay: during a history replay a compaction was not replayed
-	// terminal-first (its first update was not terminal, or a chunk).
+	// RuleReplay: during a history replay a compaction_summary_chunk
+	// appended to summary content the client already held for that
+	// compaction on this connection, with no clearing or replacing summary
+	// patch before it in the replay, so the summary shows twice. Replay
+	// otherwise has the same update, chunk and patch semantics as live
+	// delivery: re-streaming (in_progress, chunks, then the terminal) is
+	// legal. With WithStrictReplay a compaction must also be replayed
+	// terminal-first (its first replayed message is a terminal
+	// compaction_update, and nothing follows it).
 	RuleReplay Rule = "replay"
 	// RuleCancel: a compaction ended cancelled in a turn where the client
 	// had sent no session/cancel for the session; a provider failure or
 	// other interruption is failed.
 	RuleCancel Rule = "cancel"
 	// RuleFallback: a fallback form sent to a v1 client without the
-	// capability (the "Compact conversation" tool call, an
-	// opencode/compaction or acpcompact/compaction marker) never reached a
-	// terminal form before the turn ended or the transcript did.
+	// capability (the compaction tool call, an opencode/compaction or
+	// acpcompact/compaction marker) never reached a terminal form before
+	// the turn ended or the connection did; or a text fallback (an
+	// agent_message_chunk that is exactly "Compacting...") had no outcome
+	// text ("Compacting completed.", "Compacting failed[: …]",
+	// "Compacting cancelled.") when the connection ended.
+	//
+	// The tool call is recognised by its title "Compact conversation", by
+	// _meta.claudeCode.toolName "compact", or by kind "think" with a
+	// toolCallId starting "compact-" (this project's fallback.ToolCall under
+	// another title). Text chunks carrying a messageId are model prose
+	// (opencode and codex tag their model text so, never their compaction
+	// forms) and are not read as fallback text.
 	RuleFallback Rule = "fallback"
 	// RuleSchema: an agent session/update does not validate against the
 	// official schema of the negotiated version (only WithSchema).
@@ -85,8 +106,9 @@ type SchemaValidator interface {
 type Option func(*config)
 
 type config struct {
-	schema  [3]SchemaValidator // indexed by protocol version
-	assumed *protocol
+	schema       [3]SchemaValidator // indexed by protocol version
+	assumed      *protocol
+	strictReplay bool
 }
 
 // WithSchema validates every agent session/update against the validator
@@ -106,6 +128,16 @@ func WithAssumedProtocol(version int, compaction bool) Option {
 	return func(c *config) {
 		c.assumed = &protocol{known: true, version: version, compaction: compaction || version == 2}
 	}
+}
+
+// WithStrictReplay holds history replays (session/load, v2 session/resume
+// with replayFrom) to this project's own rule for what it sends: every
+// replayed compaction is one terminal compaction_update, with no
+// in_progress, no chunks and nothing after it. A replay that re-streams is
+// legal under the RFD ("the same update, chunk, and patch semantics as
+// live delivery"), so without this option it is not a violation.
+func WithStrictReplay() Option {
+	return func(c *config) { c.strictReplay = true }
 }
 
 // Checker follows one connection's messages in wire order and reports the
@@ -137,7 +169,11 @@ type request struct {
 }
 
 type turn struct {
-	prompts   map[string]bool // v1 prompt request ids still unanswered
+	// prompts are the v1 prompt request ids (idKey) still unanswered, in
+	// the order sent: the first is the prompt that runs the turn, and only
+	// its answer ends it; the others wait behind it (an agent answers them
+	// with an error, or runs them as the turns that follow).
+	prompts   []string
 	cancelled bool
 	// What was first seen in this turn, so ending it costs its own size,
 	// not the session's history.
@@ -147,7 +183,7 @@ type turn struct {
 
 type replay struct {
 	method string
-	id     string
+	id     string          // the request's idKey
 	seen   map[string]bool // compaction IDs already replayed in this replay
 }
 
@@ -160,6 +196,7 @@ type session struct {
 	compOrder   []*compaction
 	fallbacks   map[string]*fallback
 	fbOrder     []*fallback
+	texts       []*fallback // open text fallbacks, oldest first
 }
 
 type compaction struct {
@@ -169,6 +206,35 @@ type compaction struct {
 	terminalLine int
 	terminal     bool
 	reported     bool // an unsettled violation was already reported
+	// What the client's summary for this ID holds: summary says it is not
+	// empty (last filled at summaryLine); stale says it holds content from
+	// before the current replay that the replay has not yet cleared or
+	// replaced.
+	summary     bool
+	summaryLine int
+	stale       bool
+}
+
+// patchSummary applies an update's or chunk's effect on the client's
+// summary: a chunk appends, a summary patch (null, [] or blocks) replaces,
+// an omitted or unreadable summary leaves it as it is.
+func (cp *compaction) patchSummary(line int, kind string, u object) {
+	if kind == "compaction_summary_chunk" {
+		cp.summary, cp.summaryLine, cp.stale = true, line, false
+		return
+	}
+	raw, ok := u["summary"]
+	if !ok {
+		return
+	}
+	blocks, ok := contentBlocks(raw)
+	if !ok {
+		return
+	}
+	cp.summary, cp.stale = len(blocks) > 0, false
+	if cp.summary {
+		cp.summaryLine = line
+	}
 }
 
 type fallback struct {
@@ -178,6 +244,7 @@ type fallback struct {
 	settled   bool
 	reported  bool
 	terminals string // the statuses that settle it, for messages
+	text      bool   // the text fallback, settled by an outcome text
 }
 
 // NewChecker returns a Checker for one connection.
@@ -227,7 +294,11 @@ func (c *Checker) Observe(dir Direction, line int, raw json.RawMessage) []Violat
 	idRaw, hasID := m["id"]
 	// A null id correlates nothing, so it is treated as absent.
 	hasID = hasID && !isNull(idRaw)
-	id := string(compact(idRaw))
+	// Ids correlate by JSON value; messages show them as written.
+	var id rpcID
+	if hasID {
+		id = rpcID{key: idKey(idRaw), text: string(compact(idRaw))}
+	}
 	switch dir {
 	case FromClient:
 		var out []Violation
@@ -256,7 +327,11 @@ func (c *Checker) Observe(dir Direction, line int, raw json.RawMessage) []Violat
 	return []Violation{{line, RuleMalformed, fmt.Sprintf("unknown direction %v", dir)}}
 }
 
-func (c *Checker) clientRequest(line int, method, id string, m object) {
+// rpcID is a JSON-RPC request id: key compares it by JSON value (idKey),
+// text is how it was written, for messages.
+type rpcID struct{ key, text string }
+
+func (c *Checker) clientRequest(line int, method string, id rpcID, m object) {
 	p, _ := m.obj("params")
 	sid, _ := p.str("sessionId")
 	req := &request{method: method, sessionID: sid}
@@ -273,18 +348,18 @@ func (c *Checker) clientRequest(line int, method, id string, m object) {
 		}
 		s := c.session(sid)
 		if s.turn == nil {
-			s.turn = &turn{prompts: map[string]bool{}}
+			s.turn = &turn{}
 		}
-		s.turn.prompts[id] = true
+		s.turn.prompts = append(s.turn.prompts, id.key)
 	case "session/load":
 		if sid != "" {
-			c.session(sid).replay = &replay{method: method, id: id, seen: map[string]bool{}}
+			c.session(sid).replay = &replay{method: method, id: id.key, seen: map[string]bool{}}
 		}
 	case "session/resume":
 		// Only a v2 resume with a replay cursor replays history; v1 resume
 		// explicitly returns no previous messages.
 		if rf, ok := p["replayFrom"]; ok && !isNull(rf) && sid != "" {
-			c.session(sid).replay = &replay{method: method, id: id, seen: map[string]bool{}}
+			c.session(sid).replay = &replay{method: method, id: id.key, seen: map[string]bool{}}
 		}
 	case "session/close":
 		// Closing cancels the session's work as session/cancel does.
@@ -292,7 +367,7 @@ func (c *Checker) clientRequest(line int, method, id string, m object) {
 	default:
 		return
 	}
-	c.requests[id] = req
+	c.requests[id.key] = req
 }
 
 // v1Capability reads clientCapabilities.session.compaction, which counts
@@ -319,7 +394,7 @@ func (c *Checker) clientNotification(method string, m object) {
 		c.cancel(sid)
 	case "$/cancel_request":
 		if rid, ok := p["requestId"]; ok {
-			if req := c.requests[string(compact(rid))]; req != nil && req.method == "session/prompt" {
+			if req := c.requests[idKey(rid)]; req != nil && req.method == "session/prompt" {
 				c.cancel(req.sessionID)
 			}
 		}
@@ -332,12 +407,12 @@ func (c *Checker) cancel(sid string) {
 	}
 }
 
-func (c *Checker) agentResponse(line int, id string, m object) []Violation {
-	req, ok := c.requests[id]
+func (c *Checker) agentResponse(line int, id rpcID, m object) []Violation {
+	req, ok := c.requests[id.key]
 	if !ok {
 		return nil
 	}
-	delete(c.requests, id)
+	delete(c.requests, id.key)
 	_, isResult := m["result"]
 	switch req.method {
 	case "initialize":
@@ -346,21 +421,34 @@ func (c *Checker) agentResponse(line int, id string, m object) []Violation {
 		}
 	case "session/prompt":
 		s, ok := c.sessions[req.sessionID]
-		if !ok || c.version() != 1 || s.turn == nil || !s.turn.prompts[id] {
+		if !ok || c.version() != 1 || s.turn == nil {
+			return nil
+		}
+		i := slices.Index(s.turn.prompts, id.key)
+		switch {
+		case i < 0:
+			return nil
+		case i > 0:
+			// A prompt sent while another runs, answered before its turn
+			// came: it ends nothing.
+			s.turn.prompts = slices.Delete(s.turn.prompts, i, i+1)
 			return nil
 		}
 		how := ""
 		if _, isErr := m["error"]; isErr {
 			how = " with an error"
 		}
-		out := c.settle(s, line, fmt.Sprintf("when the agent answered session/prompt id %s%s", id, how))
-		delete(s.turn.prompts, id)
-		if len(s.turn.prompts) == 0 {
-			s.turn, s.lastTurnEnd = nil, line
+		out := c.settle(s, line, fmt.Sprintf("when the agent answered session/prompt id %s%s", id.text, how))
+		rest, cancelled := s.turn.prompts[1:], s.turn.cancelled
+		s.turn, s.lastTurnEnd = nil, line
+		if len(rest) > 0 {
+			// The next prompt's turn begins; a cancel sent while it waited
+			// applies to it too.
+			s.turn = &turn{prompts: rest, cancelled: cancelled}
 		}
 		return out
 	case "session/load", "session/resume":
-		if s, ok := c.sessions[req.sessionID]; ok && s.replay != nil && s.replay.id == id {
+		if s, ok := c.sessions[req.sessionID]; ok && s.replay != nil && s.replay.id == id.key {
 			s.replay = nil
 		}
 	}
@@ -371,8 +459,25 @@ func (c *Checker) negotiate(line int, req *request, m object) []Violation {
 	res, _ := m.obj("result")
 	v, ok := res.integer("protocolVersion")
 	if !ok {
+		// The agent's answer says nothing the client can use, so the
+		// client's request decides: assuming the capability would let
+		// compaction updates to a client that never asked for them pass.
+		v = req.requested
+		if v != 1 && v != 2 {
+			v = 1
+		}
+		c.proto = protocol{known: true, version: int(v), compaction: v == 2 || req.capable}
+		gate := "without"
+		if c.proto.compaction {
+			gate = "with"
+		}
+		if v == 2 {
+			gate = "v2, no capability needed"
+		} else {
+			gate = "v1, " + gate + " the compaction capability"
+		}
 		return []Violation{{line, RuleProtocol, fmt.Sprintf(
-			"initialize response has no integer result.protocolVersion; still checking with v%d rules", c.version())}}
+			"initialize response has no integer result.protocolVersion; checking as the client's request says (%s)", gate)}}
 	}
 	var out []Violation
 	if req.requested >= 0 && v > req.requested {
@@ -417,13 +522,17 @@ func (c *Checker) update(line int, params json.RawMessage) []Violation {
 	switch kind {
 	case "compaction_update", "compaction_summary_chunk":
 		return append(out, c.compactionUpdate(line, s, kind, u, schemaFailed)...)
+	case "agent_message_chunk":
+		if c.fallbackApplies() {
+			c.fallbackText(line, s, u)
+		}
 	case "state_update":
 		if c.version() == 2 {
 			return append(out, c.stateUpdate(line, s, u)...)
 		}
 	case "tool_call", "tool_call_update":
 		if c.fallbackApplies() {
-			c.fallbackTool(line, s, u)
+			return append(out, c.fallbackTool(line, s, u)...)
 		}
 	case "session_info_update":
 		if c.fallbackApplies() {
@@ -445,7 +554,7 @@ func (c *Checker) stateUpdate(line int, s *session, u object) []Violation {
 		// running, requires_action and unknown states all mean busy; an
 		// agent-initiated one opens a turn without a prompt.
 		if s.turn == nil {
-			s.turn = &turn{prompts: map[string]bool{}}
+			s.turn = &turn{}
 		}
 		return nil
 	}
@@ -519,7 +628,10 @@ func (c *Checker) compactionUpdate(line int, s *session, kind string, u object, 
 			s.id, kind, id, where)}}
 	}
 	if s.replay != nil {
-		return c.replayed(line, s, kind, id, status)
+		if c.cfg.strictReplay {
+			return c.replayedStrict(line, s, kind, id, status, u)
+		}
+		return c.replayed(line, s, kind, id, status, u)
 	}
 	var out []Violation
 	cp := s.comps[id]
@@ -541,6 +653,7 @@ func (c *Checker) compactionUpdate(line int, s *session, kind string, u object, 
 			s.turn.comps = append(s.turn.comps, cp)
 		}
 	}
+	cp.patchSummary(line, kind, u)
 	if cp.terminal || kind != "compaction_update" {
 		return out
 	}
@@ -587,11 +700,53 @@ func afterTerminal(line int, s *session, cp *compaction, kind, status, where str
 	return Violation{line, RuleTerminal, fmt.Sprintf("session %q: %s%s", s.id, msg, where)}
 }
 
-// replayed checks a compaction update inside a history replay. Each replay
-// is judged on its own: a settled compaction is replayed as one terminal
-// compaction_update even if the connection saw it live, since the client
-// may be rebuilding its view.
-func (c *Checker) replayed(line int, s *session, kind, id, status string) []Violation {
+// replayed checks a compaction update inside a history replay, which has
+// the same update, chunk and patch semantics as live delivery: each replay
+// is judged on its own, and a compaction may be replayed terminal-first or
+// re-streamed (in_progress, chunks, then its terminal). Only its summary
+// needs care: a replay that appends chunks to content the client already
+// holds on this connection, without clearing or replacing it first, makes
+// the summary show twice.
+func (c *Checker) replayed(line int, s *session, kind, id, status string, u object) []Violation {
+	r := s.replay
+	where := " during " + r.method + " replay"
+	cp := s.comps[id]
+	if !r.seen[id] {
+		r.seen[id] = true
+		// History overrides whatever the connection held for this ID,
+		// except the summary content the client still holds.
+		held, heldLine := false, 0
+		if cp != nil {
+			cp.reported = true
+			held, heldLine = cp.summary, cp.summaryLine
+		}
+		cp = s.track(id, line)
+		cp.summary, cp.summaryLine, cp.stale = held, heldLine, held
+	} else if cp.terminal {
+		return []Violation{afterTerminal(line, s, cp, kind, status, where)}
+	}
+	var out []Violation
+	if kind == "compaction_summary_chunk" && cp.stale {
+		out = append(out, Violation{line, RuleReplay, fmt.Sprintf(
+			"session %q: compaction_summary_chunk for compaction %q%s appends to the summary the client already holds (received at line %d); clear or replace it first (summary null or a concrete summary) or it shows twice",
+			s.id, id, where, cp.summaryLine)})
+	}
+	cp.patchSummary(line, kind, u)
+	if kind == "compaction_update" {
+		cp.status = status
+		if isTerminal(status) {
+			cp.terminal, cp.terminalLine = true, line
+		}
+	}
+	return out
+}
+
+// replayedStrict checks a compaction update inside a history replay by this
+// project's own rule (WithStrictReplay): every replayed compaction is one
+// terminal compaction_update. Each replay is judged on its own: a settled
+// compaction is replayed as one terminal compaction_update even if the
+// connection saw it live, since the client may be rebuilding its view.
+func (c *Checker) replayedStrict(line int, s *session, kind, id, status string, u object) []Violation {
 	r := s.replay
 	where := " during " + r.method + " replay"
 	if r.seen[id] {
@@ -599,6 +754,7 @@ func (c *Checker) replayed(line int, s *session, kind, id, status string) []Viol
 		if cp.terminal {
 			return []Violation{afterTerminal(line, s, cp, kind, status, where)}
 		}
+		cp.patchSummary(line, kind, u)
 		if kind == "compaction_update" {
 			cp.status = status
 			if isTerminal(status) {
@@ -607,7 +763,7 @@ func (c *Checker) replayed(line int, s *session, kind, id, status string) []Viol
 			}
 		}
 		return []Violation{{line, RuleReplay, fmt.Sprintf(
-			"session %q: %s for compaction %q%s%s; a replayed compaction is one terminal compaction_update",
+			"session %q: %s for compaction %q%s%s; a replayed compaction is one terminal compaction_update (strict replay)",
 			s.id, kind, id, statusSuffix(status), where)}}
 	}
 	r.seen[id] = true
@@ -616,6 +772,7 @@ func (c *Checker) replayed(line int, s *session, kind, id, status string) []Viol
 		old.reported = true
 	}
 	cp := s.track(id, line)
+	cp.patchSummary(line, kind, u)
 	if kind == "compaction_update" && isTerminal(status) {
 		cp.status, cp.terminal, cp.terminalLine = status, true, line
 		return nil
@@ -626,16 +783,24 @@ func (c *Checker) replayed(line int, s *session, kind, id, status string) []Viol
 	if kind == "compaction_update" {
 		cp.status = status
 		return []Violation{{line, RuleReplay, fmt.Sprintf(
-			"session %q: first replayed update for compaction %q has status %q%s; replay must be terminal-first (no in_progress, no chunks)",
+			"session %q: first replayed update for compaction %q has status %q%s; strict replay must be terminal-first (no in_progress, no chunks)",
 			s.id, id, status, where)}}
 	}
 	return []Violation{{line, RuleReplay, fmt.Sprintf(
-		"session %q: compaction_summary_chunk for compaction %q%s; replay must be terminal-first, and chunks append to a summary the client may already hold",
+		"session %q: compaction_summary_chunk for compaction %q%s; strict replay must be terminal-first, and chunks append to a summary the client may already hold",
 		s.id, id, where)}}
 }
 
-func isCompactTool(u object) bool {
+// isCompactTool recognises the fallback compaction tool call: Claude's and
+// codex's "Compact conversation" (Claude's also by its claudeCode
+// toolName), and this project's fallback.ToolCall, whose title an agent may
+// change but whose kind is "think" and whose ID is "compact-<compaction
+// ID>". Kind "think" alone is not enough: agents use it for other tools.
+func isCompactTool(id string, u object) bool {
 	if t, _ := u.str("title"); t == "Compact conversation" {
+		return true
+	}
+	if k, _ := u.str("kind"); k == "think" && strings.HasPrefix(id, "compact-") {
 		return true
 	}
 	meta, _ := u.obj("_meta")
@@ -644,16 +809,17 @@ func isCompactTool(u object) bool {
 	return name == "compact"
 }
 
-func (c *Checker) fallbackTool(line int, s *session, u object) {
+func (c *Checker) fallbackTool(line int, s *session, u object) []Violation {
 	id, ok := u.str("toolCallId")
 	if !ok {
-		return
+		return nil
 	}
 	key := "tool\x00" + id
 	f := s.fallbacks[key]
-	if f == nil {
-		if !isCompactTool(u) {
-			return
+	started := f == nil
+	if started {
+		if !isCompactTool(id, u) {
+			return nil
 		}
 		f = &fallback{
 			what:      fmt.Sprintf("fallback tool call %q (Compact conversation)", id),
@@ -663,9 +829,92 @@ func (c *Checker) fallbackTool(line int, s *session, u object) {
 		}
 		s.addFallback(key, f)
 	}
-	if st, ok := u.str("status"); ok && !f.settled {
+	st, hasStatus := u.str("status")
+	// A tool call that starts, or moves on before it settled, outside a
+	// turn reads as a new turn, as a standard update does. What follows
+	// its settlement (Claude's rawOutput update) changes no state a client
+	// shows as running.
+	var out []Violation
+	if s.turn == nil && s.replay == nil && (started || (hasStatus && !f.settled)) {
+		ended := "no turn has started"
+		if s.lastTurnEnd > 0 {
+			ended = fmt.Sprintf("the turn ended at line %d", s.lastTurnEnd)
+		}
+		what := "started"
+		if !started {
+			what = "changed status"
+		}
+		out = append(out, Violation{line, RuleAfterTurn, fmt.Sprintf(
+			"session %q: %s %s%s with no turn open (%s); a client reads it as a new turn",
+			s.id, f.what, what, statusSuffix(st), ended)})
+	}
+	if hasStatus && !f.settled {
 		f.status = st
 		f.settled = st == "completed" || st == "failed"
+	}
+	return out
+}
+
+// The text fallback's start and outcomes: Claude's legacy text and this
+// project's fallback.Text. Outcomes follow a separator ("\n\n") and may be
+// followed by one before a summary, so surrounding whitespace is ignored.
+const (
+	textStarted       = "Compacting..."
+	textCompleted     = "Compacting completed."
+	textFailedBare    = "Compacting failed."
+	textFailedPrefix  = "Compacting failed:" // then the error, if any
+	textCancelled     = "Compacting cancelled."
+	textOutcomesQuote = `"Compacting completed.", "Compacting failed: …", "Compacting failed." or "Compacting cancelled."`
+)
+
+// chunkText returns the text of an agent_message_chunk that may be a
+// fallback text: a text block, in a chunk without a messageId (opencode's
+// and codex's model text carries one, their compaction forms never do).
+func chunkText(u object) (string, bool) {
+	if raw, ok := u["messageId"]; ok && !isNull(raw) {
+		return "", false
+	}
+	content, ok := u.obj("content")
+	if !ok {
+		return "", false
+	}
+	if t, _ := content.str("type"); t != "text" {
+		return "", false
+	}
+	return content.str("text")
+}
+
+func isTextOutcome(text string) bool {
+	switch text {
+	case textCompleted, textFailedBare, textCancelled:
+		return true
+	}
+	return strings.HasPrefix(text, textFailedPrefix)
+}
+
+// fallbackText follows the text fallback: a chunk that is exactly
+// "Compacting..." opens one, the next outcome chunk settles the oldest open
+// one of the session (text carries no ID). Prose that merely contains the
+// words is neither. An outcome with nothing open is a replayed outcome,
+// which never shows the start.
+func (c *Checker) fallbackText(line int, s *session, u object) {
+	text, ok := chunkText(u)
+	if !ok {
+		return
+	}
+	text = strings.TrimSpace(text)
+	switch {
+	case text == textStarted:
+		// Only the connection's end judges it, so it joins no turn.
+		f := &fallback{what: fmt.Sprintf("text fallback %q", textStarted), status: textStarted, firstLine: line, text: true}
+		s.fbOrder = append(s.fbOrder, f)
+		s.texts = append(s.texts, f)
+	case isTextOutcome(text):
+		if len(s.texts) > 0 {
+			f := s.texts[0]
+			s.texts = s.texts[1:]
+			f.status, f.settled = text, true
+		}
 	}
 }
 
@@ -744,11 +993,17 @@ func (c *Checker) endConnection(when string) []Violation {
 			}
 		}
 		for _, f := range s.fbOrder {
-			if !f.settled && !f.reported {
-				f.reported = true
-				out = append(out, Violation{f.firstLine, RuleFallback, fmt.Sprintf(
-					"session %q: %s never settled: still %q when %s", s.id, f.what, f.status, when)})
+			if f.settled || f.reported {
+				continue
 			}
+			f.reported = true
+			if f.text {
+				out = append(out, Violation{f.firstLine, RuleFallback, fmt.Sprintf(
+					"session %q: %s never settled: no outcome text (%s) followed it when %s", s.id, f.what, textOutcomesQuote, when)})
+				continue
+			}
+			out = append(out, Violation{f.firstLine, RuleFallback, fmt.Sprintf(
+				"session %q: %s never settled: still %q when %s", s.id, f.what, f.status, when)})
 		}
 	}
 	sortViolations(out)

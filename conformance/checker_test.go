@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/conformance"
 )
 
 // In these tests the initialize exchange takes lines 1 and 2, so the first
@@ -339,8 +339,9 @@ func TestRuleReplay(t *testing.T) {
 		)
 		expect(t, got)
 	})
-	t.Run("in_progress or a chunk first is a violation; later updates in replay too", func(t *testing.T) {
-		got := check(t, nil,
+	strict := []conformance.Option{conformance.WithStrictReplay()}
+	t.Run("strict: in_progress or a chunk first is a violation; later updates in replay too", func(t *testing.T) {
+		got := check(t, strict,
 			initV1Capable,
 			load(1, "s1"),
 			upd(cu("cmp_1", "in_progress")),
@@ -360,14 +361,54 @@ func TestRuleReplay(t *testing.T) {
 			want{10, conformance.RuleTerminal, `second terminal: compaction "cmp_3"`},
 		)
 	})
-	t.Run("a replayed compaction left open is reported once, as replay", func(t *testing.T) {
+	t.Run("not strict: the same replay breaks only the terminal rules", func(t *testing.T) {
 		got := check(t, nil,
+			initV1Capable,
+			load(1, "s1"),
+			upd(cu("cmp_1", "in_progress")),
+			upd(cu("cmp_1", "_vendor")),
+			upd(cu("cmp_1", "completed")),
+			upd(chunk("cmp_2", "x")),
+			upd(cu("cmp_3", "completed")),
+			upd(chunk("cmp_3", "again")),
+			upd(cu("cmp_3", "completed")),
+			loaded(1),
+		)
+		expect(t, got,
+			want{7, conformance.RuleSettlement, `compaction "cmp_2" never settled`},
+			want{9, conformance.RuleTerminal, `chunk after terminal: compaction_summary_chunk for compaction "cmp_3"`},
+			want{10, conformance.RuleTerminal, `second terminal: compaction "cmp_3"`},
+		)
+	})
+	t.Run("strict: a replayed compaction left open is reported once, as replay", func(t *testing.T) {
+		got := check(t, strict,
 			initV1Capable,
 			load(1, "s1"),
 			upd(cu("cmp_1", "in_progress")),
 			loaded(1),
 		)
 		expect(t, got, want{4, conformance.RuleReplay, `compaction "cmp_1"`})
+	})
+	t.Run("not strict: a replayed compaction left open never settled", func(t *testing.T) {
+		got := check(t, nil,
+			initV1Capable,
+			load(1, "s1"),
+			upd(cu("cmp_1", "in_progress")),
+			loaded(1),
+		)
+		expect(t, got, want{4, conformance.RuleSettlement, `compaction "cmp_1" never settled: still "in_progress" when the transcript ended`})
+	})
+	t.Run("not strict: a compaction re-streamed by the replay may settle in a later turn", func(t *testing.T) {
+		got := check(t, nil,
+			initV1Capable,
+			load(1, "s1"),
+			upd(cu("cmp_1", "in_progress")),
+			loaded(1),
+			prompt(2, "s1"),
+			upd(cu("cmp_1", "completed")),
+			answer(2, "end_turn"),
+		)
+		expect(t, got)
 	})
 	t.Run("after the load response a replayed ID is settled history", func(t *testing.T) {
 		got := check(t, nil,
@@ -382,7 +423,7 @@ func TestRuleReplay(t *testing.T) {
 		expect(t, got, want{7, conformance.RuleTerminal, `ID reused: compaction "cmp_1"`})
 	})
 	t.Run("v2: session/resume with replayFrom replays; without it, it does not", func(t *testing.T) {
-		got := check(t, nil,
+		got := check(t, strict,
 			initV2,
 			`client {"jsonrpc":"2.0","id":1,"method":"session/resume","params":{"sessionId":"s1","cwd":"/p","replayFrom":{"type":"start"}}}`,
 			upd(cu("cmp_1", "in_progress")),
@@ -539,7 +580,7 @@ func TestRuleSchemaUsesTheNegotiatedVersionsValidator(t *testing.T) {
 }
 
 func TestRuleSchemaWithTheOfficialSchema(t *testing.T) {
-	got := check(t, []conformance.Option{officialSchema(t)},
+	got := check(t, []conformance.Option{requireSchema(t)},
 		initV1Capable,
 		prompt(2, "s1"),
 		// The SDK silently drops these malformed optional fields and

@@ -5,5 +5,13 @@
 // timeline the way a conforming client must (Reducer), and flags every
 // obligation of the agent that a transcript breaks (Checker,
 // CheckTranscript). The Checker is streaming so a live proxy can feed it
-// message by message.
+// message by message. It is a product feature, not a test helper: it backs
+// `acpcompact check` and `acpcompact proxy --check`, and the project's own
+// tests judge their transcripts with it.
+//
+// The Checker holds an agent to the RFD and to what ACP clients and peers
+// are observed to need, and no further: the Rule constants list what it
+// flags. A history replay is judged by the RFD's live semantics, so one that
+// re-streams a compaction is legal; WithStrictReplay adds this project's own
+// rule for what it sends, terminal-first replay.
 package conformance

@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/conformance"
 )
 
 // A client timeline for the RFD's running example: text before the

@@ -9,3 +9,6 @@ func NewScannerLimit(r io.Reader, limit int) *Scanner {
 	s.max = limit
 	return s
 }
+
+// IDKey exposes the request id comparison.
+var IDKey = idKey

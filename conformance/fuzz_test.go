@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/conformance"
 )
 
 func FuzzReadTranscript(f *testing.F) {
@@ -40,8 +40,8 @@ func FuzzReadTranscript(f *testing.F) {
 	})
 }
 
-// FuzzCheckTranscript runs the checker and the reducer over arbitrary
-// transcripts: neither may panic, every violation must point at a real line
+// FuzzCheckTranscript runs the checker (plain and WithStrictReplay) and the
+// reducer over arbitrary transcripts: neither may panic, every violation must point at a real line
 // with a known rule, and a compaction never moves once placed.
 func FuzzCheckTranscript(f *testing.F) {
 	// The crafted transcripts are the seeds, without their comments: the
@@ -64,17 +64,19 @@ func FuzzCheckTranscript(f *testing.F) {
 		conformance.RuleFallback, conformance.RuleSchema,
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		vs, err := conformance.CheckTranscript(bytes.NewReader(in))
-		if err != nil {
-			t.Fatalf("CheckTranscript on an in-memory reader: %v", err)
-		}
 		total := bytes.Count(in, []byte("\n")) + 1
-		for i, v := range vs {
-			if v.Line < 1 || v.Line > total || !slices.Contains(rules, v.Rule) || v.Message == "" {
-				t.Fatalf("bad violation %+v (transcript of %d lines)", v, total)
+		for _, opts := range [][]conformance.Option{nil, {conformance.WithStrictReplay()}} {
+			vs, err := conformance.CheckTranscript(bytes.NewReader(in), opts...)
+			if err != nil {
+				t.Fatalf("CheckTranscript on an in-memory reader: %v", err)
 			}
-			if i > 0 && vs[i-1].Line > v.Line {
-				t.Fatalf("violations out of line order: %v then %v", vs[i-1], v)
+			for i, v := range vs {
+				if v.Line < 1 || v.Line > total || !slices.Contains(rules, v.Rule) || v.Message == "" {
+					t.Fatalf("bad violation %+v (transcript of %d lines)", v, total)
+				}
+				if i > 0 && vs[i-1].Line > v.Line {
+					t.Fatalf("violations out of line order: %v then %v", vs[i-1], v)
+				}
 			}
 		}
 

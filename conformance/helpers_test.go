@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/acpcompact/acpcompact/internal/acpschema"
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 )
 
 // Transcript builders: each returns one transcript line, so a test reads as
@@ -141,17 +141,17 @@ func annotations(t *testing.T, raw []byte) []want {
 }
 
 // officialSchema returns the checker option validating against the
-// installed official schemas; the schemas are the external truth, so their
-// absence fails the test rather than skipping it.
+// installed official schemas. Without them it validates nothing and the
+// test checks the other rules (or fails under ACPCOMPACT_REQUIRE_SCHEMA=1:
+// see schematest); a test that is about the schema calls requireSchema.
 func officialSchema(t testing.TB) conformance.Option {
 	t.Helper()
-	v1, err := acpschema.For(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v2, err := acpschema.For(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return conformance.WithSchema(v1, v2)
+	return conformance.WithSchema(schematest.For(t, 1), schematest.For(t, 2))
+}
+
+// requireSchema is officialSchema for a test that checks nothing else: it
+// skips the test when the schemas are not installed.
+func requireSchema(t testing.TB) conformance.Option {
+	t.Helper()
+	return conformance.WithSchema(schematest.Require(t, 1), schematest.Require(t, 2))
 }

@@ -8,31 +8,48 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/acpcompact/acpcompact/internal/acpschema"
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 )
 
-// Each defect of peers.md "Known defects in peers" that shows on the wire
-// has a crafted transcript whose "# ^" annotations name the violations it
-// must produce. Not on the wire, so not here: the 90-170 s silences (a
-// transcript has no clock), outcome detection by matching prose (a client
-// defect), and the coder/acp-go-sdk and jsonrpc2 notes (library behaviour).
-var peerDefects = []struct {
+// defectTranscript is a crafted transcript whose "# ^" annotations name the
+// violations it must produce, and whose rules are those of the violations
+// in order of first appearance.
+type defectTranscript struct {
 	defect string
 	file   string
 	rules  []conformance.Rule
-}{
-	{"opencode counts compaction: false as support", "defect_opencode_false_capability.jsonl", []conformance.Rule{conformance.RuleCapability}},
-	{"codex-acp counts any non-null value as support: true", "defect_codex_true_capability.jsonl", []conformance.Rule{conformance.RuleCapability}},
-	{"codex-acp counts any non-null value as support: \"\" (gate applies to replay)", "defect_codex_empty_string_capability.jsonl", []conformance.Rule{conformance.RuleCapability}},
-	{"opencode: a second start overwrites the first, never settled", "defect_second_start_overwrites.jsonl", []conformance.Rule{conformance.RuleSettlement}},
-	{"opencode fallback markers: a second start overwrites the first", "defect_opencode_marker_second_start.jsonl", []conformance.Rule{conformance.RuleFallback}},
-	{"Claude ACP / codex-acp leave the fallback tool call in_progress on cancel", "defect_fallback_toolcall_left_on_cancel.jsonl", []conformance.Rule{conformance.RuleFallback}},
-	{"Claude ACP maps every interruption to cancelled", "defect_interruption_mapped_to_cancelled.jsonl", []conformance.Rule{conformance.RuleCancel}},
-	{"terminal updates arrive after the turn ended", "defect_terminal_after_turn.jsonl", []conformance.Rule{conformance.RuleSettlement, conformance.RuleAfterTurn}},
-	{"spinner stuck after a non-cancel stop (v1 error response)", "defect_spinner_stuck_after_error_stop.jsonl", []conformance.Rule{conformance.RuleSettlement}},
-	{"spinner stuck after a non-cancel stop (v2 idle, max_tokens)", "defect_v2_spinner_stuck_after_max_tokens.jsonl", []conformance.Rule{conformance.RuleSettlement}},
-	{"summary replayed twice on reconnect (in_progress + chunks during load)", "defect_summary_replayed_twice.jsonl", []conformance.Rule{conformance.RuleReplay}},
+	strict bool // checked WithStrictReplay
+}
+
+// Each defect of peers.md "Known defects in peers" that shows on the wire
+// has a crafted transcript. Not on the wire, so not here: the 90-170 s
+// silences (a transcript has no clock), outcome detection by matching prose
+// (a client defect), and the coder/acp-go-sdk and jsonrpc2 notes (library
+// behaviour).
+var peerDefects = []defectTranscript{
+	{"opencode counts compaction: false as support", "defect_opencode_false_capability.jsonl", []conformance.Rule{conformance.RuleCapability}, false},
+	{"codex-acp counts any non-null value as support: true", "defect_codex_true_capability.jsonl", []conformance.Rule{conformance.RuleCapability}, false},
+	{"codex-acp counts any non-null value as support: \"\" (gate applies to replay)", "defect_codex_empty_string_capability.jsonl", []conformance.Rule{conformance.RuleCapability}, false},
+	{"opencode: a second start overwrites the first, never settled", "defect_second_start_overwrites.jsonl", []conformance.Rule{conformance.RuleSettlement}, false},
+	{"opencode fallback markers: a second start overwrites the first", "defect_opencode_marker_second_start.jsonl", []conformance.Rule{conformance.RuleFallback}, false},
+	{"Claude ACP / codex-acp leave the fallback tool call in_progress on cancel", "defect_fallback_toolcall_left_on_cancel.jsonl", []conformance.Rule{conformance.RuleFallback}, false},
+	{"Claude ACP maps every interruption to cancelled", "defect_interruption_mapped_to_cancelled.jsonl", []conformance.Rule{conformance.RuleCancel}, false},
+	{"terminal updates arrive after the turn ended", "defect_terminal_after_turn.jsonl", []conformance.Rule{conformance.RuleSettlement, conformance.RuleAfterTurn}, false},
+	{"spinner stuck after a non-cancel stop (v1 error response)", "defect_spinner_stuck_after_error_stop.jsonl", []conformance.Rule{conformance.RuleSettlement}, false},
+	{"spinner stuck after a non-cancel stop (v2 idle, max_tokens)", "defect_v2_spinner_stuck_after_max_tokens.jsonl", []conformance.Rule{conformance.RuleSettlement}, false},
+	// Re-streaming on a fresh connection is legal under the RFD; the
+	// project's own terminal-first rule flags it.
+	{"summary replayed twice on reconnect (in_progress + chunks during load)", "defect_summary_replayed_twice.jsonl", []conformance.Rule{conformance.RuleReplay}, true},
+	{"summary replayed twice: the replay appends to the summary the client holds", "defect_replay_duplicates_held_summary.jsonl", []conformance.Rule{conformance.RuleReplay}, false},
+	{"Claude ACP: a terminal-first tool call after the cancelled response; a tool call settled after the response", "defect_fallback_toolcall_after_turn.jsonl", []conformance.Rule{conformance.RuleFallback, conformance.RuleAfterTurn}, false},
+}
+
+// Each of the checker's own edge rules has a crafted transcript too.
+var ruleDefects = []defectTranscript{
+	{"a text fallback Compacting... without its outcome when the connection ends", "defect_text_fallback_without_outcome.jsonl", []conformance.Rule{conformance.RuleFallback}, false},
+	{"a non-integer protocolVersion in the initialize response: the client's request decides", "defect_capability_string_protocol_version.jsonl", []conformance.Rule{conformance.RuleProtocol, conformance.RuleCapability}, false},
+	{"request ids spelt differently are the same JSON value", "defect_escaped_request_ids.jsonl", []conformance.Rule{conformance.RuleCapability, conformance.RuleCancel}, false},
 }
 
 var cleanTranscripts = []struct {
@@ -45,33 +62,43 @@ var cleanTranscripts = []struct {
 	{"v1 fallback tool call without the capability", "clean_v1_fallback_toolcall.jsonl"},
 	{"v1 session/load replay, terminal-first", "clean_v1_replay.jsonl"},
 	{"v2 session/resume replay, terminal-first", "clean_v2_resume_replay.jsonl"},
+	{"v1 text fallback with its outcomes; prose and model text are no fallback", "clean_v1_fallback_text.jsonl"},
+	{"v1 session/load replay that re-streams with live semantics (not strict)", "clean_v1_replay_restreamed.jsonl"},
+	{"v1 second prompt rejected while the first runs: only the running prompt's answer ends the turn", "clean_v1_second_prompt_rejected.jsonl"},
 }
 
+// restreamed lists the clean transcripts that only WithStrictReplay flags;
+// every other clean transcript is clean under it too.
+var restreamed = map[string]bool{"clean_v1_replay_restreamed.jsonl": true}
+
 func TestKnownPeerDefectsAreCaught(t *testing.T) {
-	schema := officialSchema(t)
 	for _, d := range peerDefects {
-		t.Run(d.file, func(t *testing.T) {
-			raw := readTestdata(t, d.file)
-			wants := annotations(t, raw)
-			if len(wants) == 0 {
-				t.Fatalf("%s has no \"# ^\" annotations", d.file)
-			}
-			got, err := conformance.CheckTranscript(bytes.NewReader(raw), schema)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("defect: %s", d.defect)
-			expect(t, got, wants...)
-			var rules []conformance.Rule
-			for _, v := range got {
-				if !slices.Contains(rules, v.Rule) {
-					rules = append(rules, v.Rule)
-				}
-			}
-			if !slices.Equal(rules, d.rules) {
-				t.Errorf("rules = %v, want %v", rules, d.rules)
-			}
-		})
+		t.Run(d.file, func(t *testing.T) { checkDefect(t, d) })
+	}
+}
+
+func TestCheckerRuleDefectsAreCaught(t *testing.T) {
+	for _, d := range ruleDefects {
+		t.Run(d.file, func(t *testing.T) { checkDefect(t, d) })
+	}
+}
+
+func checkDefect(t *testing.T, d defectTranscript) {
+	t.Helper()
+	opts := []conformance.Option{officialSchema(t)}
+	if d.strict {
+		opts = append(opts, conformance.WithStrictReplay())
+	}
+	got := checkFile(t, d.file, opts...)
+	t.Logf("defect: %s", d.defect)
+	var rules []conformance.Rule
+	for _, v := range got {
+		if !slices.Contains(rules, v.Rule) {
+			rules = append(rules, v.Rule)
+		}
+	}
+	if !slices.Equal(rules, d.rules) {
+		t.Errorf("rules = %v, want %v", rules, d.rules)
 	}
 }
 
@@ -89,6 +116,14 @@ func TestCleanTranscriptsHaveNoViolations(t *testing.T) {
 			}
 			t.Logf("transcript: %s", c.what)
 			expect(t, got)
+			if restreamed[c.file] {
+				return
+			}
+			got, err = conformance.CheckTranscript(bytes.NewReader(raw), schema, conformance.WithStrictReplay())
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect(t, got)
 		})
 	}
 }
@@ -104,10 +139,7 @@ func TestCleanTranscriptsMatchOfficialSchema(t *testing.T) {
 			if len(errs) != 0 {
 				t.Fatal(errs)
 			}
-			v, err := acpschema.For(negotiatedVersion(t, lines))
-			if err != nil {
-				t.Fatal(err)
-			}
+			v := schematest.Require(t, negotiatedVersion(t, lines))
 			updates := 0
 			for _, l := range lines {
 				if err := v.Message(l.Raw); err != nil {
@@ -147,7 +179,7 @@ func TestEveryTestdataTranscriptIsListed(t *testing.T) {
 		t.Fatal(err)
 	}
 	listed := map[string]bool{}
-	for _, d := range peerDefects {
+	for _, d := range append(slices.Clone(peerDefects), ruleDefects...) {
 		listed[d.file] = true
 	}
 	for _, c := range cleanTranscripts {
