@@ -14,6 +14,8 @@ import (
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -24,14 +26,14 @@ func TestStreamedCompactionReachesTheClientInOrderWithTheAgentsOwnUpdates(t *tes
 	a := &agent{}
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
 		_ = agentMessage(ctx, conn, sid, "before")
-		c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto), emitter.UserDisplayable())
+		c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
 		if err != nil {
 			return nil, err
 		}
-		_ = c.Chunk(ctx, emitter.Text("## Retained"))
+		_ = c.Chunk(ctx, protocol.Text("## Retained"))
 		_ = agentMessage(ctx, conn, sid, "between")
-		_ = c.Chunk(ctx, emitter.Text(" context"))
-		if err := c.Complete(ctx, emitter.Summary(emitter.Text("## Retained context"))); err != nil {
+		_ = c.Chunk(ctx, protocol.Text(" context"))
+		if err := c.Complete(ctx, emitter.Summary(protocol.Text("## Retained context"))); err != nil {
 			return nil, err
 		}
 		_ = agentMessage(ctx, conn, sid, "after")
@@ -119,7 +121,7 @@ func TestRuntimeReportingAfterItsTurnEndedSendsNothing(t *testing.T) {
 		}
 		wg.Go(func() { // the runtime, still working after the handler returned
 			<-responded
-			chunkErr = c.Chunk(context.Background(), emitter.Text("late"))
+			chunkErr = c.Chunk(context.Background(), protocol.Text("late"))
 			completeErr = c.Complete(context.Background())
 		})
 		return endTurn()
@@ -332,8 +334,8 @@ func TestReplayOnLoadPrecedesTheLoadResponse(t *testing.T) {
 	a.load = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) error {
 		_ = agentMessage(ctx, conn, sid, "earlier")
 		if err := a.kit.Session(conn, sid).Replay(ctx, emitter.Record{
-			ID: "cmp_old", Status: emitter.Completed, Trigger: emitter.Auto,
-			Summary: []emitter.ContentBlock{emitter.Text("Retained")}, Displayable: true,
+			ID: "cmp_old", Status: protocol.Completed, Trigger: protocol.Auto,
+			Summary: []protocol.ContentBlock{protocol.Text("Retained")}, Displayable: true,
 		}); err != nil {
 			return err
 		}
@@ -373,7 +375,7 @@ func TestV2TurnEndsAtTheIdleStateUpdateNotAtThePromptAcknowledgement(t *testing.
 				t.Error(err)
 				return
 			}
-			_ = c.Chunk(ctx, emitter.Text("partial"))
+			_ = c.Chunk(ctx, protocol.Text("partial"))
 			_ = agentMessage(ctx, conn, sid, "working")
 			_ = stateUpdate(ctx, conn, sid, "idle", "end_turn") // the runtime forgot its handle
 		})
@@ -467,7 +469,9 @@ func TestV1ClientWithoutTheCapabilitySeesNoStandardUpdates(t *testing.T) {
 		mode capability.Mode
 		want []string
 	}{
-		{"no fallback", nil, capability.Off, []string{"response:session/prompt"}},
+		{"default: the tool call", nil, capability.Fallback, []string{"tool_call", "tool_call_update", "response:session/prompt"}},
+		{"fallback.None", []agentkit.Option{agentkit.WithFallback(fallback.None{})}, capability.Off, []string{"response:session/prompt"}},
+		{"nil restores the default", []agentkit.Option{agentkit.WithFallback(fallback.None{}), agentkit.WithFallback(nil)}, capability.Fallback, []string{"tool_call", "tool_call_update", "response:session/prompt"}},
 		{"fallback", []agentkit.Option{agentkit.WithFallback(marker)}, capability.Fallback, []string{"agent_message_chunk", "agent_message_chunk", "response:session/prompt"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -483,7 +487,7 @@ func TestV1ClientWithoutTheCapabilitySeesNoStandardUpdates(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				_ = c.Chunk(ctx, emitter.Text("x"))
+				_ = c.Chunk(ctx, protocol.Text("x"))
 				return endTurn() // left open: the fallback must still end
 			}
 			r := newRig(t, a, tc.opts...)
@@ -603,34 +607,30 @@ func TestStartIsRefusedWhileTheTurnIsBeingSettled(t *testing.T) {
 	}
 }
 
-// TestCancelRightBehindPromptIsNeverLost sends session/cancel immediately
-// behind session/prompt, 1,000 times.
-func TestCancelRightBehindPromptIsNeverLost(t *testing.T) {
-	const turns = 1000
-	a := &agent{}
-	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		c, err := a.kit.Session(conn, sid).Start(ctx)
+// TestCancelReachesItsPromptAndNeverTheNext plays 1,000 pairs: a
+// session/prompt with its session/cancel right behind it, then, once it is
+// answered, a prompt with no cancel. Every cancel must reach its prompt
+// (none lost) and none the prompt after it (none stale).
+func TestCancelReachesItsPromptAndNeverTheNext(t *testing.T) {
+	const pairs = 1000
+	var rt kittest.RaceRuntime
+	a := &agent{cancel: func(string) { rt.Cancelled() }}
+	a.promptText = func(ctx context.Context, conn *jsonrpc2.Conn, sid, text string) (any, error) {
+		stop, err := rt.Prompt(ctx, text, a.kit.Session(conn, sid))
 		if err != nil {
 			return nil, err
 		}
-		select {
-		case <-ctx.Done():
-			_ = c.Cancel(ctx)
-			return cancelled()
-		case <-time.After(10 * time.Second): // a lost cancel; fails below
-			_ = c.Complete(ctx)
-			return endTurn()
-		}
+		return map[string]any{"stopReason": stop}, nil
 	}
 	r := newRig(t, a, agentkit.WithCancelGrace(-1))
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
 	r.ctx = ctx
 	r.initialize(1, true)
-	lost := r.client.CancelRace(r.ctx, t, session, turns)
+	lost, stale := r.client.CancelRace(r.ctx, t, session, pairs)
 	evs := r.finish(1)
-	if lost != 0 {
-		t.Errorf("%d of %d cancels lost", lost, turns)
+	if lost != 0 || stale != 0 {
+		t.Errorf("of %d pairs: %d cancels lost, %d applied to the next prompt", pairs, lost, stale)
 	}
-	kittest.CheckEveryTurnCancelled(t, evs, turns)
+	kittest.CheckRaceStatuses(t, evs, pairs)
 }

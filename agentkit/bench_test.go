@@ -10,6 +10,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -241,7 +242,7 @@ func BenchmarkChunk(b *testing.B) {
 		params, err := json.Marshal(map[string]any{
 			"sessionId": session,
 			"update": map[string]any{
-				"sessionUpdate": emitter.KindSummaryChunk,
+				"sessionUpdate": protocol.KindSummaryChunk,
 				"compactionId":  "cmp_bench",
 				"content":       map[string]any{"type": "text", "text": benchText},
 			},
@@ -264,7 +265,7 @@ func BenchmarkChunk(b *testing.B) {
 				b.Fatal(err)
 			}
 			bc.pipe.lines.waitFor(2) // the in_progress update
-			block := emitter.Text(benchText)
+			block := protocol.Text(benchText)
 			bc.run(b, func() error { return c.Chunk(ctx, block) })
 			b.StopTimer()
 			_ = c.Complete(ctx)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/acpcompact/acpcompact/agentkit/internal/tap"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/skim"
+	"github.com/acpcompact/acpcompact/internal/turn"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -22,6 +24,7 @@ import (
 type tapStream struct {
 	inner jsonrpc2.ObjectStream
 	t     *tap.Tap
+	b     *binding
 	pass  bool // notifications may be queued as objects (a foreign stream)
 
 	// next describes the message jsonrpc2 is about to write: its OnSend
@@ -44,17 +47,28 @@ func passable(req *jsonrpc2.Request) bool {
 	if req == nil || !req.Notif || len(req.ExtraFields) > 0 {
 		return false
 	}
-	return req.Method != tap.MethodUpdate || req.Params == nil || !bytes.Contains(*req.Params, stateUpdateMark)
+	return req.Method != turn.MethodUpdate || req.Params == nil || !bytes.Contains(*req.Params, stateUpdateMark)
 }
 
 // ReadObject shows the message to the tap before jsonrpc2 dispatches it.
+//
+// An error ends the connection: jsonrpc2 closes it next, and it cancels
+// its handlers' contexts before it closes the stream. So the tap is closed
+// here first, while the output can still carry the terminal updates: a
+// runtime woken by its context then finds its compactions settled, and
+// the connection's DisconnectNotify fires only once they are written (or
+// abandoned: see Kit.CloseConn).
 func (s *tapStream) ReadObject(v any) error {
 	var raw json.RawMessage
-	if err := s.inner.ReadObject(&raw); err != nil {
-		return err
+	err := s.inner.ReadObject(&raw)
+	if err == nil {
+		s.t.Receive(raw)
+		err = json.Unmarshal(raw, v)
 	}
-	s.t.Receive(raw)
-	return json.Unmarshal(raw, v)
+	if err != nil {
+		s.t.Close(emitter.ErrConnectionClosed)
+	}
+	return err
 }
 
 // WriteObject lets the tap settle a turn the message ends, then writes it.
@@ -68,7 +82,17 @@ func (s *tapStream) WriteObject(v any) error {
 	if err != nil {
 		return err
 	}
-	return s.t.Send(raw)
+	call := req != nil && !req.Notif
+	if call {
+		// A request of the agent's: its handler now waits for the
+		// client, which AsyncHandler does not count.
+		s.b.lim.called(1)
+	}
+	err = s.t.Send(raw)
+	if err != nil && call {
+		s.b.lim.called(-1)
+	}
+	return err
 }
 
 // marshal is json.Marshal without its final pass over the bytes when v
@@ -85,11 +109,15 @@ func marshal(v any) ([]byte, error) {
 }
 
 // Close settles what is still open while the stream can still carry it,
-// and closes the stream once the queued output is written.
+// and closes the stream once the queued output is written (within
+// CloseTimeout). Nothing more can be written after it: a write still
+// waiting in the queue returns at once.
 func (s *tapStream) Close() error {
 	s.t.Close(emitter.ErrConnectionClosed)
-	_ = s.t.Flush()
-	return s.inner.Close()
+	err := s.inner.Close()
+	s.t.Detach(ErrClosed)
+	s.b.streamClosed()
+	return err
 }
 
 type tapKey struct{}
@@ -103,10 +131,10 @@ type handler struct {
 func (h *handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	h.b.register(conn)
 	t := h.b.t
-	ctx = context.WithValue(ctx, tapKey{}, t)
-	if req.Method == tap.MethodPrompt && !req.Notif {
+	ctx = context.WithValue(ctx, tapKey{}, h.b)
+	if req.Method == turn.MethodPrompt && !req.Notif {
 		if id, err := json.Marshal(req.ID); err == nil {
-			ctx = t.BindPrompt(ctx, tap.IDKey(id))
+			ctx = t.BindPrompt(ctx, skim.IDKey(id))
 		}
 	}
 	// Not recover: a deferred check lets the panic continue with its own
@@ -121,22 +149,76 @@ func (h *handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 	returned = true
 }
 
+func bindingOf(ctx context.Context) *binding {
+	b, _ := ctx.Value(tapKey{}).(*binding)
+	return b
+}
+
 func crash(ctx context.Context) {
-	if t, ok := ctx.Value(tapKey{}).(*tap.Tap); ok {
-		t.Crash()
+	if b := bindingOf(ctx); b != nil {
+		b.t.Crash()
 	}
 }
 
+// DefaultMaxConcurrent is the limit of AsyncHandler unless MaxConcurrent
+// says otherwise: how many of one connection's messages it handles at
+// once.
+const DefaultMaxConcurrent = 256
+
+// AsyncOption configures AsyncHandler.
+type AsyncOption func(*asyncHandler)
+
+// MaxConcurrent sets how many of a connection's messages AsyncHandler
+// handles at once (default DefaultMaxConcurrent); n <= 0 means no limit.
+func MaxConcurrent(n int) AsyncOption { return func(a *asyncHandler) { a.max = n } }
+
 // AsyncHandler is jsonrpc2.AsyncHandler for handlers behind a kit: each
-// request is handled on its own goroutine, and a panic there settles the
+// message is handled on its own goroutine, and a panic there settles the
 // connection's open compactions as failed (emitter.ErrAgentCrashed) before
 // it goes on and ends the process.
-func AsyncHandler(h jsonrpc2.Handler) jsonrpc2.Handler { return asyncHandler{h} }
+//
+// It handles at most DefaultMaxConcurrent messages of a connection at once
+// (MaxConcurrent changes it). At the limit, the next message waits in
+// jsonrpc2's read loop, which then reads nothing more: the client's pipe
+// fills and its writes block, instead of the agent starting a goroutine for
+// every request a client pipelines. The kit has already seen the waiting
+// message (a session/cancel cancels its prompt in wire order all the same),
+// but the host's handler sees it only once a slot frees.
+//
+// A handler that waits for the client's answer to a request of its own
+// (conn.Call: session/request_permission, fs/read_text_file, ...) does not
+// count while the request is unanswered, so the read loop always goes on to
+// read that answer: a full set of handlers asking the client cannot
+// deadlock the connection. The trade-off: a handler that waits for anything
+// else the client is yet to send (a later notification, another request)
+// holds its slot, so such a host must allow for as many at once, or use
+// MaxConcurrent(0). A request the client never answers lifts the limit by
+// one for the rest of the connection. Behind a Kit's connection only:
+// without the kit (a context NewConn did not make) there is no limit.
+func AsyncHandler(h jsonrpc2.Handler, opts ...AsyncOption) jsonrpc2.Handler {
+	a := asyncHandler{h: h, max: DefaultMaxConcurrent}
+	for _, o := range opts {
+		if o != nil {
+			o(&a)
+		}
+	}
+	return a
+}
 
-type asyncHandler struct{ h jsonrpc2.Handler }
+type asyncHandler struct {
+	h   jsonrpc2.Handler
+	max int
+}
 
 func (a asyncHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	var lim *limiter
+	if b := bindingOf(ctx); b != nil && a.max > 0 && b.lim.acquire(a.max) {
+		lim = b.lim
+	}
 	go func() {
+		if lim != nil {
+			defer lim.release()
+		}
 		returned := false
 		defer func() {
 			if !returned {

@@ -8,13 +8,43 @@
 // Create one Kit per process, let it create each connection, and report
 // compactions through Kit.Session:
 //
-//	kit := agentkit.New(agentkit.WithFallback(renderer), agentkit.WithCancelGrace(5*time.Second))
+//	kit := agentkit.New(agentkit.WithCancelGrace(5 * time.Second))
 //	conn := kit.NewConn(ctx, agentkit.NewStream(stdio), agentkit.AsyncHandler(agentHandler))
 //
-//	// in the runtime, when the model starts compacting:
-//	c, err := kit.Session(conn, sessionID).Start(ctx, emitter.WithID(id), emitter.WithTrigger(emitter.Auto))
-//	c.Chunk(ctx, emitter.Text(delta))
+//	// in the prompt's handler, when the model starts compacting:
+//	c, err := kit.Session(conn, sessionID).Start(ctx, emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
+//	c.Chunk(ctx, protocol.Text(delta))
 //	c.Complete(ctx) // or c.Fail(ctx, err), c.Cancel(ctx)
+//
+//	// before the process exits (the client hung up, SIGTERM): settle and write what is open
+//	err = kit.Shutdown(ctx)
+//
+// Example (SummaryAndCancel) is a whole agent, the one in the README.
+//
+// Start may return a handle and an error together: with
+// emitter.ErrUndeliverable the compaction is open but its start did not
+// reach the client; keep the handle and settle it as usual. A runtime that
+// addresses compactions by ID rather than by handle uses the same Session:
+// Session.Chunk, Complete, Cancel and Fail take the ID (emitter.WithID at
+// Start).
+//
+// When the client cancels, the prompt handler's context ends with cause
+// emitter.ErrCancelled (context.Cause): the handler just returns (stop
+// reason `cancelled`), and the kit settles what is still open as
+// `cancelled` before the response.
+//
+// # Summaries are withheld unless user-displayable
+//
+// The RFD asks that a compaction summary be user-displayable and never
+// reveal context that was not otherwise visible to the user. Only the
+// runtime knows whether its summary is that projection, so the emitter's
+// default summary policy (emitter.DisplayableOnly) sends the summary only
+// of a compaction started with emitter.UserDisplayable(). Without it,
+// Chunk sends nothing and returns emitter.ErrWithheld, and a final summary
+// is omitted (the terminal update still goes out): the client sees the
+// compaction, not its summary. Treat ErrWithheld as "not shown", not as a
+// failure. For a log line per compaction that withheld its summary, pass
+// WithEmitterOptions(emitter.WithObserver(emitter.NewSlogObserver(logger))).
 //
 // # Why the kit creates the connection
 //
@@ -24,51 +54,80 @@
 // a session/cancel is only read after the handler of the message before it
 // has been dispatched. So NewConn wraps both ends of the connection:
 //
-//   - The ObjectStream. Every inbound message is seen in ReadObject, in wire
-//     order, before jsonrpc2 dispatches it, whether or not the host's handler
-//     is asynchronous: initialize's params are recorded, a session/prompt
-//     opens its session's turn, a session/cancel marks the turn cancelled,
-//     cancels the prompt handler's context and arms the wind-down deadline.
-//     Every outbound message passes WriteObject: the initialize answer
-//     creates the connection's emitter (capability.Parse of the raw request
-//     and result) before it is written; a response to a pending v1
-//     session/prompt, or a v2 `state_update` whose state is `idle`, first
-//     settles the session's open compactions and then goes out. Compaction
-//     updates are written through the same lock as the agent's own
-//     messages, so the wire keeps the order in which they were produced.
+//   - The ObjectStream. Every message is shown to the connection's wire
+//     engine in wire order: an inbound one in ReadObject, before jsonrpc2
+//     dispatches it, whether or not the host's handler is asynchronous; an
+//     outbound one in WriteObject, before it is written. The initialize
+//     answer creates the connection's emitter (capability.Parse of the raw
+//     request and result) before it is written; a message that ends a turn
+//     is written only after every compaction of its session still open has
+//     been settled. Compaction updates are written through the same queue
+//     as the agent's own messages, so the wire keeps the order in which
+//     they were produced.
 //   - The Handler, outermost. It gives a session/prompt handler a context
-//     that session/cancel cancels (also when the cancel was read before the
-//     handler started) and that carries the prompt's `_meta` trace context
-//     (emitter.WithTrace), and it settles open compactions as failed
-//     (emitter.ErrAgentCrashed) when a handler panics, letting the panic go
-//     on untouched. The context's cause (context.Cause) tells a user's
-//     cancel (emitter.ErrCancelled) from the end of the turn
-//     (emitter.ErrTurnEnded) and the connection closing, since only a
-//     user's cancel is reported as `cancelled`.
+//     that the client's session/cancel cancels (also when the cancel was
+//     read before the handler started) and that carries the prompt's
+//     `_meta` trace context (emitter.WithTrace), and it settles open
+//     compactions as failed (emitter.ErrAgentCrashed) when a handler
+//     panics, letting the panic go on untouched. The context's cause
+//     (context.Cause) tells a user's cancel (emitter.ErrCancelled) from the
+//     end of the turn (emitter.ErrTurnEnded) and the connection closing,
+//     since only a user's cancel is reported as `cancelled`.
 //
-// # Turns
+// # One wire engine
 //
-// A v1 turn runs from session/prompt to its response; a v2 turn from the
-// prompt (or a `running` state_update) to the `idle` state_update. When the
-// turn ends, every compaction of the session still open is settled on the
-// wire before the message that ends it: `cancelled` when the client sent
-// session/cancel during the turn, otherwise `failed` with
-// emitter.ErrTurnEnded. While that settlement runs, Session.Start and
-// Session.Fail are refused with emitter.ErrTurnEnded, so nothing opens in
-// between. Compactions started outside a turn (idle housekeeping, a v2
-// background task) are settled at the end of the session's next turn or when
-// the connection closes.
+// What the messages mean is decided by one engine per connection, the one
+// package agentkit/acpsdk and the proxy (acpcompact proxy) also host; the
+// kit keeps no turn, cancel or request-id state of its own. The engine
+// reads the initialize exchange once for the negotiation; matches each
+// response to its request by the JSON value of the id (an id the client
+// wrote as "a<b" and jsonrpc2 answers as "a\u003cb" is the same id); and
+// follows each session's prompt turn. A v1 turn is the running
+// session/prompt's: only that prompt's response ends it, and a second
+// prompt sent meanwhile waits behind it (an error answering it before its
+// turn began, such as "a prompt is already running", ends nothing). A v2
+// turn runs from the prompt (or a `running` state_update) to the `idle`
+// state_update. session/cancel (and $/cancel_request for a prompt) marks
+// the running turn, and the prompts queued behind it, cancelled, in wire
+// order: it never reaches a prompt sent after it.
 //
-// After session/cancel the runtime has the cancel grace (WithCancelGrace,
-// default 5 s) to report its compactions. Past it the kit settles them as
-// `cancelled` itself. The prompt response still goes out when the host's
-// handler returns: the kit never answers a request on the agent's behalf,
-// since a second response to the same id would break the client.
+// When a turn ends, every compaction of the session still open is settled
+// on the wire before the message that ends it: `cancelled` when the client
+// cancelled the turn, otherwise `failed` with emitter.ErrTurnEnded. While
+// that settlement runs, Session's Start, Chunk, Complete, Cancel and Fail
+// are refused with emitter.ErrTurnEnded, and the turn's end waits for one
+// in progress, so nothing opens or changes in between. Compactions started
+// outside a turn (idle housekeeping, a v2 background task) are settled at
+// the end of the session's next turn or when the connection closes. A
+// successful answer to session/close is written after what its session
+// still has open is settled (as cancelled: closing ends a session's work
+// as a cancel does), and the emitter forgets the session.
+//
+// # The cancel grace
+//
+// After session/cancel the runtime has the cancel grace (WithCancelGrace)
+// to report the cancelled turn's compactions itself; past it the kit
+// settles what is still open as `cancelled`. It means the same for every
+// host of the engine: d > 0 settles d after the cancel (and gives a
+// compaction started after the grace ran out a grace of its own), 0 at
+// once, d < 0 only when the turn ends. The default is DefaultCancelGrace
+// (5 s). The prompt response still goes out when the host's handler
+// returns: the kit never answers a request on the agent's behalf, since a
+// second response to the same id would break the client.
 //
 // The connection closing (the peer hanging up, Conn.Close, or the context
-// given to NewConn ending) settles what is open as failed
-// (emitter.ErrConnectionClosed) before the stream is closed, so an
-// agent-side close still delivers the terminal updates.
+// given to NewConn ending) settles what is open before the stream is
+// closed, so an agent-side close still delivers the terminal updates:
+// `cancelled` in a session whose turn the client had cancelled, otherwise
+// `failed` (emitter.ErrConnectionClosed).
+//
+// # Clients without the capability
+//
+// A v1 client that did not advertise the compaction capability is shown
+// compaction as the fallback.ToolCall() tool call unless WithFallback says
+// otherwise: the one form every observed client displays, and the default
+// of the proxy and the scenario agent too. fallback.None{} shows it
+// nothing.
 //
 // # Panics
 //

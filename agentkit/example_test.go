@@ -8,6 +8,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -24,11 +25,12 @@ func Example() {
 		case "initialize":
 			return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
 		case "session/prompt": // in the runtime, when the model starts compacting:
-			c, err := kit.Session(conn, "sess_1").Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto))
-			if err != nil {
+			c, err := kit.Session(conn, "sess_1").Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto),
+				emitter.UserDisplayable()) // without it, Chunk sends nothing: emitter.ErrWithheld
+			if c == nil {
 				return nil, err
 			}
-			_ = c.Chunk(ctx, emitter.Text("## Retained context")) // withheld unless UserDisplayable
+			_ = c.Chunk(ctx, protocol.Text("## Retained context"))
 			_ = c.Complete(ctx)
 			return map[string]any{"stopReason": "end_turn"}, nil
 		}
@@ -42,6 +44,43 @@ func Example() {
 	<-conn.DisconnectNotify()
 	// Output:
 	// compaction_update cmp_1 in_progress
+	// compaction_summary_chunk cmp_1
 	// compaction_update cmp_1 completed
+	// response session/prompt end_turn
+}
+
+// A runtime that keeps compaction IDs rather than handles reports through
+// Session alone; its calls pass the same turn guard as Start.
+func ExampleSession_Complete() {
+	kit := agentkit.New()
+	stdio, clientEnd := net.Pipe() // stands in for the agent's stdin/stdout
+
+	handler := jsonrpc2.HandlerWithError(func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+		switch req.Method {
+		case "initialize":
+			return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
+		case "session/prompt":
+			s := kit.Session(conn, "sess_1")
+			if _, err := s.Start(ctx, emitter.WithID("cmp_7"), emitter.UserDisplayable()); err != nil {
+				return nil, err
+			}
+			_ = s.Chunk(ctx, "cmp_7", protocol.Text("## Retained context"))
+			if err := s.Complete(ctx, "cmp_7"); err != nil {
+				return nil, err
+			}
+			return map[string]any{"stopReason": "end_turn"}, nil
+		}
+		return nil, nil
+	})
+	conn := kit.NewConn(context.Background(), agentkit.NewStream(stdio), agentkit.AsyncHandler(handler))
+
+	for _, line := range driveClient(clientEnd) {
+		fmt.Println(line)
+	}
+	<-conn.DisconnectNotify()
+	// Output:
+	// compaction_update cmp_7 in_progress
+	// compaction_summary_chunk cmp_7
+	// compaction_update cmp_7 completed
 	// response session/prompt end_turn
 }

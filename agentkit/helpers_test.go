@@ -35,12 +35,19 @@ type agent struct {
 	version int             // protocol version it answers initialize with (default 1)
 	connCtx context.Context // given to NewConn (default context.Background())
 	prompt  func(ctx context.Context, conn *jsonrpc2.Conn, sessionID string) (any, error)
-	load    func(ctx context.Context, conn *jsonrpc2.Conn, sessionID string) error
+	// promptText, when set, handles prompts instead of prompt, with the
+	// text of their first block.
+	promptText func(ctx context.Context, conn *jsonrpc2.Conn, sessionID, text string) (any, error)
+	load       func(ctx context.Context, conn *jsonrpc2.Conn, sessionID string) error
+	cancel     func(sessionID string) // called for each session/cancel
 }
 
 func (a *agent) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
 	var p struct {
 		SessionID string `json:"sessionId"`
+		Prompt    []struct {
+			Text string `json:"text"`
+		} `json:"prompt"`
 	}
 	if req.Params != nil {
 		_ = json.Unmarshal(*req.Params, &p)
@@ -52,6 +59,13 @@ func (a *agent) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.R
 		}
 		return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{"loadSession": true}, "authMethods": []any{}}, nil
 	case "session/prompt":
+		if a.promptText != nil {
+			text := ""
+			if len(p.Prompt) > 0 {
+				text = p.Prompt[0].Text
+			}
+			return a.promptText(ctx, conn, p.SessionID, text)
+		}
 		if a.prompt == nil {
 			return map[string]any{"stopReason": "end_turn"}, nil
 		}
@@ -64,6 +78,9 @@ func (a *agent) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.R
 		}
 		return map[string]any{}, nil
 	case "session/cancel":
+		if a.cancel != nil {
+			a.cancel(p.SessionID)
+		}
 		return nil, nil
 	}
 	return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: req.Method}

@@ -2,59 +2,16 @@ package agentkit
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
+	"errors"
+	"maps"
 	"sync"
-	"time"
 
 	"github.com/acpcompact/acpcompact/agentkit/internal/tap"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
-// Sentinel errors; errors returned by this package that stem from one of
-// them wrap it, so callers branch with errors.Is. A Start refused while a
-// turn is being settled wraps emitter.ErrTurnEnded.
-var (
-	// ErrNotInitialized: the connection has not yet answered initialize
-	// successfully, so it is not known how the client takes compaction.
-	ErrNotInitialized = tap.ErrNotInitialized
-	// ErrClosed: the connection has closed; its compactions were settled.
-	ErrClosed = tap.ErrClosed
-	// ErrUnknownConn: the connection was not created by this Kit's NewConn,
-	// or it has closed and the Kit forgot it.
-	ErrUnknownConn = tap.ErrUnknownConn
-)
-
-// DefaultCancelGrace is the wind-down deadline after session/cancel when
-// WithCancelGrace is not given.
-const DefaultCancelGrace = tap.DefaultCancelGrace
-
-type settings = tap.Config
-
-// Option configures a Kit.
-type Option func(*settings)
-
-// WithFallback sets the renderer used for v1 clients that did not advertise
-// the compaction capability (see package fallback). Without one such
-// clients see nothing of compaction.
-func WithFallback(r emitter.Renderer) Option { return func(s *settings) { s.Fallback = r } }
-
-// WithCancelGrace sets how long the runtime may take, after session/cancel,
-// to report its open compactions before the kit settles them as cancelled
-// (default 5 s). Zero settles them as soon as the cancel arrives; a negative
-// value leaves them to the end of the turn.
-func WithCancelGrace(d time.Duration) Option { return func(s *settings) { s.CancelGrace = d } }
-
-// WithEmitterOptions passes options to each connection's emitter, after the
-// kit's own (the negotiation and the fallback), so they may override them.
-func WithEmitterOptions(opts ...emitter.Option) Option {
-	return func(s *settings) { s.EmitterOptions = append(s.EmitterOptions, opts...) }
-}
-
-// WithLogger sets where the kit logs negotiation diagnostics, settlements it
-// performs and panics it sees (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(s *settings) { s.Logger = l } }
+//go:generate go run ./internal/kitgen -pkg agentkit
 
 // Kit serves any number of jsonrpc2 connections with the same
 // configuration. Safe for concurrent use. The zero Kit is usable and has
@@ -64,27 +21,26 @@ type Kit struct {
 	configured bool
 
 	mu    sync.Mutex
-	conns map[*jsonrpc2.Conn]*tap.Tap
+	conns map[*jsonrpc2.Conn]*binding
+	shut  bool // Shutdown ran: connections made from now on close at once
 }
 
 // New returns a Kit configured by opts.
-func New(opts ...Option) *Kit {
-	cfg := tap.DefaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	return &Kit{cfg: cfg, configured: true}
-}
+func New(opts ...Option) *Kit { return &Kit{cfg: newSettings(opts...), configured: true} }
 
 // NewConn is jsonrpc2.NewConn with the kit on both ends of the connection:
 // around stream, to see every message in wire order and to hold a turn's
 // last message until its compactions are settled, and around h, outermost,
 // to give prompt handlers a cancellable, traced context and to settle on a
 // panic. See the package documentation for what each end does.
+//
+// ctx bounds the connection as it bounds jsonrpc2's; to stop an agent on a
+// signal, prefer Shutdown (or CloseConn) to ending ctx: jsonrpc2 ends its
+// handlers' contexts before it closes the stream, while Shutdown settles
+// and writes first. A connection made after Shutdown is closed at once.
 func (k *Kit) NewConn(ctx context.Context, stream jsonrpc2.ObjectStream, h jsonrpc2.Handler, opts ...jsonrpc2.ConnOpt) *jsonrpc2.Conn {
-	ts := &tapStream{inner: stream}
+	b := &binding{k: k, lim: newLimiter(), closed: make(chan struct{})}
+	ts := &tapStream{inner: stream, b: b}
 	if ls, ok := stream.(*lineStream); ok {
 		ts.t = tap.NewWriter(k.config(), ls.rwc)
 	} else {
@@ -93,13 +49,20 @@ func (k *Kit) NewConn(ctx context.Context, stream jsonrpc2.ObjectStream, h jsonr
 		ts.t = tap.NewObjects(k.config(), stream.WriteObject)
 		ts.pass = true
 	}
-	t := ts.t
-	b := &binding{k: k, t: t}
+	b.t = ts.t
+	b.t.OnClose(b.lim.close)
 	// The OnSend hook runs under jsonrpc2's send lock right before the
 	// message reaches WriteObject; it tells the stream what the message is.
-	opts = append(opts[:len(opts):len(opts)], jsonrpc2.OnSend(ts.onSend))
+	// OnRecv sees the client's answers to the agent's requests.
+	opts = append(opts[:len(opts):len(opts)], jsonrpc2.OnSend(ts.onSend), jsonrpc2.OnRecv(b.onRecv))
 	conn := jsonrpc2.NewConn(ctx, ts, &handler{b: b, inner: h}, opts...)
 	b.register(conn)
+	k.mu.Lock()
+	shut := k.shut
+	k.mu.Unlock()
+	if shut {
+		_ = b.close(context.Background(), conn)
+	}
 	return conn
 }
 
@@ -107,7 +70,13 @@ func (k *Kit) NewConn(ctx context.Context, stream jsonrpc2.ObjectStream, h jsonr
 type binding struct {
 	k    *Kit
 	t    *tap.Tap
-	once sync.Once
+	lim  *limiter       // AsyncHandler's slots
+	once sync.Once      // register
+	conn *jsonrpc2.Conn // set by register, under k.mu
+	gone bool           // the stream is closed (under k.mu)
+	// closed is closed once the stream's Close has returned: the
+	// settlements are written (or abandoned) and the transport is closed.
+	closed chan struct{}
 }
 
 // register indexes conn for Kit.Session. Both NewConn and the first handled
@@ -117,33 +86,122 @@ func (b *binding) register(conn *jsonrpc2.Conn) {
 		k := b.k
 		k.mu.Lock()
 		defer k.mu.Unlock()
+		b.conn = conn
+		if b.gone {
+			return // closed before it was indexed
+		}
 		if k.conns == nil {
-			k.conns = make(map[*jsonrpc2.Conn]*tap.Tap)
+			k.conns = make(map[*jsonrpc2.Conn]*binding)
 		}
-		k.conns[conn] = b.t
-		if !b.t.OnClose(func() { k.forget(conn) }) {
-			delete(k.conns, conn)
-		}
+		k.conns[conn] = b
 	})
+}
+
+// streamClosed is the end of the connection's stream: the Kit forgets it.
+func (b *binding) streamClosed() {
+	k := b.k
+	k.mu.Lock()
+	if !b.gone {
+		b.gone = true
+		if b.conn != nil && k.conns[b.conn] == b {
+			delete(k.conns, b.conn)
+		}
+		close(b.closed)
+	}
+	k.mu.Unlock()
+}
+
+// onRecv is the connection's jsonrpc2.OnRecv hook: an answer of the
+// client's to a request of the agent's.
+func (b *binding) onRecv(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
+	if req != nil && resp != nil {
+		b.lim.called(-1)
+	}
+}
+
+// close closes the connection the kit's way: settle and write (the tap's
+// Shutdown, bounded by ctx and CloseTimeout), then close the jsonrpc2
+// connection, and wait, within ctx, for its stream to be closed (by this
+// call or by a close already under way).
+func (b *binding) close(ctx context.Context, conn *jsonrpc2.Conn) error {
+	err := b.t.Shutdown(ctx, emitter.ErrConnectionClosed)
+	_ = conn.Close()
+	select {
+	case <-b.closed:
+	case <-ctx.Done():
+		if err == nil {
+			err = context.Cause(ctx)
+		}
+	}
+	return err
+}
+
+// Shutdown ends every connection the kit serves, for an agent about to
+// exit (on SIGINT or SIGTERM, say): on each, at once, the kit refuses new
+// compactions, settles every one still open (`cancelled` in a turn the
+// client cancelled, otherwise `failed` with emitter.ErrConnectionClosed),
+// ends the prompt handlers' contexts (cause emitter.ErrConnectionClosed),
+// writes everything queued, the settlements last, then closes the
+// connection. It returns when that is done everywhere, so the process may
+// exit without losing a terminal update.
+//
+// It is bounded by ctx and by CloseTimeout: a client that does not read is
+// waited for at most that long (less when it had taken nothing for a
+// while already), after which what it has not taken is dropped. It returns
+// nil when everything was written, else the errors of the connections
+// that could not be (joined). Connections made after it close at once.
+func (k *Kit) Shutdown(ctx context.Context) error {
+	k.mu.Lock()
+	k.shut = true
+	bs := make(map[*jsonrpc2.Conn]*binding, len(k.conns))
+	maps.Copy(bs, k.conns)
+	k.mu.Unlock()
+	errs := make([]error, 0, len(bs))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for conn, b := range bs {
+		wg.Go(func() {
+			if err := b.close(ctx, conn); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// CloseConn is Shutdown for one connection. It also waits for a close
+// already under way, as when the client hung up: jsonrpc2's
+// DisconnectNotify fires before the kit has closed the stream, so an agent
+// that exits when its connection ends calls CloseConn (or Shutdown) first.
+// It returns ErrUnknownConn for a connection the kit does not serve (or no
+// longer: its close has completed).
+func (k *Kit) CloseConn(ctx context.Context, conn *jsonrpc2.Conn) error {
+	k.mu.Lock()
+	b := k.conns[conn]
+	k.mu.Unlock()
+	if b == nil {
+		return ErrUnknownConn
+	}
+	return b.close(ctx, conn)
 }
 
 func (k *Kit) config() settings {
 	if k.configured {
 		return k.cfg
 	}
-	return tap.DefaultConfig()
-}
-
-func (k *Kit) forget(conn *jsonrpc2.Conn) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	delete(k.conns, conn)
+	return newSettings()
 }
 
 func (k *Kit) tap(conn *jsonrpc2.Conn) *tap.Tap {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.conns[conn]
+	if b := k.conns[conn]; b != nil {
+		return b.t
+	}
+	return nil
 }
 
 // Session returns the reporter of one ACP session on conn. It never returns
@@ -152,9 +210,9 @@ func (k *Kit) tap(conn *jsonrpc2.Conn) *tap.Tap {
 func (k *Kit) Session(conn *jsonrpc2.Conn, sessionID string) *Session {
 	t := k.tap(conn)
 	if t == nil {
-		return &Session{id: sessionID, err: fmt.Errorf("session %s: %w", sessionID, ErrUnknownConn)}
+		return unknownSession(sessionID)
 	}
-	return &Session{t: t, id: sessionID}
+	return newSession(t, sessionID)
 }
 
 // Emitter returns conn's emitter, for what Session does not cover
@@ -166,7 +224,7 @@ func (k *Kit) Emitter(conn *jsonrpc2.Conn) (*emitter.Emitter, error) {
 	if t == nil {
 		return nil, ErrUnknownConn
 	}
-	em := t.Emitter()
+	em := t.SharedEmitter()
 	if em == nil {
 		return nil, ErrNotInitialized
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -50,7 +51,7 @@ func startThenPanic(ctx context.Context, kit *agentkit.Kit, conn *jsonrpc2.Conn,
 	if err != nil {
 		panic(err)
 	}
-	_ = c.Chunk(ctx, emitter.Text("partial"))
+	_ = c.Chunk(ctx, protocol.Text("partial"))
 	panic("boom in the runtime")
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -55,7 +56,7 @@ func TestFloodReachesTheClientInOrderBeforeTheResponse(t *testing.T) {
 					return nil, err
 				}
 				for i := range chunks {
-					if err := c.Chunk(ctx, emitter.Text(fmt.Sprintf("%d,", i))); err != nil {
+					if err := c.Chunk(ctx, protocol.Text(fmt.Sprintf("%d,", i))); err != nil {
 						return nil, err
 					}
 					if i%100 == 99 {
@@ -85,14 +86,14 @@ func TestFloodReachesTheClientInOrderBeforeTheResponse(t *testing.T) {
 					continue
 				}
 				switch {
-				case e.Kind == emitter.KindSummaryChunk:
+				case e.Kind == protocol.KindSummaryChunk:
 					if want := fmt.Sprintf("%d,", next); !kittest.SameJSON(kittest.Field(e, "content"), fmt.Sprintf(`{"type":"text","text":%q}`, want)) {
 						t.Fatalf("chunk %d out of order: %s", next, e.Update)
 					}
 					next++
 				case e.Kind == "agent_message_chunk":
 					got = append(got, fmt.Sprintf("message after %d chunks", next))
-				case e.Kind == emitter.KindUpdate:
+				case e.Kind == protocol.KindUpdate:
 					got = append(got, "compaction_update:"+e.Status)
 				case e.Response:
 					got = append(got, "response:"+e.Method)
@@ -132,7 +133,7 @@ func TestLoneNotificationIsWrittenWithoutWaitingForMore(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Kind == emitter.KindUpdate }); err != nil {
+				if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Kind == protocol.KindUpdate }); err != nil {
 					return nil, err
 				}
 				if err := c.Complete(ctx); err != nil {

@@ -14,6 +14,8 @@ import (
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/protocol"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -21,13 +23,13 @@ func TestStreamedCompactionReachesTheClientInOrderWithTheSDKsOwnUpdates(t *testi
 	a := &agent{}
 	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
 		a.message(ctx, p.SessionId, "before")
-		c, err := a.session(p.SessionId).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto), emitter.UserDisplayable())
+		c, err := a.session(p.SessionId).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
 		if err != nil {
 			return acp.PromptResponse{}, err
 		}
-		_ = c.Chunk(ctx, emitter.Text("## Retained"))
+		_ = c.Chunk(ctx, protocol.Text("## Retained"))
 		a.message(ctx, p.SessionId, "between")
-		_ = c.Chunk(ctx, emitter.Text(" context"))
+		_ = c.Chunk(ctx, protocol.Text(" context"))
 		if err := c.Complete(ctx); err != nil {
 			return acp.PromptResponse{}, err
 		}
@@ -57,13 +59,17 @@ func TestStreamedCompactionReachesTheClientInOrderWithTheSDKsOwnUpdates(t *testi
 func TestCapabilityIsReadFromTheRawInitialize(t *testing.T) {
 	for _, tc := range []struct {
 		capable bool
+		opts    []acpsdk.Option
 		mode    capability.Mode
 		want    []string
 	}{
-		{true, capability.Standard, []string{"compaction_update:in_progress", "compaction_update:completed", "response:session/prompt"}},
-		{false, capability.Off, []string{"response:session/prompt"}},
+		{true, nil, capability.Standard, []string{"compaction_update:in_progress", "compaction_update:completed", "response:session/prompt"}},
+		// Without the capability a v1 client sees the kit's default
+		// fallback, the tool call; fallback.None shows it nothing.
+		{false, nil, capability.Fallback, []string{"tool_call", "tool_call_update", "response:session/prompt"}},
+		{false, []acpsdk.Option{acpsdk.WithFallback(fallback.None{})}, capability.Off, []string{"response:session/prompt"}},
 	} {
-		t.Run(fmt.Sprint("capable=", tc.capable), func(t *testing.T) {
+		t.Run(fmt.Sprintf("capable=%v,options=%d", tc.capable, len(tc.opts)), func(t *testing.T) {
 			a := &agent{}
 			var mode capability.Mode
 			a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
@@ -79,7 +85,7 @@ func TestCapabilityIsReadFromTheRawInitialize(t *testing.T) {
 				_ = c.Complete(ctx)
 				return endTurn()
 			}
-			r := newRig(t)
+			r := newRig(t, tc.opts...)
 			r.serve(a)
 			r.initialize(1, tc.capable)
 			if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
@@ -277,8 +283,8 @@ func TestReplayOnLoadPrecedesTheLoadResponse(t *testing.T) {
 	a.load = func(ctx context.Context, p acp.LoadSessionRequest) error {
 		a.message(ctx, p.SessionId, "earlier")
 		if err := a.session(p.SessionId).Replay(ctx, emitter.Record{
-			ID: "cmp_old", Status: emitter.Completed, Trigger: emitter.Auto,
-			Summary: []emitter.ContentBlock{emitter.Text("Retained")}, Displayable: true,
+			ID: "cmp_old", Status: protocol.Completed, Trigger: protocol.Auto,
+			Summary: []protocol.ContentBlock{protocol.Text("Retained")}, Displayable: true,
 		}); err != nil {
 			return err
 		}
@@ -307,10 +313,10 @@ func TestV2TurnEndsAtTheIdleStateUpdate(t *testing.T) {
 	r := newRig(t)
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
-	update := func(ctx context.Context, conn *acp.Connection, u map[string]any) {
-		_ = conn.SendNotification(ctx, "session/update", map[string]any{"sessionId": session, "update": u})
+	update := func(ctx context.Context, conn *acpsdk.Conn, u map[string]any) {
+		_ = conn.Connection().SendNotification(ctx, "session/update", map[string]any{"sessionId": session, "update": u})
 	}
-	r.serveRaw(func(conn *acp.Connection) acp.MethodHandler {
+	r.serveRaw(func(conn *acpsdk.Conn) acp.MethodHandler {
 		return func(ctx context.Context, method string, params json.RawMessage) (any, *acp.RequestError) {
 			switch method {
 			case "initialize":
@@ -326,7 +332,7 @@ func TestV2TurnEndsAtTheIdleStateUpdate(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					_ = c.Chunk(ctx, emitter.Text("partial")) // withheld: not user-displayable
+					_ = c.Chunk(ctx, protocol.Text("partial")) // withheld: not user-displayable
 					update(ctx, conn, map[string]any{"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"})
 				})
 				return map[string]any{"messageId": "msg_1"}, nil
@@ -359,7 +365,7 @@ func TestRawHandlerGetsThePromptsTraceContext(t *testing.T) {
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	r := newRig(t)
 	var seen string
-	r.serveRaw(func(conn *acp.Connection) acp.MethodHandler {
+	r.serveRaw(func(conn *acpsdk.Conn) acp.MethodHandler {
 		return func(ctx context.Context, method string, params json.RawMessage) (any, *acp.RequestError) {
 			switch method {
 			case "initialize":
@@ -404,36 +410,36 @@ func TestSessionErrorsAreSentinels(t *testing.T) {
 	}
 }
 
-// TestCancelRightBehindPromptIsNeverLost sends session/cancel immediately
-// behind session/prompt, 1,000 times. The SDK alone loses most of them: it
-// handles the prompt on a new goroutine and the cancel on another.
-func TestCancelRightBehindPromptIsNeverLost(t *testing.T) {
-	const turns = 1000
-	a := &agent{}
+// TestCancelReachesItsPromptAndNeverTheNext plays 1,000 pairs: a
+// session/prompt with its session/cancel right behind it, then, once it is
+// answered, a prompt with no cancel. Every cancel must reach its prompt
+// (none lost) and none the prompt after it (none stale). The SDK alone
+// loses most cancels, since it handles the prompt on a new goroutine and
+// the cancel on another, and applies some late to the next prompt: its
+// session/cancel handling cancels whichever prompt of the session runs
+// when it gets to it.
+func TestCancelReachesItsPromptAndNeverTheNext(t *testing.T) {
+	const pairs = 1000
+	var rt kittest.RaceRuntime
+	a := &agent{cancel: func(acp.CancelNotification) { rt.Cancelled() }}
 	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-		c, err := a.session(p.SessionId).Start(ctx)
-		if err != nil {
-			return acp.PromptResponse{}, err
+		text := ""
+		if len(p.Prompt) > 0 && p.Prompt[0].Text != nil {
+			text = p.Prompt[0].Text.Text
 		}
-		select {
-		case <-ctx.Done():
-			_ = c.Cancel(ctx)
-			return cancelled()
-		case <-time.After(10 * time.Second): // a lost cancel; fails below
-			_ = c.Complete(ctx)
-			return endTurn()
-		}
+		stop, err := rt.Prompt(ctx, text, a.session(p.SessionId))
+		return acp.PromptResponse{StopReason: acp.StopReason(stop)}, err
 	}
 	r := newRig(t, acpsdk.WithCancelGrace(-1))
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
 	r.ctx = ctx
 	r.serve(a)
 	r.initialize(1, true)
-	lost := r.client.CancelRace(r.ctx, t, session, turns)
+	lost, stale := r.client.CancelRace(r.ctx, t, session, pairs)
 	evs := r.finish(1)
-	if lost != 0 {
-		t.Errorf("%d of %d cancels lost", lost, turns)
+	if lost != 0 || stale != 0 {
+		t.Errorf("of %d pairs: %d cancels lost, %d applied to the next prompt", pairs, lost, stale)
 	}
-	kittest.CheckEveryTurnCancelled(t, evs, turns)
+	kittest.CheckRaceStatuses(t, evs, pairs)
 }

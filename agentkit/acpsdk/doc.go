@@ -7,58 +7,126 @@
 // so the compaction capability is invisible to a typed Initialize; its
 // SessionUpdate union cannot carry compaction updates; and it dispatches
 // every request on its own goroutine while notifications go through a
-// separate queue, so a session/cancel sent right behind its session/prompt
-// usually reaches the agent before the prompt's context exists, and is lost.
+// separate queue, so its handling of a session/cancel sent right behind a
+// session/prompt runs late: usually before the prompt's context exists (the
+// cancel is lost), sometimes once the session's next prompt runs (the wrong
+// prompt is cancelled).
 //
 // # Integration
 //
 // Agents implementing acp.Agent let the kit create their
-// AgentSideConnection:
+// AgentSideConnection, and send through it:
 //
-//	kit := acpsdk.New(acpsdk.WithFallback(renderer))
+//	kit := acpsdk.New(acpsdk.WithCancelGrace(5 * time.Second))
 //	conn := kit.NewAgentSideConnection(agent, os.Stdout, os.Stdin)
+//	// conn.AgentSideConnection().SessionUpdate(ctx, ...) as before
 //
-//	// in Prompt (or the runtime it drives):
-//	defer kit.Recover(conn) // optional: settle on a panic, see below
-//	c, err := kit.Session(conn, string(p.SessionId)).Start(ctx, emitter.WithID(id))
+//	// in Prompt (or the runtime it drives), when the model starts compacting:
+//	c, err := kit.Session(conn, string(p.SessionId)).Start(ctx, emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
+//	c.Chunk(ctx, protocol.Text(delta))
+//	c.Complete(ctx) // or c.Fail(ctx, err), c.Cancel(ctx)
+//
+//	// before the process exits (the client hung up, SIGTERM): settle and write what is open
+//	err = kit.Shutdown(ctx)
 //
 // Agents that dispatch methods themselves with a raw acp.MethodHandler let
 // the kit create their Connection:
 //
 //	conn := kit.NewConnection(handler, os.Stdout, os.Stdin)
-//	c, err := kit.Session(conn, sessionID).Start(ctx, emitter.WithID(id))
+//	c, err := kit.Session(conn, sessionID).Start(ctx, emitter.UserDisplayable())
 //
-// # How it works
+// Either way the connection handle is a *Conn: Kit.Session, Kit.Emitter and
+// Kit.Recover take nothing else. The SDK may call the agent before the
+// constructor returns, so keep the *Conn where Prompt reads it safely (an
+// atomic.Pointer). Example (SummaryAndCancel) is a whole agent, the one in
+// the README.
 //
-// The kit wraps the io.Reader the SDK reads and the io.Writer it writes;
-// the SDK's behaviour is otherwise untouched.
+// Session.Start may return a handle and an error together: with
+// emitter.ErrUndeliverable the compaction is open but its start did not
+// reach the client; keep the handle and settle it as usual.
+// Session.Chunk, Complete, Cancel and Fail address compactions by ID
+// (emitter.WithID at Start), for a runtime that keeps IDs rather than
+// handles. When the client cancels, Prompt's context ends with cause
+// emitter.ErrCancelled (see "The prompt's context"): Prompt just returns
+// (acp.StopReasonCancelled), and the kit settles what is still open as
+// `cancelled` before the response.
 //
-//   - Reader: the kit reads one line at a time and inspects it before handing
-//     it to the SDK, so it sees every inbound message in wire order: the raw
-//     initialize params (with clientCapabilities.session intact), each
-//     session/prompt, which opens its session's turn, and each
-//     session/cancel, which marks the turn cancelled and arms the wind-down
-//     deadline. To cancel the prompt's context reliably, the kit hands the
-//     SDK a `$/cancel_request` for each pending prompt of the session just
-//     before the session/cancel line: the SDK applies it synchronously in its
-//     read loop, to a request it registered when it read the prompt line, so
-//     the prompt's context is cancelled whatever the goroutines' timing.
-//   - Writer: the SDK writes each message as one line; the kit inspects each
-//     line before writing it. The answer to initialize creates the
-//     connection's emitter (capability.Parse of the raw request and result).
-//     A response to a pending v1 session/prompt, or a v2 `state_update`
-//     whose state is `idle`, first settles the session's open compactions
-//     and then goes out. Compaction updates are written whole, through the
-//     same lock, between the SDK's lines, so the wire keeps the order in
-//     which messages were produced.
+// # Summaries are withheld unless user-displayable
 //
-// Turn scoping, the cancel grace and connection close work as in package
-// agentkit: at the end of a turn what is open is settled `cancelled` when
-// the client cancelled the turn, otherwise `failed` (emitter.ErrTurnEnded);
-// after session/cancel the runtime has the cancel grace (default 5 s) before
-// the kit settles its compactions as cancelled; the response goes out when
-// the agent returns; the peer hanging up settles what is open as failed
-// (emitter.ErrConnectionClosed) before the SDK sees the end of its input.
+// As in package agentkit: the RFD asks that a summary be user-displayable
+// and never reveal context that was not otherwise visible to the user, and
+// only the runtime knows whether its summary is that projection, so the
+// emitter's default summary policy sends the summary only of a compaction
+// started with emitter.UserDisplayable(). Without it, Chunk sends nothing
+// and returns emitter.ErrWithheld, and a final summary is omitted (the
+// terminal update still goes out). For a log line per compaction that
+// withheld its summary, pass
+// WithEmitterOptions(emitter.WithObserver(emitter.NewSlogObserver(logger))).
+//
+// # One wire engine
+//
+// What the messages mean is decided by one engine per connection, the one
+// package agentkit and the proxy host too (see package agentkit, "One wire
+// engine"): the negotiation from initialize, requests matched to responses
+// by the JSON value of their ids, a v1 turn that only the running prompt's
+// response ends (a second prompt rejected meanwhile ends nothing), a v2
+// turn from the prompt to the `idle` state_update, and session/cancel in
+// wire order. The kit keeps no turn, cancel or request-id state of its own.
+//
+// The kit wraps the io.Reader the SDK reads and the io.Writer it writes.
+//
+//   - Reader: the kit reads one line at a time and shows it to the engine
+//     before handing it to the SDK, so the engine sees every inbound
+//     message in wire order: the raw initialize params (with
+//     clientCapabilities.session intact), each session/prompt, each
+//     session/cancel.
+//   - Writer: the SDK writes each message as one line; the kit shows each
+//     line to the engine before writing it. The answer to initialize
+//     creates the connection's emitter (capability.Parse of the raw request
+//     and result). A message that ends a turn is written only after the
+//     session's open compactions have been settled. Compaction updates are
+//     written whole, through the same queue, between the SDK's lines, so
+//     the wire keeps the order in which messages were produced.
+//
+// # The prompt's context
+//
+// A prompt's handler (acp.Agent.Prompt, or a raw handler's session/prompt)
+// runs with the kit's context, not the SDK's: the engine cancels it in wire
+// order when the client cancels the turn, with cause emitter.ErrCancelled
+// (context.Cause), ends it with emitter.ErrTurnEnded once the turn is over
+// and with emitter.ErrConnectionClosed when the connection closes, as in
+// package agentkit. It carries the prompt's `_meta` trace context. The
+// SDK's own cancellations of the request do not reach it: the SDK's
+// session/cancel handling runs later, on its notification goroutine, and
+// cancels whichever prompt of the session runs by then, and the SDK
+// cancels a session's running prompt when the next one arrives, which
+// ACP's turn rules do not (the agent rejects that prompt; the running turn
+// goes on). The session/cancel itself still reaches the agent unchanged:
+// the SDK calls acp.Agent.Cancel (or the raw handler) in its notification
+// order. So a runtime stops on the prompt's context; an agent's Cancel
+// must not cancel "the session's current prompt" on its own, since by
+// then that may be the next one.
+//
+// The SDK tells a handler nothing of its request's id, and starts each
+// request's handler on a goroutine of its own; so that each prompt handler
+// gets its own prompt's context, the reader hands the SDK a session/prompt
+// only once the one before it has reached its handler (or been answered),
+// which takes the SDK microseconds.
+//
+// # The cancel grace and the end of the connection
+//
+// After session/cancel the runtime has the cancel grace (WithCancelGrace)
+// before the kit settles its open compactions as cancelled: d > 0 after d,
+// 0 at once, d < 0 only at the turn's end, the same meaning as for every
+// host of the engine. The response goes out when the agent returns. The
+// peer hanging up settles what is open (cancelled in a session whose turn
+// the client cancelled, else failed with emitter.ErrConnectionClosed)
+// before the SDK sees the end of its input.
+//
+// A v1 client without the compaction capability is shown compaction as
+// the fallback.ToolCall() tool call unless WithFallback says otherwise:
+// the one form every observed client displays, and the default of the
+// proxy and the scenario agent too. fallback.None{} shows it nothing.
 //
 // # Output
 //
@@ -73,16 +141,15 @@
 //
 // # Panics
 //
-// A raw MethodHandler given to NewConnection is guarded: a panic settles the
-// connection's open compactions as failed (emitter.ErrAgentCrashed) and goes
-// on untouched. The SDK calls an acp.Agent on goroutines the kit has no hook
-// in, so an Agent's methods opt in with `defer kit.Recover(conn)`.
-//
-// The prompt's `_meta` trace context is attached to the context of Start
-// (and, for NewConnection, of the handler) for the emitter's observer.
+// The kit stands between the SDK and the agent's methods (an acp.Agent's,
+// all of them, optional ones included, or a raw MethodHandler): a panic in
+// one settles the connection's open compactions as failed
+// (emitter.ErrAgentCrashed) and goes on untouched. Goroutines of the
+// agent's own that run mid-compaction opt in with `defer kit.Recover(conn)`.
 //
 // # Concurrency
 //
-// Kit, Session and everything they return are safe for concurrent use. The
-// kit keeps no global state; all of it lives in the Kit and its connections.
+// Kit, Conn, Session and everything they return are safe for concurrent
+// use. The kit keeps no global state; all of it lives in the Kit and its
+// connections.
 package acpsdk

@@ -8,6 +8,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/agentkit/acpsdk"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -16,13 +17,14 @@ import (
 type exampleAgent struct {
 	stubAgent
 	kit  *acpsdk.Kit
-	conn *acp.AgentSideConnection
+	conn *acpsdk.Conn
 }
 
 func (a *exampleAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-	defer a.kit.Recover(a.conn) // a panic here settles open compactions first
-	// In the runtime, when the model starts compacting:
-	c, err := a.kit.Session(a.conn, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(emitter.Auto))
+	// ctx is the kit's: a session/cancel ends it with cause
+	// emitter.ErrCancelled. In the runtime, when the model starts
+	// compacting:
+	c, err := a.kit.Session(a.conn, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto))
 	if err != nil {
 		return acp.PromptResponse{}, err
 	}
@@ -55,7 +57,7 @@ func ExampleKit_NewConnection() {
 	kit := acpsdk.New(acpsdk.WithCancelGrace(5 * time.Second))
 	stdin, stdout, client := stdio() // stands in for os.Stdin, os.Stdout and the client
 
-	var conn *acp.Connection
+	var conn *acpsdk.Conn
 	conn = kit.NewConnection(func(ctx context.Context, method string, params json.RawMessage) (any, *acp.RequestError) {
 		switch method {
 		case "initialize":
@@ -77,5 +79,35 @@ func ExampleKit_NewConnection() {
 	// Output:
 	// compaction_update cmp_1 in_progress
 	// compaction_update cmp_1 failed
+	// response session/prompt end_turn
+}
+
+// A runtime that keeps compaction IDs rather than handles reports through
+// Session alone; its calls pass the same turn guard as Start.
+func ExampleSession_Fail() {
+	kit := acpsdk.New()
+	stdin, stdout, client := stdio() // stands in for os.Stdin, os.Stdout and the client
+
+	var conn *acpsdk.Conn
+	conn = kit.NewConnection(func(ctx context.Context, method string, _ json.RawMessage) (any, *acp.RequestError) {
+		switch method {
+		case "initialize":
+			return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
+		case "session/prompt":
+			s := kit.Session(conn, "sess_1")
+			// The runtime failed before it reported a start: the client
+			// still sees the compaction begin, then fail.
+			_ = s.Fail(ctx, "cmp_9", fmt.Errorf("summarizer unavailable"))
+			return map[string]any{"stopReason": "end_turn"}, nil
+		}
+		return nil, nil
+	}, stdout, stdin)
+
+	for _, line := range client(conn.Done()) {
+		fmt.Println(line)
+	}
+	// Output:
+	// compaction_update cmp_9 in_progress
+	// compaction_update cmp_9 failed
 	// response session/prompt end_turn
 }

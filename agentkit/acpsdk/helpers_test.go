@@ -41,15 +41,23 @@ type agent struct {
 	stubAgent
 	kit    *acpsdk.Kit
 	mu     sync.Mutex
-	conn   *acp.AgentSideConnection
+	conn   *acpsdk.Conn
 	prompt func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error)
 	load   func(ctx context.Context, p acp.LoadSessionRequest) error
+	cancel func(p acp.CancelNotification) // called by Cancel
+}
+
+func (a *agent) Cancel(_ context.Context, p acp.CancelNotification) error {
+	if a.cancel != nil {
+		a.cancel(p)
+	}
+	return nil
 }
 
 var _ acp.Agent = (*agent)(nil)
 var _ acp.AgentLoader = (*agent)(nil)
 
-func (a *agent) Conn() *acp.AgentSideConnection {
+func (a *agent) Conn() *acpsdk.Conn {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.conn
@@ -118,7 +126,7 @@ func cancelled() (acp.PromptResponse, error) {
 }
 
 func (a *agent) message(ctx context.Context, sid acp.SessionId, text string) {
-	_ = a.Conn().SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateAgentMessageText(text)})
+	_ = a.Conn().AgentSideConnection().SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateAgentMessageText(text)})
 }
 
 // pipes is the two one-way pipes between agent and client, so each side
@@ -180,10 +188,10 @@ func (r *rig) serve(a *agent) {
 
 // serveRaw connects a raw method handler; conn is set before any message
 // can reach h.
-func (r *rig) serveRaw(h func(conn *acp.Connection) acp.MethodHandler) *acp.Connection {
+func (r *rig) serveRaw(h func(conn *acpsdk.Conn) acp.MethodHandler) *acpsdk.Conn {
 	var (
 		mu   sync.Mutex
-		conn *acp.Connection
+		conn *acpsdk.Conn
 	)
 	ready := make(chan struct{})
 	conn = r.kit.NewConnection(func(ctx context.Context, method string, params json.RawMessage) (any, *acp.RequestError) {

@@ -3,67 +3,18 @@ package acpsdk
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/acpcompact/acpcompact/agentkit/internal/tap"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/turn"
 	acp "github.com/coder/acp-go-sdk"
 )
 
-// Sentinel errors; errors returned by this package that stem from one of
-// them wrap it, so callers branch with errors.Is. They are the same values
-// as package agentkit's. A Start refused while a turn is being settled wraps
-// emitter.ErrTurnEnded.
-var (
-	// ErrNotInitialized: the connection has not yet answered initialize
-	// successfully, so it is not known how the client takes compaction.
-	ErrNotInitialized = tap.ErrNotInitialized
-	// ErrClosed: the connection has closed; its compactions were settled.
-	ErrClosed = tap.ErrClosed
-	// ErrUnknownConn: the connection was not created by this Kit, or it has
-	// closed and the Kit forgot it.
-	ErrUnknownConn = tap.ErrUnknownConn
-)
-
-// DefaultCancelGrace is the wind-down deadline after session/cancel when
-// WithCancelGrace is not given.
-const DefaultCancelGrace = tap.DefaultCancelGrace
-
-type settings = tap.Config
-
-// Option configures a Kit.
-type Option func(*settings)
-
-// WithFallback sets the renderer used for v1 clients that did not advertise
-// the compaction capability (see package fallback). Without one such
-// clients see nothing of compaction.
-func WithFallback(r emitter.Renderer) Option { return func(s *settings) { s.Fallback = r } }
-
-// WithCancelGrace sets how long the runtime may take, after session/cancel,
-// to report its open compactions before the kit settles them as cancelled
-// (default 5 s). Zero settles them as soon as the cancel arrives; a negative
-// value leaves them to the end of the turn.
-func WithCancelGrace(d time.Duration) Option { return func(s *settings) { s.CancelGrace = d } }
-
-// WithEmitterOptions passes options to each connection's emitter, after the
-// kit's own (the negotiation and the fallback), so they may override them.
-func WithEmitterOptions(opts ...emitter.Option) Option {
-	return func(s *settings) { s.EmitterOptions = append(s.EmitterOptions, opts...) }
-}
-
-// WithLogger sets where the kit logs negotiation diagnostics, settlements it
-// performs and panics it sees (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(s *settings) { s.Logger = l } }
-
-// Conn is a connection created by a Kit: the *acp.AgentSideConnection of
-// NewAgentSideConnection or the *acp.Connection of NewConnection.
-type Conn interface {
-	Done() <-chan struct{}
-}
+//go:generate go run ../internal/kitgen -pkg acpsdk
 
 // Kit serves any number of SDK connections with the same configuration.
 // Safe for concurrent use. The zero Kit is usable and has the defaults of
@@ -73,129 +24,247 @@ type Kit struct {
 	configured bool
 
 	mu    sync.Mutex
-	conns map[Conn]*tap.Tap
+	conns map[*Conn]bool
+	shut  bool // Shutdown ran: connections made from now on close at once
 }
 
 // New returns a Kit configured by opts.
-func New(opts ...Option) *Kit {
-	cfg := tap.DefaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
+func New(opts ...Option) *Kit { return &Kit{cfg: newSettings(opts...), configured: true} }
+
+// Conn is one connection a Kit serves: the SDK's connection, and the kit's
+// state for it. Kit.NewAgentSideConnection and Kit.NewConnection create
+// it; the agent sends through the SDK connection it holds.
+type Conn struct {
+	t      *tap.Tap
+	asc    *acp.AgentSideConnection
+	raw    *acp.Connection
+	claims *claims
+}
+
+// AgentSideConnection returns the SDK connection of
+// Kit.NewAgentSideConnection, through which the agent sends
+// (SessionUpdate, RequestPermission, ...); nil for a Conn of
+// Kit.NewConnection.
+func (c *Conn) AgentSideConnection() *acp.AgentSideConnection { return c.asc }
+
+// Connection returns the SDK connection of Kit.NewConnection, through which
+// the agent sends (SendNotification, SendRequest); nil for a Conn of
+// Kit.NewAgentSideConnection.
+func (c *Conn) Connection() *acp.Connection { return c.raw }
+
+// Done is closed when the peer disconnects.
+func (c *Conn) Done() <-chan struct{} {
+	if c.asc != nil {
+		return c.asc.Done()
 	}
-	return &Kit{cfg: cfg, configured: true}
+	return c.raw.Done()
+}
+
+// SetLogger directs the SDK connection's own diagnostics to l (the kit's
+// go where WithLogger says).
+func (c *Conn) SetLogger(l *slog.Logger) {
+	if c.asc != nil {
+		c.asc.SetLogger(l)
+		return
+	}
+	c.raw.SetLogger(l)
 }
 
 // NewAgentSideConnection is acp.NewAgentSideConnection with the kit on the
-// connection's reader and writer (see the package documentation).
-func (k *Kit) NewAgentSideConnection(agent acp.Agent, peerInput io.Writer, peerOutput io.Reader) *acp.AgentSideConnection {
-	t, w, r := k.wire(peerInput, peerOutput)
-	conn := acp.NewAgentSideConnection(agent, w, r)
-	k.register(conn, t)
-	return conn
+// connection's reader and writer and around agent (see the package
+// documentation): the context of agent.Prompt is the kit's, cancelled in
+// wire order, and a panic in any of agent's methods settles the
+// connection's open compactions as failed before it goes on.
+func (k *Kit) NewAgentSideConnection(agent acp.Agent, peerInput io.Writer, peerOutput io.Reader) *Conn {
+	c, w, r := k.wire(peerInput, peerOutput)
+	c.asc = acp.NewAgentSideConnection(&kitAgent{inner: agent, c: c}, w, r)
+	k.register(c)
+	return c
 }
 
 // NewConnection is acp.NewConnection with the kit on the connection's
 // reader and writer, and around h: a session/prompt is handled with the
-// prompt's trace context attached, and a panic in h settles the
-// connection's open compactions as failed before it goes on.
-func (k *Kit) NewConnection(h acp.MethodHandler, peerInput io.Writer, peerOutput io.Reader) *acp.Connection {
-	t, w, r := k.wire(peerInput, peerOutput)
-	conn := acp.NewConnection(guard(t, h), w, r)
-	k.register(conn, t)
-	return conn
+// kit's context (cancelled in wire order, carrying the prompt's trace
+// context), and a panic in h settles the connection's open compactions as
+// failed before it goes on.
+func (k *Kit) NewConnection(h acp.MethodHandler, peerInput io.Writer, peerOutput io.Reader) *Conn {
+	c, w, r := k.wire(peerInput, peerOutput)
+	c.raw = acp.NewConnection(c.guard(h), w, r)
+	k.register(c)
+	return c
 }
 
-func (k *Kit) wire(peerInput io.Writer, peerOutput io.Reader) (*tap.Tap, io.Writer, io.Reader) {
+func (k *Kit) wire(peerInput io.Writer, peerOutput io.Reader) (*Conn, io.Writer, io.Reader) {
 	// The tap writes whole lines to peerInput, several in one Write when
 	// notifications queue up (see agentkit.NewStream).
-	t := tap.NewWriter(k.config(), peerInput)
-	return t, &writer{t: t}, newReader(t, peerOutput)
+	c := &Conn{t: tap.NewWriter(k.config(), peerInput), claims: newClaims()}
+	return c, &writer{c: c}, newReader(c, peerOutput)
 }
 
-func guard(t *tap.Tap, h acp.MethodHandler) acp.MethodHandler {
+// guard is the kit around a raw MethodHandler.
+func (c *Conn) guard(h acp.MethodHandler) acp.MethodHandler {
 	return func(ctx context.Context, method string, params json.RawMessage) (any, *acp.RequestError) {
-		if method == tap.MethodPrompt {
-			if tr := tap.TraceFromParams(params); tr.Traceparent != "" {
-				ctx = emitter.WithTrace(ctx, tr)
-			}
+		if method == turn.MethodPrompt {
+			ctx = c.promptContext(ctx)
 		}
-		// Not recover: a deferred check lets the panic continue with its
-		// own stack after the compactions are settled.
 		returned := false
-		defer func() {
-			if !returned {
-				t.Crash()
-			}
-		}()
+		defer c.settleOnPanic(&returned)
 		res, err := h(ctx, method, params)
 		returned = true
 		return res, err
 	}
 }
 
-// register indexes conn for Session; a connection that already ended (its
+// promptContext is the context a prompt handler runs with: the kit's, tied
+// to the prompt's request by the engine (see tap.BindPrompt), and detached
+// from the SDK's cancellations of the request, which a late session/cancel
+// or a second prompt of the session would apply to whichever prompt runs
+// then. A handler call the kit cannot tie to a request keeps ctx.
+func (c *Conn) promptContext(ctx context.Context) context.Context {
+	key, ok := c.claims.claim()
+	if !ok {
+		return ctx
+	}
+	return c.t.BindPrompt(context.WithoutCancel(ctx), key)
+}
+
+// settleOnPanic, deferred around a call of the agent's, settles the
+// connection's open compactions as failed when the call did not return: it
+// is panicking. It does not recover, so the panic goes on with its own
+// stack.
+func (c *Conn) settleOnPanic(returned *bool) {
+	if !*returned {
+		c.t.Crash()
+	}
+}
+
+// register indexes c for Session; a connection that already ended (its
 // input closed before the SDK constructor returned) is not kept.
-func (k *Kit) register(conn Conn, t *tap.Tap) {
+func (k *Kit) register(c *Conn) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.conns == nil {
-		k.conns = make(map[Conn]*tap.Tap)
+	if k.shut {
+		go c.close() // after Shutdown; nothing is open yet
+		return
 	}
-	k.conns[conn] = t
-	if !t.OnClose(func() { k.forget(conn) }) {
-		delete(k.conns, conn)
+	if k.conns == nil {
+		k.conns = make(map[*Conn]bool)
+	}
+	k.conns[c] = true
+	if !c.t.OnClose(func() { k.forget(c) }) {
+		delete(k.conns, c)
 		return
 	}
 	// The reader settles when the input ends; this covers the SDK
 	// stopping on its own (a full notification queue) without reading on.
 	go func() {
-		<-conn.Done()
-		t.Close(emitter.ErrConnectionClosed)
+		<-c.Done()
+		c.close()
 	}()
+}
+
+// close ends the connection for the kit.
+func (c *Conn) close() {
+	c.claims.close()
+	c.t.Close(emitter.ErrConnectionClosed)
+}
+
+// shutdown is close bounded by ctx.
+func (c *Conn) shutdown(ctx context.Context) error {
+	c.claims.close()
+	return c.t.Shutdown(ctx, emitter.ErrConnectionClosed)
+}
+
+// Shutdown ends the kit's part of every connection it serves, for an agent
+// about to exit (on SIGINT or SIGTERM, say): on each, at once, the kit
+// refuses new compactions, settles every one still open (`cancelled` in a
+// turn the client cancelled, otherwise `failed` with
+// emitter.ErrConnectionClosed), ends the prompt handlers' contexts (cause
+// emitter.ErrConnectionClosed) and writes everything queued, the
+// settlements last. It returns when that is done everywhere, so the
+// process may exit without losing a terminal update. The SDK's connection
+// itself runs on (the kit cannot close it): what the SDK writes later is
+// still written, but no compaction opens any more.
+//
+// It is bounded by ctx and by CloseTimeout: a client that does not read is
+// waited for at most that long (less when it had taken nothing for a while
+// already), after which what it has not taken is dropped and every write
+// still waiting returns at once. It returns nil when everything was
+// written, else the errors of the connections that could not be (joined).
+// Connections made after it are closed at once.
+func (k *Kit) Shutdown(ctx context.Context) error {
+	k.mu.Lock()
+	k.shut = true
+	cs := make([]*Conn, 0, len(k.conns))
+	for c := range k.conns {
+		cs = append(cs, c)
+	}
+	k.mu.Unlock()
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() { errs[i] = c.shutdown(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// CloseConn is Shutdown for one connection. It also waits, within ctx, for
+// a close already under way (the kit closes its part when the input ends,
+// before the SDK learns of it), so an agent that exits when its
+// connection ends may call it (or Shutdown) to be sure the settlements are
+// written.
+func (k *Kit) CloseConn(ctx context.Context, conn *Conn) error {
+	if conn == nil || conn.t == nil {
+		return ErrUnknownConn
+	}
+	return conn.shutdown(ctx)
 }
 
 func (k *Kit) config() settings {
 	if k.configured {
 		return k.cfg
 	}
-	return tap.DefaultConfig()
+	return newSettings()
 }
 
-func (k *Kit) forget(conn Conn) {
+func (k *Kit) forget(c *Conn) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	delete(k.conns, conn)
+	delete(k.conns, c)
 }
 
-func (k *Kit) tap(conn Conn) *tap.Tap {
+// tap returns conn's tap when the Kit serves conn.
+func (k *Kit) tap(conn *Conn) *tap.Tap {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.conns[conn]
+	if conn == nil || !k.conns[conn] {
+		return nil
+	}
+	return conn.t
 }
 
 // Session returns the reporter of one ACP session on conn. It never returns
 // nil: on a connection the kit does not serve, every method fails with
 // ErrUnknownConn.
-func (k *Kit) Session(conn Conn, sessionID string) *Session {
+func (k *Kit) Session(conn *Conn, sessionID string) *Session {
 	t := k.tap(conn)
 	if t == nil {
-		return &Session{id: sessionID, err: fmt.Errorf("session %s: %w", sessionID, ErrUnknownConn)}
+		return unknownSession(sessionID)
 	}
-	return &Session{t: t, id: sessionID}
+	return newSession(t, sessionID)
 }
 
 // Emitter returns conn's emitter, for what Session does not cover
 // (Emitter.ChildSession, Mode, Negotiation). Compactions opened through it
-// bypass the kit's refusal of starts while a turn is being settled, but are
-// still settled at the end of their session's turn.
-func (k *Kit) Emitter(conn Conn) (*emitter.Emitter, error) {
+// bypass the turn guard (see Session), but are still settled at the end of
+// their session's turn.
+func (k *Kit) Emitter(conn *Conn) (*emitter.Emitter, error) {
 	t := k.tap(conn)
 	if t == nil {
 		return nil, ErrUnknownConn
 	}
-	em := t.Emitter()
+	em := t.SharedEmitter()
 	if em == nil {
 		return nil, ErrNotInitialized
 	}
@@ -204,11 +273,10 @@ func (k *Kit) Emitter(conn Conn) (*emitter.Emitter, error) {
 
 // Recover settles conn's open compactions as failed
 // (emitter.ErrAgentCrashed) when the goroutine is panicking, then panics
-// again with the same value. The SDK runs an acp.Agent's methods on
-// goroutines the kit has no hook in, so use it as `defer kit.Recover(conn)`
-// first thing in Prompt (and wherever a runtime runs mid-compaction). It
-// does nothing when there is no panic.
-func (k *Kit) Recover(conn Conn) {
+// again with the same value. The kit guards the agent's methods itself;
+// use it as `defer kit.Recover(conn)` first thing in goroutines of your own
+// that run mid-compaction. It does nothing when there is no panic.
+func (k *Kit) Recover(conn *Conn) {
 	if v := recover(); v != nil {
 		if t := k.tap(conn); t != nil {
 			t.Crash()

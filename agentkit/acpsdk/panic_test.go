@@ -8,6 +8,7 @@ import (
 	"github.com/acpcompact/acpcompact/agentkit/acpsdk"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -20,7 +21,7 @@ func runHelperAgent(mode string) {
 	kit := acpsdk.New(quiet)
 	switch mode {
 	case "raw":
-		var conn *acp.Connection
+		var conn *acpsdk.Conn
 		ready := make(chan struct{})
 		conn = kit.NewConnection(func(ctx context.Context, method string, _ json.RawMessage) (any, *acp.RequestError) {
 			<-ready
@@ -35,10 +36,21 @@ func runHelperAgent(mode string) {
 		conn.SetLogger(discard)
 		close(ready)
 		<-conn.Done()
-	case "agent":
+	case "agent", "recover":
 		a := &agent{kit: kit}
 		a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-			defer kit.Recover(a.Conn())
+			if mode == "recover" {
+				// A goroutine of the agent's own opts in.
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					defer kit.Recover(a.Conn())
+					startThenPanic(ctx, a.session(p.SessionId))
+				}()
+				<-done
+				return endTurn()
+			}
+			// The kit guards the agent's methods itself.
 			startThenPanic(ctx, a.session(p.SessionId))
 			return endTurn()
 		}
@@ -55,12 +67,12 @@ func startThenPanic(ctx context.Context, s *acpsdk.Session) {
 	if err != nil {
 		panic(err)
 	}
-	_ = c.Chunk(ctx, emitter.Text("partial"))
+	_ = c.Chunk(ctx, protocol.Text("partial"))
 	panic("boom in the runtime")
 }
 
 func TestPanickingPromptSettlesAsFailedThenThePanicGoesOn(t *testing.T) {
-	for _, mode := range []string{"raw", "agent"} {
+	for _, mode := range []string{"raw", "agent", "recover"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			kittest.CheckCrashSettles(t, helperEnv+"="+mode, session)

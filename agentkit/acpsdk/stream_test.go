@@ -7,6 +7,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -23,7 +24,7 @@ func TestFloodReachesTheClientInOrderBeforeTheResponse(t *testing.T) {
 			return acp.PromptResponse{}, err
 		}
 		for i := range chunks {
-			if err := c.Chunk(ctx, emitter.Text(fmt.Sprintf("%d,", i))); err != nil {
+			if err := c.Chunk(ctx, protocol.Text(fmt.Sprintf("%d,", i))); err != nil {
 				return acp.PromptResponse{}, err
 			}
 			if i%100 == 99 {
@@ -51,14 +52,14 @@ func TestFloodReachesTheClientInOrderBeforeTheResponse(t *testing.T) {
 			continue
 		}
 		switch {
-		case e.Kind == emitter.KindSummaryChunk:
+		case e.Kind == protocol.KindSummaryChunk:
 			if want := fmt.Sprintf(`{"type":"text","text":%q}`, fmt.Sprintf("%d,", next)); !kittest.SameJSON(kittest.Field(e, "content"), want) {
 				t.Fatalf("chunk %d out of order: %s", next, e.Update)
 			}
 			next++
 		case e.Kind == "agent_message_chunk":
 			got = append(got, fmt.Sprintf("message after %d chunks", next))
-		case e.Kind == emitter.KindUpdate:
+		case e.Kind == protocol.KindUpdate:
 			got = append(got, "compaction_update:"+e.Status)
 		case e.Response:
 			got = append(got, "response:"+e.Method)

@@ -43,19 +43,24 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
 	"github.com/acpcompact/acpcompact/fallback"
 )
 
 func main() {
+	// SIGINT (Ctrl-C reaches the agent with its client) or SIGTERM ends ctx,
+	// and run shuts the agent down; a second signal then ends the process
+	// at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
-// run parses flags and serves one ACP connection on stdin/stdout. It
-// returns the exit code.
+// run parses flags and serves one ACP connection on stdin/stdout until the
+// client hangs up or ctx ends. It returns the exit code.
 func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) int {
 	fs := flag.NewFlagSet("scenario-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -92,7 +97,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 
 	cfg := scenario.Config{
 		Fallback:          *fb,
-		CancelGrace:       flagGrace(*grace),
+		CancelGrace:       grace, // the flag means what the Config means: 0 is "at once"
 		CompactionTimeout: flagOff(*timeout),
 		Heartbeat:         flagOff(*heartbeat),
 		AutoCompactEvery:  *every,
@@ -105,27 +110,42 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	}
 	logger.Info("scenario-agent serving ACP on stdin/stdout", "fallback", cfg.Fallback, "cancelGrace", *grace,
 		"compactionTimeout", *timeout, "heartbeat", *heartbeat, "autoCompactEvery", *every)
-	if err := a.Serve(ctx, stdio{stdin, stdout}); err != nil && !errors.Is(err, context.Canceled) {
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(context.Background(), stdio{stdin, stdout}) }()
+	select {
+	case err = <-served: // the client hung up; Serve has settled and written what was open
+	case <-ctx.Done():
+		// Settle every open compaction and write it before exiting, within
+		// agentkit.CloseTimeout for a client that does not read.
+		logger.Info("scenario-agent shutting down", "cause", context.Cause(ctx))
+		sctx, cancel := context.WithTimeout(context.Background(), agentkit.CloseTimeout)
+		if err := a.Shutdown(sctx); err != nil {
+			logger.Warn("shutdown: output not fully written", "error", err)
+		}
+		cancel()
+		select {
+		case err = <-served: // its handlers have returned
+		case <-time.After(handlerGrace):
+			logger.Warn("shutdown: handlers still running; exiting anyway")
+		}
+	}
+	if err != nil {
 		logger.Error("scenario-agent stopped", "error", err)
 		return 1
 	}
 	return 0
 }
 
+// handlerGrace bounds the wait for the handlers after Shutdown, which has
+// ended their contexts and written everything: they return at once unless
+// one is stuck.
+const handlerGrace = 2 * time.Second
+
 // flagOff maps a flag's 0 ("off") to the Config's negative value; Config
 // reads zero as "default".
 func flagOff(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1
-	}
-	return d
-}
-
-// flagGrace maps --cancel-grace 0 ("settle at once") to the shortest grace
-// Config can express.
-func flagGrace(d time.Duration) time.Duration {
-	if d == 0 {
-		return time.Nanosecond
 	}
 	return d
 }

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/examples/scenario-agent/client"
-	"github.com/acpcompact/acpcompact/internal/acpschema"
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 )
 
 // TestScenarioAgentBinaryOverStdio builds the command, runs one /compact
@@ -92,15 +92,12 @@ func TestScenarioAgentBinaryOverStdio(t *testing.T) {
 	if strings.Join(kinds, ",") != "in_progress,completed" {
 		t.Errorf("compaction updates over stdio: %v", kinds)
 	}
-	v1, err := acpschema.For(1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v1 := schematest.For(t, 1)
 	var transcript bytes.Buffer
 	if err := cl.WriteTranscript(&transcript); err != nil {
 		t.Fatal(err)
 	}
-	vs, err := conformance.CheckTranscript(&transcript, conformance.WithSchema(v1, nil))
+	vs, err := conformance.CheckTranscript(&transcript, conformance.WithSchema(v1, nil), conformance.WithStrictReplay())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,3 +202,90 @@ func (l *lockedBuffer) Bytes() []byte {
 }
 
 func (l *lockedBuffer) String() string { return string(l.Bytes()) }
+
+// TestScenarioAgentCancelGraceFlag: --cancel-grace means what
+// agentkit.WithCancelGrace means. /compact hang never reports again, so
+// after session/cancel only the kit settles it: with 0 at once (the cancel
+// grace, not the turn's end), with a positive grace no sooner than that
+// after the cancel, with a negative one at the turn's end (the handler
+// answers at once).
+func TestScenarioAgentCancelGraceFlag(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a hang guard
+	defer cancel()
+	bin := buildAgent(ctx, t)
+	for _, tc := range []struct {
+		flag    string
+		atLeast time.Duration
+		why     string
+	}{
+		{"0", 0, "cancel grace expired"},
+		{"300ms", 300 * time.Millisecond, "cancel grace expired"},
+		{"-1s", 0, "turn ended"},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			cmd := exec.CommandContext(ctx, bin, "--cancel-grace", tc.flag, "--compaction-timeout", "0", "--heartbeat", "0")
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr lockedBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var raw lockedBuffer
+			cl := client.New(context.Background(), pipes{r: io.TeeReader(stdout, &raw), w: stdin})
+			if _, err := cl.Initialize(ctx, 1, true); err != nil {
+				t.Fatal(err)
+			}
+			sid, err := cl.NewSession(ctx, "/work")
+			if err != nil {
+				t.Fatal(err)
+			}
+			turn, err := cl.StartPrompt(ctx, sid, "/compact hang")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cl.Wait(ctx, turn.From(), func(m client.Message) bool { return m.Kind == "compaction_update" && m.Status == "in_progress" }); err != nil {
+				t.Fatal(err)
+			}
+			cancelledAt := time.Now()
+			if err := cl.Cancel(ctx, sid); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cl.Wait(ctx, turn.From(), func(m client.Message) bool { return m.Kind == "compaction_update" && m.Status == "cancelled" }); err != nil {
+				t.Fatal(err)
+			}
+			if waited := time.Since(cancelledAt); waited < tc.atLeast {
+				t.Errorf("settled %v after the cancel, want at least %v", waited, tc.atLeast)
+			}
+			o, err := turn.Wait(ctx)
+			if err != nil || o.StopReason != "cancelled" {
+				t.Errorf("prompt: %+v, %v", o, err)
+			}
+			_ = stdin.Close()
+			<-cl.Done()
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("agent exit: %v", err)
+			}
+			if logs := stderr.String(); !strings.Contains(logs, `why="`+tc.why+`"`) {
+				t.Errorf("the compaction was not settled because the %s:\n%s", tc.why, logs)
+			}
+			var transcript bytes.Buffer
+			if err := cl.WriteTranscript(&transcript); err != nil {
+				t.Fatal(err)
+			}
+			vs, err := conformance.CheckTranscript(&transcript, conformance.WithSchema(schematest.For(t, 1), nil), conformance.WithStrictReplay())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range vs {
+				t.Errorf("conformance: %v", v)
+			}
+		})
+	}
+}

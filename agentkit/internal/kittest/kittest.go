@@ -1,8 +1,14 @@
 // Package kittest is the client side of agentkit's tests: a
 // sourcegraph/jsonrpc2 connection acting as an ACP client that records what
-// it sends and receives in wire order, and checks of that record against the
-// RFD's turn rules and the official ACP schemas. Both agentkit and
-// agentkit/acpsdk test against it, so the two stacks meet the same client.
+// it sends and receives in wire order (Client), a raw client that writes
+// lines byte for byte (Peer), and checks of the record against the RFD's
+// turn rules (CheckTurns, its own reading of them, independent of the wire
+// engine it tests) and the official ACP schemas. Both agentkit and
+// agentkit/acpsdk test against it, so the two stacks meet the same client,
+// and play the same scripts, each with its runtime half for the stack's
+// agent: the cancel race (CancelRace, RaceRuntime), the second prompt
+// (SecondPrompt), the cancel grace (Hang), escaped ids (PlayEscapedIDs)
+// and a panicking runtime (CheckCrashSettles).
 package kittest
 
 import (
@@ -11,12 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/acpcompact/acpcompact/emitter"
-	"github.com/acpcompact/acpcompact/internal/acpschema"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -48,9 +55,11 @@ type Event struct {
 
 // Compaction reports whether e is a compaction update or chunk.
 func (e Event) Compaction() bool {
-	return e.Kind == emitter.KindUpdate || e.Kind == emitter.KindSummaryChunk
+	return e.Kind == protocol.KindUpdate || e.Kind == protocol.KindSummaryChunk
 }
 
+// String formats e for a failure message: its direction, kind, id and
+// payload.
 func (e Event) String() string {
 	dir := "<-"
 	if e.Sent {
@@ -212,9 +221,15 @@ func (c *Client) Initialize(ctx context.Context, version int, capable bool) (jso
 
 // PromptParams returns session/prompt params, with meta as _meta when set.
 func PromptParams(sessionID string, meta map[string]any) map[string]any {
+	return PromptText(sessionID, "hello", meta)
+}
+
+// PromptText returns session/prompt params whose one text block is text,
+// with meta as _meta when set.
+func PromptText(sessionID, text string, meta map[string]any) map[string]any {
 	p := map[string]any{
 		"sessionId": sessionID,
-		"prompt":    []any{map[string]any{"type": "text", "text": "hello"}},
+		"prompt":    []any{map[string]any{"type": "text", "text": text}},
 	}
 	if meta != nil {
 		p["_meta"] = meta
@@ -262,7 +277,7 @@ func Statuses(evs []Event, id string) []string {
 		if e.CompactionID != id {
 			continue
 		}
-		if e.Kind == emitter.KindSummaryChunk {
+		if e.Kind == protocol.KindSummaryChunk {
 			out = append(out, "chunk")
 		} else {
 			out = append(out, e.Status)
@@ -279,18 +294,23 @@ func Field(e Event, name string) json.RawMessage {
 }
 
 // Terminal reports whether status ends a compaction.
-func Terminal(status string) bool { return emitter.Status(status).Terminal() }
+func Terminal(status string) bool { return protocol.Status(status).Terminal() }
 
 // CheckTurns checks the record against the turn rules: every compaction
 // update of a session arrives inside one of its turns (or a session/load),
 // a compaction is never updated after its terminal status, and nothing is
-// open when the message ending a turn arrives: the v1 session/prompt
-// response, or (v2) an idle state_update.
+// open when the message ending a turn arrives. In v1 a turn is the running
+// session/prompt's, and only its response ends it: a prompt sent while
+// another runs waits behind it, and its response before its turn began (an
+// agent rejecting it) ends nothing. In v2 a turn runs from the prompt to an
+// idle state_update.
 func CheckTurns(evs []Event, version int) error {
 	type sess struct {
-		turns int // v1 prompts sent and not answered; v2: 1 while running
-		loads int
-		open  map[string]bool
+		running string   // v1: the id of the prompt whose turn runs ("" for none)
+		queue   []string // v1: prompts sent while it runs, in order
+		active  bool     // v2: a turn runs
+		loads   int
+		open    map[string]bool
 	}
 	ss := map[string]*sess{}
 	get := func(id string) *sess {
@@ -307,34 +327,47 @@ func CheckTurns(evs []Event, version int) error {
 		s := get(e.SessionID)
 		switch {
 		case e.Sent && e.Method == "session/prompt":
-			if version == 2 {
-				s.turns = 1
-			} else {
-				s.turns++
+			switch {
+			case version == 2:
+				s.active = true
+			case s.running == "":
+				s.running = e.ID
+			default:
+				s.queue = append(s.queue, e.ID)
 			}
 		case e.Sent && e.Method == "session/load":
 			s.loads++
 		case e.Response && e.Method == "session/load":
 			s.loads--
 		case e.Response && e.Method == "session/prompt" && version != 2:
+			if j := slices.Index(s.queue, e.ID); j >= 0 {
+				s.queue = slices.Delete(s.queue, j, j+1) // answered before its turn: ends nothing
+				break
+			}
+			if e.ID != s.running {
+				break
+			}
 			if len(s.open) > 0 {
 				errs = append(errs, fmt.Errorf("event %d: prompt response #%s arrived with compactions open: %v", i, e.ID, keys(s.open)))
 			}
-			s.turns--
+			s.running = ""
+			if len(s.queue) > 0 {
+				s.running, s.queue = s.queue[0], s.queue[1:]
+			}
 		case !e.Sent && e.Kind == "state_update" && e.State == "idle" && version == 2:
 			if len(s.open) > 0 {
 				errs = append(errs, fmt.Errorf("event %d: idle state_update arrived with compactions open: %v", i, keys(s.open)))
 			}
-			s.turns = 0
+			s.active = false
 		case !e.Sent && e.Compaction():
 			key := e.SessionID + "/" + e.CompactionID
-			if s.turns <= 0 && s.loads <= 0 {
+			if s.running == "" && !s.active && s.loads <= 0 {
 				errs = append(errs, fmt.Errorf("event %d: compaction update outside a turn: %s", i, e))
 			}
 			if settled[key] {
 				errs = append(errs, fmt.Errorf("event %d: update after the terminal status: %s", i, e))
 			}
-			if e.Kind == emitter.KindUpdate && Terminal(e.Status) {
+			if e.Kind == protocol.KindUpdate && Terminal(e.Status) {
 				settled[key] = true
 				delete(s.open, e.CompactionID)
 			} else {
@@ -354,13 +387,11 @@ func keys(m map[string]bool) string {
 }
 
 // Validate checks every session/update the client received against the
-// official ACP schema of version.
+// official ACP schema of version (when it is installed: see schematest),
+// and every compaction update against the protocol package's decoder.
 func Validate(t testing.TB, evs []Event, version int) {
 	t.Helper()
-	v, err := acpschema.For(version)
-	if err != nil {
-		t.Fatalf("schema: %v", err)
-	}
+	v := schematest.For(t, version)
 	for i, e := range evs {
 		if e.Sent || e.Response || e.Method != "session/update" {
 			continue
@@ -369,7 +400,7 @@ func Validate(t testing.TB, evs []Event, version int) {
 			t.Errorf("event %d does not match the v%d schema: %v", i, version, err)
 		}
 		if e.Compaction() {
-			if _, err := emitter.UnmarshalUpdate(e.Update); err != nil {
+			if _, err := protocol.UnmarshalUpdate(e.Update); err != nil {
 				t.Errorf("event %d: %v", i, err)
 			}
 		}
@@ -396,7 +427,7 @@ func Summary(evs []Event) []string {
 		case e.Sent || e.Method == "initialize":
 		case e.Response:
 			out = append(out, "response:"+e.Method)
-		case e.Kind == emitter.KindUpdate:
+		case e.Kind == protocol.KindUpdate:
 			out = append(out, e.Kind+":"+e.Status)
 		case e.Kind == "state_update":
 			out = append(out, e.Kind+":"+e.State)
@@ -432,9 +463,9 @@ func Transcript(evs []Event) []string {
 		case e.Sent || e.Method == "initialize":
 		case e.Response:
 			out = append(out, strings.TrimSpace("response "+e.Method+" "+StopReason(e.Result)))
-		case e.Kind == emitter.KindUpdate:
+		case e.Kind == protocol.KindUpdate:
 			out = append(out, e.Kind+" "+e.CompactionID+" "+e.Status)
-		case e.Kind == emitter.KindSummaryChunk:
+		case e.Kind == protocol.KindSummaryChunk:
 			out = append(out, e.Kind+" "+e.CompactionID)
 		default:
 			out = append(out, e.Kind)
@@ -461,41 +492,4 @@ func Drive(ctx context.Context, c *Client, sessionID string, hangUp func()) []st
 	}
 	<-c.Conn.DisconnectNotify()
 	return Transcript(c.Wire.Events())
-}
-
-// CancelRace plays the fastest client `turns` times: a session/prompt with
-// its session/cancel written right behind it. It returns how many turns
-// did not end with stop reason "cancelled" (lost cancels).
-func (c *Client) CancelRace(ctx context.Context, t testing.TB, sessionID string, turns int) (lost int) {
-	t.Helper()
-	for i := range turns {
-		call, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptParams(sessionID, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Cancel(ctx, sessionID); err != nil {
-			t.Fatal(err)
-		}
-		var res json.RawMessage
-		if err := call.Wait(ctx, &res); err != nil {
-			t.Fatalf("turn %d: %v", i, err)
-		}
-		if StopReason(res) != "cancelled" {
-			lost++
-		}
-	}
-	return lost
-}
-
-// CheckEveryTurnCancelled checks that the wire holds exactly one
-// in_progress and one cancelled update per turn, and nothing else.
-func CheckEveryTurnCancelled(t testing.TB, evs []Event, turns int) {
-	t.Helper()
-	counts := map[string]int{}
-	for _, e := range Compactions(evs) {
-		counts[e.Status]++
-	}
-	if counts["in_progress"] != turns || counts["cancelled"] != turns || len(counts) != 2 {
-		t.Errorf("statuses on the wire: %v", counts)
-	}
 }

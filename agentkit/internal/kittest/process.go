@@ -73,6 +73,9 @@ func StartChild(t testing.TB, env string) *Child {
 	return c
 }
 
+// Signal sends sig to the child process.
+func (c *Child) Signal(sig os.Signal) error { return c.cmd.Process.Signal(sig) }
+
 // Wait waits for the client to see the end of the stream and the process
 // to exit, and returns the child's stderr and its exit error.
 func (c *Child) Wait() (string, error) {
@@ -110,6 +113,60 @@ func CheckCrashSettles(t *testing.T, env, session string) {
 	}
 	if err := CheckTurns(evs, 1); err != nil {
 		t.Error(err)
+	}
+	Validate(t, evs, 1)
+}
+
+// SignalBound is how long a child may take to exit after a signal.
+const SignalBound = 10 * time.Second
+
+// CheckSignalSettles starts a child (see StartChild) whose prompt handler
+// opens compaction cmp_1 and then waits for its context to end, and which
+// shuts its kit down on SIGINT or SIGTERM (signal.NotifyContext, then
+// Kit.Shutdown, then exit). It prompts it, waits for cmp_1 to start,
+// sends sig, and checks what both stacks promise: the child exits, cleanly
+// and within SignalBound, and before that it wrote cmp_1's terminal update
+// (failed with emitter.ErrConnectionClosed), valid against the schema.
+func CheckSignalSettles(t *testing.T, env, session string, sig os.Signal) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	child := StartChild(t, env)
+	if _, err := child.Client.Initialize(ctx, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := child.Client.Conn.DispatchCall(ctx, "session/prompt", PromptParams(session, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := child.Client.Wire.Wait(ctx, func(e Event) bool { return e.CompactionID == "cmp_1" && e.Status == "in_progress" }); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var stderr string
+	var err error
+	go func() {
+		stderr, err = child.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(SignalBound):
+		_ = child.cmd.Process.Kill()
+		<-exited
+		t.Fatalf("the agent did not exit within %v of %v\n%s", SignalBound, sig, stderr)
+	}
+	if err != nil {
+		t.Errorf("exit: %v\n%s", err, stderr)
+	}
+	evs := child.Client.Wire.Events()
+	if got := Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
+		t.Fatalf("statuses %v\n%s", got, Dump(evs))
+	}
+	if e := string(Field(Compactions(evs)[1], "error")); e != fmt.Sprintf("%q", emitter.ErrConnectionClosed.Error()) {
+		t.Errorf("error = %s", e)
 	}
 	Validate(t, evs, 1)
 }

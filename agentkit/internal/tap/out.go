@@ -1,8 +1,10 @@
 package tap
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -33,6 +35,11 @@ import (
 //     waits for the flusher, as it would wait on the write.
 //   - A failed write is sticky: later writes return it at once, and what
 //     was pending is dropped (the transport is broken).
+//   - Closing is bounded (abandon): a client that does not read cannot hold
+//     the connection's end. When the close's deadline passes, the queue
+//     gives up: what is pending is dropped, every waiting and later write
+//     returns errAbandoned at once, and only the transport write already in
+//     progress, which cannot be interrupted, is left to return when it can.
 //
 // The transport's write is only ever called by one goroutine at a time.
 
@@ -46,6 +53,13 @@ const maxPendingItems = 256
 
 // flushTimeout bounds how long Flush waits for a client that does not read.
 const flushTimeout = 5 * time.Second
+
+// CloseTimeout bounds a connection's close (Tap.Shutdown): how long the
+// settlement and the flush of what is queued may wait for a client that
+// does not read. It runs from the close, or from the start of the write in
+// progress when that began earlier: a client that has taken nothing for
+// CloseTimeout already is not waited for again.
+const CloseTimeout = 5 * time.Second
 
 type outQueue struct {
 	// Exactly one is set: lines writes a round of newline-terminated
@@ -64,7 +78,10 @@ type outQueue struct {
 	queued   uint64 // messages appended so far
 	written  uint64 // messages written (or dropped on error) so far
 	flushing bool   // a flusher (goroutine or synchronous writer) is writing
-	err      error
+	// writing is when the transport write in progress began (zero: none),
+	// so that a close knows how long the client has taken nothing.
+	writing time.Time
+	err     error
 }
 
 func newLineQueue(w io.Writer) *outQueue {
@@ -202,6 +219,7 @@ func (q *outQueue) flushLocked(until uint64) {
 	for q.pendingLocked() && q.err == nil && (until == 0 || q.written < until) {
 		n := q.queued
 		var err error
+		q.writing = time.Now()
 		if q.lines != nil {
 			round := q.buf
 			q.buf, q.spare = q.spare[:0], nil
@@ -224,19 +242,91 @@ func (q *outQueue) flushLocked(until uint64) {
 			q.mu.Lock()
 			q.spareIt = round[:0]
 		}
-		q.written = n
-		if err != nil {
+		q.writing = time.Time{}
+		// An abandoned queue counts everything as written already.
+		q.written = max(q.written, n)
+		if err != nil && q.err == nil {
 			q.err = err
 			// The transport is broken: drop what is pending.
-			q.buf, q.items, q.size = nil, nil, 0
-			q.written = q.queued
+			q.dropLocked()
 		}
 		q.cond.Broadcast()
 	}
 }
 
+// dropLocked drops what is pending, counting it as written, so that every
+// waiter returns (with q.err).
+func (q *outQueue) dropLocked() {
+	q.buf, q.items, q.size = nil, nil, 0
+	q.written = q.queued
+}
+
+// errAbandoned: a close gave up on a client that did not take the output
+// in time (CloseTimeout, or the close's context).
+var errAbandoned = errors.New("output abandoned on close: the client did not read it in time")
+
+// abandon gives up on the output (see the top of this file): what is
+// pending is dropped and every write from now on returns the error, which
+// wraps errAbandoned and cause. It does nothing once the queue has failed.
+func (q *outQueue) abandon(cause error) {
+	err := errAbandoned
+	if cause != nil {
+		err = fmt.Errorf("%w: %w", errAbandoned, cause)
+	}
+	q.fail(err)
+}
+
+// fail makes err the queue's sticky error, unless it has one: what is
+// pending is dropped, and every waiting and later write returns it.
+func (q *outQueue) fail(err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err != nil {
+		return
+	}
+	q.err = err
+	q.dropLocked()
+	q.cond.Broadcast()
+}
+
+// abandonAt arms abandonment for a close beginning now: when ctx ends, or
+// at the close's deadline (CloseTimeout from now, or from the start of the
+// write in progress if that is earlier), whichever comes first. stop
+// disarms both.
+func (q *outQueue) abandonAt(ctx context.Context, timeout time.Duration) (stop func()) {
+	q.mu.Lock()
+	deadline := time.Now().Add(timeout)
+	if !q.writing.IsZero() {
+		if d := q.writing.Add(timeout); d.Before(deadline) {
+			deadline = d
+		}
+	}
+	q.mu.Unlock()
+	timer := time.AfterFunc(time.Until(deadline), func() {
+		q.abandon(fmt.Errorf("nothing more written within %v", timeout))
+	})
+	stopCtx := context.AfterFunc(ctx, func() { q.abandon(context.Cause(ctx)) })
+	return func() {
+		timer.Stop()
+		stopCtx()
+	}
+}
+
+// drain waits until everything queued so far has been written, or dropped
+// by a failure or abandonment, and returns the queue's error. Unlike flush
+// it has no deadline of its own: the caller has armed abandonAt.
+func (q *outQueue) drain() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	target := q.queued
+	for q.written < target {
+		q.cond.Wait()
+	}
+	return q.err
+}
+
 // errFlushTimeout: Flush gave up on a client that does not read.
-var errFlushTimeout = errors.New("agentkit: output not flushed: the client is not reading")
+var errFlushTimeout = errors.New("output not flushed: the client is not reading")
 
 // flush waits until everything queued so far has been written, for at most
 // flushTimeout, and returns the sticky write error, if any.

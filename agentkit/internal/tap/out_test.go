@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/turn"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // These tests pin the output queue's guarantees on the wire (see out.go):
@@ -308,7 +310,7 @@ func TestTurnEndIsOrderedOnTheBufferedWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 200 {
-		if err := c.Chunk(context.Background(), emitter.Text(fmt.Sprint(i))); err != nil {
+		if err := c.Chunk(context.Background(), protocol.Text(fmt.Sprint(i))); err != nil {
 			t.Fatal(err)
 		}
 		if err := tp.Send(note(i)); err != nil {
@@ -363,64 +365,6 @@ func TestCloseFlushesWhatIsQueued(t *testing.T) {
 	}
 }
 
-// classify's fast path must agree with decoding on every valid message.
-var classifyCorpus = []string{
-	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`,
-	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"idle"}}}`,
-	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\"state_update\""}}}}`,
-	`{"id":3,"jsonrpc":"2.0","method":"session/request_permission","params":{}}`,
-	`{"id":null,"jsonrpc":"2.0","method":"x","params":{}}`,
-	`{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}`,
-	`{"id":3,"result":{"stopReason":"end_turn"},"jsonrpc":"2.0"}`,
-	`{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"x"}}`,
-	`{"jsonrpc":"2.0","METHOD":"x","params":{}}`,
-	`{"jsonrpc":"2.0","method":"x","Id":4}`,
-	`{"jsonrpc":"2.0","method":"x","method":""}`,
-	`{"jsonrpc":"2.0","method":"","id":5,"result":1}`,
-	`{"jsonrpc":"2.0","method":"a\u0062","params":[1,{"a":"}"}]}`,
-	`{"m\u0065thod":"x","id":1,"result":{}}`,
-	`{"jsonrpc":"2.0","method":"x","params":{"a":[[[]]],"b":"\\\""}}`,
-	` { "method" : "x" , "params" : { } } `,
-	`{"method":1}`,
-	`{}`,
-	`[]`,
-	`[{"jsonrpc":"2.0","id":1,"result":{}}]`,
-	`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"running"}},"id":9}`,
-}
-
-func sameOutbound(a, b outbound) bool {
-	return a.response == b.response && a.key == b.key && string(a.result) == string(b.result) &&
-		a.failed == b.failed && a.sessionID == b.sessionID && a.state == b.state && a.notification == b.notification
-}
-
-func TestClassifyFastPathAgreesWithDecoding(t *testing.T) {
-	for _, msg := range classifyCorpus {
-		if !json.Valid([]byte(msg)) {
-			t.Fatalf("corpus entry is not JSON: %s", msg)
-		}
-		if got, want := classify([]byte(msg)), decodeOutbound([]byte(msg)); !sameOutbound(got, want) {
-			t.Errorf("%s:\nfast   %+v\ndecode %+v", msg, got, want)
-		}
-	}
-}
-
-func FuzzClassify(f *testing.F) {
-	for _, msg := range classifyCorpus {
-		f.Add([]byte(msg))
-	}
-	f.Fuzz(func(t *testing.T, msg []byte) {
-		got, want := classify(msg), decodeOutbound(msg)
-		if !json.Valid(msg) {
-			// Invalid input may only differ in whether it is written
-			// behind (it is never a response either way).
-			got.notification, want.notification = false, false
-		}
-		if !sameOutbound(got, want) {
-			t.Errorf("%s:\nfast   %+v\ndecode %+v", msg, got, want)
-		}
-	})
-}
-
 // UpdateLine writes exactly what the generic encoding writes.
 func TestUpdateLineMatchesGenericEncoding(t *testing.T) {
 	generic := func(sessionID string, update any) ([]byte, error) {
@@ -432,17 +376,17 @@ func TestUpdateLineMatchesGenericEncoding(t *testing.T) {
 			JSONRPC string `json:"jsonrpc"`
 			Method  string `json:"method"`
 			Params  params `json:"params"`
-		}{"2.0", MethodUpdate, params{sessionID, update}})
+		}{"2.0", turn.MethodUpdate, params{sessionID, update}})
 	}
-	image := emitter.ContentBlock{Type: "image", Extra: map[string]json.RawMessage{"data": json.RawMessage(` "<x>" `)}}
+	image := protocol.ContentBlock{Type: "image", Extra: map[string]json.RawMessage{"data": json.RawMessage(` "<x>" `)}}
 	updates := []any{
-		&emitter.CompactionSummaryChunk{CompactionID: "cmp_1", Content: emitter.Text("## a <b> & \u2028 \xff\n")},
-		emitter.CompactionSummaryChunk{CompactionID: "cmp_1", Content: image},
-		&emitter.CompactionSummaryChunk{CompactionID: "cmp_1", Content: emitter.Text("x"), Meta: emitter.Set(emitter.Meta{"k": json.RawMessage(`1`)})},
-		&emitter.CompactionUpdate{CompactionID: "cmp_1", Status: emitter.InProgress},
-		emitter.CompactionUpdate{CompactionID: "cmp_1", Status: emitter.Failed, Error: emitter.Set("boom <")},
-		&emitter.CompactionUpdate{CompactionID: "cmp_1", Status: emitter.Completed, Summary: emitter.Set([]emitter.ContentBlock{image})},
-		emitter.UsageUpdate{Used: 10, Size: 100},
+		&protocol.CompactionSummaryChunk{CompactionID: "cmp_1", Content: protocol.Text("## a <b> & \u2028 \xff\n")},
+		protocol.CompactionSummaryChunk{CompactionID: "cmp_1", Content: image},
+		&protocol.CompactionSummaryChunk{CompactionID: "cmp_1", Content: protocol.Text("x"), Meta: protocol.Set(protocol.Meta{"k": json.RawMessage(`1`)})},
+		&protocol.CompactionUpdate{CompactionID: "cmp_1", Status: protocol.InProgress},
+		protocol.CompactionUpdate{CompactionID: "cmp_1", Status: protocol.Failed, Error: protocol.Set("boom <")},
+		&protocol.CompactionUpdate{CompactionID: "cmp_1", Status: protocol.Completed, Summary: protocol.Set([]protocol.ContentBlock{image})},
+		protocol.UsageUpdate{Used: 10, Size: 100},
 		map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": "<&>"}},
 	}
 	for _, sid := range []string{"sess_1", "", "s<1>", "s\"\\", "sé", "s\x7f"} {

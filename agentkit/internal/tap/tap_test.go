@@ -2,57 +2,22 @@ package tap
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
-	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/skim"
+	"github.com/acpcompact/acpcompact/internal/turn"
+	"github.com/acpcompact/acpcompact/protocol"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func TestIDKeyMatchesTheSameIDWrittenByEitherStack(t *testing.T) {
-	for _, tc := range []struct{ a, b string }{
-		{`7`, ` 7 `},
-		{`"7"`, `"\u0037"`},
-	} {
-		if IDKey([]byte(tc.a)) != IDKey([]byte(tc.b)) {
-			t.Errorf("%s and %s differ", tc.a, tc.b)
-		}
-	}
-	if IDKey([]byte(`7`)) == IDKey([]byte(`"7"`)) {
-		t.Error("a number and a string id must differ")
-	}
-	if IDKey(nil) != "" || IDKey([]byte(`null`)) != "" {
-		t.Error("a missing or null id must have no key")
-	}
-}
-
-func TestClassifyReadsResponsesAndStateUpdatesOnly(t *testing.T) {
-	for _, tc := range []struct {
-		msg  string
-		want outbound
-	}{
-		{`{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}`, outbound{response: true, key: "n:3", result: json.RawMessage(`{"stopReason":"end_turn"}`)}},
-		{`{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"x"}}`, outbound{response: true, key: "s:a", failed: true}},
-		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"idle"}}}`, outbound{sessionID: "s", state: "idle"}},
-		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\"state_update\""}}}}`, outbound{}},
-		{`{"jsonrpc":"2.0","id":4,"method":"session/request_permission","params":{}}`, outbound{}},
-		{`not json`, outbound{}},
-	} {
-		got := classify([]byte(tc.msg))
-		if got.response != tc.want.response || got.key != tc.want.key || got.failed != tc.want.failed ||
-			got.sessionID != tc.want.sessionID || got.state != tc.want.state ||
-			(tc.want.result != nil && string(got.result) != string(tc.want.result)) {
-			t.Errorf("%s: got %+v want %+v", tc.msg, got, tc.want)
-		}
-	}
-}
 
 // TestPromptReadAsTheResponseIsWrittenBeginsANewTurn plays the fastest
 // client: it sends the next prompt and its cancel while the previous
@@ -63,7 +28,7 @@ func TestPromptReadAsTheResponseIsWrittenBeginsANewTurn(t *testing.T) {
 		once sync.Once
 	)
 	tp = New(Config{CancelGrace: -1, Logger: slog.New(slog.DiscardHandler)}, func(msg []byte) error {
-		if classify(msg).key == "n:1" {
+		if m, _ := turn.Parse(msg); m.ID == skim.IDKey([]byte("1")) {
 			once.Do(func() {
 				tp.Receive([]byte(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
 			})
@@ -75,15 +40,15 @@ func TestPromptReadAsTheResponseIsWrittenBeginsANewTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
-	_ = tp.BindPrompt(context.Background(), "n:1")
+	_ = tp.BindPrompt(context.Background(), skim.IDKey([]byte("1")))
 	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)); err != nil {
 		t.Fatal(err)
 	}
-	ctx := tp.BindPrompt(context.Background(), "n:2")
+	ctx := tp.BindPrompt(context.Background(), skim.IDKey([]byte("2")))
 	if _, err := tp.Start(ctx, "s", emitter.WithID("cmp_2")); err != nil {
 		t.Fatalf("a start in the new turn was refused: %v", err)
 	}
-	if ids := tp.Receive([]byte(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)); len(ids) != 1 || string(ids[0]) != "2" {
+	if ids := tp.Receive([]byte(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)).Cancelled; len(ids) != 1 || string(ids[0]) != "2" {
 		t.Errorf("cancel reported prompts %s, want [2]", ids)
 	}
 	if !errors.Is(context.Cause(ctx), emitter.ErrCancelled) {
@@ -129,7 +94,7 @@ func TestBatchedCancelIsSeen(t *testing.T) {
 	tp := New(Config{CancelGrace: -1, Logger: slog.New(slog.DiscardHandler)}, func([]byte) error { return nil })
 	defer tp.Close(emitter.ErrConnectionClosed)
 	ids := tp.Receive([]byte(`[{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":"s","prompt":[]}},
-		{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}]`))
+		{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}]`)).Cancelled
 	if len(ids) != 1 || string(ids[0]) != `"p"` {
 		t.Errorf("ids %s", ids)
 	}
@@ -154,21 +119,11 @@ func TestCompactionStartedAfterTheGraceRanOutGetsAGraceOfItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
-	ctx := tp.BindPrompt(context.Background(), "n:1")
+	ctx := tp.BindPrompt(context.Background(), skim.IDKey([]byte("1")))
 	tp.Receive([]byte(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`))
-	// Let the first grace (zero) fire with nothing open: a settle of an
-	// empty session is observable only as the grace being gone.
-	for {
-		st := tp.session("s")
-		st.mu.Lock()
-		gone := st.grace == nil
-		st.mu.Unlock()
-		if gone {
-			break
-		}
-		runtime.Gosched()
-	}
-	for _, id := range []emitter.ID{"late_1", "late_2"} {
+	// late_1 is settled by the first grace if it has not run out yet, or
+	// by one of its own; late_2 starts after a grace ran out for certain.
+	for _, id := range []protocol.ID{"late_1", "late_2"} {
 		if _, err := tp.Start(ctx, "s", emitter.WithID(id)); err != nil {
 			t.Fatal(err)
 		}
@@ -178,8 +133,77 @@ func TestCompactionStartedAfterTheGraceRanOutGetsAGraceOfItsOwn(t *testing.T) {
 		case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
 			t.Fatalf("%s was never settled after the cancel", id)
 		}
-		if ev.ID != id || ev.Status != emitter.Cancelled {
+		if ev.ID != id || ev.Status != protocol.Cancelled {
 			t.Fatalf("got %s %s, want %s cancelled", ev.ID, ev.Status, id)
 		}
+	}
+}
+
+// TestCloseSettlesEachTurnForItsReason: the connection closing settles a
+// turn the client cancelled as cancelled, and any other open compaction
+// for the close's reason.
+func TestCloseSettlesEachTurnForItsReason(t *testing.T) {
+	var mu sync.Mutex
+	got := map[protocol.ID]protocol.Status{}
+	obs := emitter.ObserverFunc(func(_ context.Context, ev emitter.Event) {
+		if ev.Kind == emitter.EventSettled {
+			mu.Lock()
+			got[ev.ID] = ev.Status
+			mu.Unlock()
+		}
+	})
+	tp := New(Config{CancelGrace: -1, Logger: slog.New(slog.DiscardHandler), EmitterOptions: []emitter.Option{emitter.WithObserver(obs)}},
+		func([]byte) error { return nil })
+	tp.Receive([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`))
+	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	for i, sid := range []string{"a", "b"} {
+		tp.Receive(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[]}}`, i+1, sid))
+		if _, err := tp.Start(context.Background(), sid, emitter.WithID(protocol.ID("cmp_"+sid))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tp.Receive([]byte(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"b"}}`))
+	tp.Close(emitter.ErrConnectionClosed)
+	mu.Lock()
+	defer mu.Unlock()
+	if got["cmp_a"] != protocol.Failed || got["cmp_b"] != protocol.Cancelled {
+		t.Errorf("settled %v, want cmp_a failed, cmp_b cancelled", got)
+	}
+}
+
+// TestSessionCloseSettlesAndForgetsTheSession: the agent's answer to
+// session/close is written after what the session still has open (here a
+// compaction started between turns) is settled as cancelled, and the
+// emitter forgets the session.
+func TestSessionCloseSettlesAndForgetsTheSession(t *testing.T) {
+	var lines []string
+	var mu sync.Mutex
+	tp := New(Config{CancelGrace: -1, Logger: slog.New(slog.DiscardHandler)}, func(msg []byte) error {
+		mu.Lock()
+		lines = append(lines, string(msg))
+		mu.Unlock()
+		return nil
+	})
+	defer tp.Close(emitter.ErrConnectionClosed)
+	tp.Receive([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`))
+	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_idle")); err != nil {
+		t.Fatal(err)
+	}
+	tp.Receive([]byte(`{"jsonrpc":"2.0","id":5,"method":"session/close","params":{"sessionId":"s"}}`))
+	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":5,"result":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := len(lines); n < 3 || !strings.Contains(lines[n-2], `"status":"cancelled"`) || lines[n-1] != `{"jsonrpc":"2.0","id":5,"result":{}}` {
+		t.Errorf("wire:\n%s", strings.Join(lines, "\n"))
+	}
+	if n := tp.Emitter().Sessions(); n != 0 {
+		t.Errorf("the emitter still keeps %d sessions", n)
 	}
 }

@@ -3,10 +3,10 @@
 // them. The acpcompact demo drives the scenario agent with it, and the
 // scenario agent's tests assert on its record.
 //
-// The record is written as a transcript in the format package
-// test/conformance reads ("client <json>" / "agent <json>", one message a
-// line), so `acpcompact check` can judge it. A message is recorded before it
-// is written and as soon as it is read, so the record keeps causality: a
+// The record is written as a transcript in the format package conformance
+// reads ("client <json>" / "agent <json>", one message a line), so
+// `acpcompact check` can judge it. A message is recorded before it is
+// written and as soon as it is read, so the record keeps causality: a
 // session/cancel appears before any update the agent sent because of it.
 //
 // It speaks ACP v1 and v2 (Initialize picks the version) and answers the
@@ -22,7 +22,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/sourcegraph/jsonrpc2"
 )
 

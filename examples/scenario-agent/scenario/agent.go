@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,7 @@ const (
 	// compaction capability: a "Compact conversation" tool call, which
 	// every ACP client shows and which always settles.
 	DefaultFallback = fallback.NameToolCall
-	// DefaultCancelGrace is agentkit's wind-down deadline after
+	// DefaultCancelGrace is agentkit's cancel grace: 5 s after
 	// session/cancel.
 	DefaultCancelGrace = agentkit.DefaultCancelGrace
 	// DefaultCompactionTimeout bounds a compaction's duration (the
@@ -46,11 +47,13 @@ type Config struct {
 	// capability, as fallback.ByName reads it: text, marker,
 	// opencode-marker, toolcall or none ("" means DefaultFallback).
 	Fallback string
-	// CancelGrace is how long the runtime may take, after session/cancel,
-	// to report its open compactions before agentkit settles them as
-	// cancelled. Zero means DefaultCancelGrace; a negative value leaves
-	// them to the end of the turn.
-	CancelGrace time.Duration
+	// CancelGrace is the cancel grace, with the one meaning it has for
+	// every host (agentkit.WithCancelGrace): how long the runtime may take,
+	// after session/cancel, to report its open compactions before agentkit
+	// settles them as cancelled. d > 0: d after the cancel; 0: at once;
+	// d < 0: when the turn ends. nil means DefaultCancelGrace (a pointer,
+	// because 0 is a grace of its own).
+	CancelGrace *time.Duration
 	// CompactionTimeout settles a compaction still open after it as failed
 	// (emitter.WithMaxDuration). Zero means DefaultCompactionTimeout; a
 	// negative value disables the watchdog.
@@ -95,7 +98,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.AutoCompactEvery < 0 {
 		return nil, fmt.Errorf("scenario: AutoCompactEvery must not be negative, got %d", cfg.AutoCompactEvery)
 	}
-	cfg.CancelGrace = orDefault(cfg.CancelGrace, DefaultCancelGrace)
+	grace := DefaultCancelGrace
+	if cfg.CancelGrace != nil {
+		grace = *cfg.CancelGrace
+	}
+	cfg.CancelGrace = &grace
 	cfg.CompactionTimeout = orDefault(cfg.CompactionTimeout, DefaultCompactionTimeout)
 	cfg.Heartbeat = orDefault(cfg.Heartbeat, DefaultHeartbeat)
 	if cfg.Logger == nil {
@@ -116,7 +123,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.kit = agentkit.New(
 		agentkit.WithFallback(r),
-		agentkit.WithCancelGrace(cfg.CancelGrace),
+		agentkit.WithCancelGrace(grace),
 		agentkit.WithEmitterOptions(eopts...),
 		agentkit.WithLogger(a.log),
 	)
@@ -133,27 +140,43 @@ func orDefault(d, def time.Duration) time.Duration {
 
 // Serve serves one ACP connection on rwc until the peer hangs up (it then
 // returns nil) or ctx ends (it closes the connection and returns ctx's
-// error). Either way it first waits for the connection's handlers to
-// return. When the input ends, the requests already read are answered
+// error). When the input ends, the requests already read are answered
 // first (for at most DrainTimeout), so a client may write its requests and
-// close its side. Compactions still open when the connection ends are
-// settled as failed on it while it can still carry them (agentkit).
+// close its side. Either way, compactions still open are settled (as
+// failed, emitter.ErrConnectionClosed, or cancelled in a cancelled turn)
+// and written while the connection can still carry them, within
+// agentkit.CloseTimeout for a client that does not read (Kit.CloseConn);
+// then Serve waits for the connection's handlers to return.
 func (a *Agent) Serve(ctx context.Context, rwc io.ReadWriteCloser) error {
 	c := &conn{a: a}
 	c.handlers.cond = sync.NewCond(&c.handlers.mu)
 	stream := agentkit.NewStream(drainOnEOF{ReadWriteCloser: rwc, c: c})
-	rpc := a.kit.NewConn(ctx, stream, &counted{c: c, next: agentkit.AsyncHandler(c)}, jsonrpc2.SetLogger(rpcLogger{a.log}))
+	// The connection's own context does not end with ctx: jsonrpc2 would
+	// end the handlers' contexts before the kit settles; CloseConn settles
+	// and writes first.
+	handler := agentkit.AsyncHandler(c) // at most agentkit.DefaultMaxConcurrent at once
+	rpc := a.kit.NewConn(context.WithoutCancel(ctx), stream, &counted{c: c, next: handler}, jsonrpc2.SetLogger(rpcLogger{a.log}))
 	var err error
 	select {
 	case <-rpc.DisconnectNotify():
 	case <-ctx.Done():
 		err = ctx.Err()
-		_ = rpc.Close()
-		<-rpc.DisconnectNotify()
+	}
+	// Close it, or wait for the close the hang-up began (ErrUnknownConn
+	// once that is complete).
+	if cerr := a.kit.CloseConn(context.Background(), rpc); cerr != nil && !errors.Is(cerr, agentkit.ErrUnknownConn) {
+		a.log.Warn("connection closed before the client took all of its output", "error", cerr)
 	}
 	c.handlers.wait()
 	return err
 }
+
+// Shutdown ends every connection the agent serves, for a process about to
+// exit: what is open is settled and written first (agentkit's
+// Kit.Shutdown: as failed with emitter.ErrConnectionClosed, or cancelled in
+// a turn the client cancelled), within ctx and agentkit.CloseTimeout. Each
+// Serve then returns once its handlers have.
+func (a *Agent) Shutdown(ctx context.Context) error { return a.kit.Shutdown(ctx) }
 
 // Serve serves one connection with a fresh Agent configured by cfg; see
 // Agent.Serve. Its sessions end with it, so session/load can only replay
@@ -436,10 +459,22 @@ func (c *conn) closeSession(req *jsonrpc2.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Closing a session stops its work as a cancel does; the session stays
-	// in memory, so it can be loaded or resumed again.
+	// Closing a session stops its work as a cancel does, and ends it: the
+	// agent forgets it (a later load or resume does not find it), so that
+	// memory is bounded by the sessions that are open.
 	s.cancelTurn()
+	c.a.forget(s)
 	return struct{}{}, nil
+}
+
+// forget drops a closed session.
+func (a *Agent) forget(s *session) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sessions[s.id] == s {
+		delete(a.sessions, s.id)
+	}
+	a.order = slices.DeleteFunc(a.order, func(x *session) bool { return x == s })
 }
 
 // load answers v1 session/load: the replay, then the response.

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/examples/scenario-agent/client"
 	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
-	"github.com/acpcompact/acpcompact/internal/acpschema"
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 )
 
 // hangGuard bounds each test; no assertion depends on timing.
@@ -164,19 +164,12 @@ func (r *rig) finish() []client.Message {
 // checkRecord runs the checks of finish on a record.
 func checkRecord(t *testing.T, msgs []client.Message, version int) {
 	t.Helper()
-	v1, err := acpschema.For(1)
-	if err != nil {
-		t.Fatalf("official schema: %v", err)
-	}
-	v2, err := acpschema.For(2)
-	if err != nil {
-		t.Fatalf("official schema: %v", err)
-	}
+	v1, v2 := schematest.For(t, 1), schematest.For(t, 2)
 	var transcript bytes.Buffer
 	for _, m := range msgs {
 		transcript.WriteString(m.Line() + "\n")
 	}
-	vs, err := conformance.CheckTranscript(&transcript, conformance.WithSchema(v1, v2))
+	vs, err := conformance.CheckTranscript(&transcript, conformance.WithSchema(v1, v2), conformance.WithStrictReplay())
 	if err != nil {
 		t.Fatal(err)
 	}

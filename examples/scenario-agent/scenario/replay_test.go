@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/examples/scenario-agent/client"
 	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
-	"github.com/acpcompact/acpcompact/test/conformance"
 )
 
 // timeline rebuilds the client's view of session sid from a record, with
@@ -142,7 +142,7 @@ func TestScenarioLoadAcrossCapabilityModes(t *testing.T) {
 // TestLoadSkipsACompactionStillRunning: a compaction still in progress on
 // another connection is not replayed; once settled, it is.
 func TestScenarioLoadSkipsACompactionStillRunning(t *testing.T) {
-	a := newAgent(t, func(c *scenario.Config) { c.CancelGrace = 20 * time.Millisecond })
+	a := newAgent(t, func(c *scenario.Config) { c.CancelGrace = new(20 * time.Millisecond) })
 	live := connect(t, a, capableV1)
 	sid := live.session()
 	turn, err := live.cl.StartPrompt(live.ctx, sid, "/compact hang")

@@ -306,7 +306,7 @@ func TestScenarioHangIsSettledCancelledAtTheCancelGraceDeadline(t *testing.T) {
 	for _, m := range bothModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			r := connect(t, newAgent(t, func(c *scenario.Config) { c.CancelGrace = 50 * time.Millisecond }), m)
+			r := connect(t, newAgent(t, func(c *scenario.Config) { c.CancelGrace = new(50 * time.Millisecond) }), m)
 			o, turn := hangCancelled(t, r)
 			if o.StopReason != "cancelled" {
 				t.Errorf("stop reason %q", o.StopReason)
@@ -334,7 +334,7 @@ func TestScenarioHangWithoutAGraceEndsWithTheTurn(t *testing.T) {
 	for _, m := range bothModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			r := connect(t, newAgent(t, func(c *scenario.Config) { c.CancelGrace = -1 }), m)
+			r := connect(t, newAgent(t, func(c *scenario.Config) { c.CancelGrace = new(time.Duration(-1)) }), m)
 			o, turn := hangCancelled(t, r)
 			if o.StopReason != "cancelled" {
 				t.Errorf("stop reason %q", o.StopReason)
@@ -381,7 +381,7 @@ func TestScenarioHangIsSettledFailedByTheWatchdog(t *testing.T) {
 // TestHeartbeatShowsAHungCompactionIsAlive: silence re-sends in_progress.
 func TestScenarioHeartbeatShowsAHungCompactionIsAlive(t *testing.T) {
 	t.Parallel()
-	r := connect(t, newAgent(t, func(c *scenario.Config) { c.Heartbeat = 20 * time.Millisecond; c.CancelGrace = -1 }), capableV1)
+	r := connect(t, newAgent(t, func(c *scenario.Config) { c.Heartbeat = 20 * time.Millisecond; c.CancelGrace = new(time.Duration(-1)) }), capableV1)
 	sid := r.session()
 	turn, err := r.cl.StartPrompt(r.ctx, sid, "/compact hang")
 	if err != nil {

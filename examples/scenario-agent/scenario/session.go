@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Simulated context accounting, for plausible records and usage updates.
@@ -43,12 +44,12 @@ type compEntry struct {
 	mu       sync.Mutex
 	handle   *emitter.Compaction // nil when the runtime failed before any start
 	early    emitter.Record      // the record of such a failure
-	streamed []emitter.ContentBlock
+	streamed []protocol.ContentBlock
 }
 
 func (c *compEntry) stream(s string) {
 	c.mu.Lock()
-	c.streamed = append(c.streamed, emitter.Text(s))
+	c.streamed = append(c.streamed, protocol.Text(s))
 	c.mu.Unlock()
 }
 
@@ -64,17 +65,18 @@ func (c *compEntry) streamedText() string {
 
 // record returns what session/load replays for this compaction. The
 // emitter keeps only a summary given at settlement; a completion that kept
-// the streamed summary (flood) replays the streamed blocks, as the client
-// held them live.
+// the streamed summary (flood; Record.KeptStreamed) replays the streamed
+// blocks, as the client held them live. A completion that cleared its
+// summary (ClearSummary) or gave none after nothing streamed replays none.
 func (c *compEntry) record() emitter.Record {
 	if c.handle == nil {
 		return c.early
 	}
 	rec := c.handle.Record()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if rec.Status == emitter.Completed && rec.Summary == nil && len(c.streamed) > 0 {
-		rec.Summary = append([]emitter.ContentBlock(nil), c.streamed...)
+	if rec.KeptStreamed {
+		c.mu.Lock()
+		rec.Summary = append([]protocol.ContentBlock(nil), c.streamed...)
+		c.mu.Unlock()
 	}
 	return rec
 }
@@ -202,11 +204,11 @@ func (s *session) addMessage(r role, content []json.RawMessage) string {
 // nextCompactionID mints an ID unique within the session, across
 // connections: the replay marks replayed IDs used on the new connection,
 // and live ones never repeat.
-func (s *session) nextCompactionID() emitter.ID {
+func (s *session) nextCompactionID() protocol.ID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextCmp++
-	return emitter.ID(fmt.Sprintf("cmp_%d", s.nextCmp))
+	return protocol.ID(fmt.Sprintf("cmp_%d", s.nextCmp))
 }
 
 func (s *session) addCompaction(c *compEntry) {
@@ -307,11 +309,11 @@ type settlement struct {
 
 func newSettlements() *settlements { return &settlements{waiting: map[string]*settlement{}} }
 
-func settlementKey(sessionID string, id emitter.ID) string { return sessionID + "\x00" + string(id) }
+func settlementKey(sessionID string, id protocol.ID) string { return sessionID + "\x00" + string(id) }
 
 // register returns the settlement of compaction id of sessionID. Call it
 // before Start, so an instant settlement is not missed.
-func (w *settlements) register(sessionID string, id emitter.ID) *settlement {
+func (w *settlements) register(sessionID string, id protocol.ID) *settlement {
 	st := &settlement{done: make(chan struct{})}
 	w.mu.Lock()
 	w.waiting[settlementKey(sessionID, id)] = st
@@ -320,7 +322,7 @@ func (w *settlements) register(sessionID string, id emitter.ID) *settlement {
 }
 
 // forget drops a registration whose compaction never started.
-func (w *settlements) forget(sessionID string, id emitter.ID) {
+func (w *settlements) forget(sessionID string, id protocol.ID) {
 	w.mu.Lock()
 	delete(w.waiting, settlementKey(sessionID, id))
 	w.mu.Unlock()

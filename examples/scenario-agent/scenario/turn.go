@@ -12,6 +12,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -148,7 +149,7 @@ func (t *turn) run(prompt string) (string, error) {
 	}
 	switch arg {
 	case "":
-		return t.compact(emitter.Manual, true)
+		return t.compact(protocol.Manual, true)
 	case "nosummary":
 		return t.noSummary()
 	case "fail":
@@ -212,7 +213,7 @@ type compaction struct {
 }
 
 // start opens a compaction in the session's history and on the wire.
-func (t *turn) start(trigger emitter.Trigger) (*compaction, error) {
+func (t *turn) start(trigger protocol.Trigger) (*compaction, error) {
 	id := t.s.nextCompactionID()
 	settled := t.c.a.settled.register(t.s.id, id)
 	h, err := t.ks.Start(t.ctx, emitter.WithID(id), emitter.WithTrigger(trigger), emitter.UserDisplayable())
@@ -231,7 +232,7 @@ func (t *turn) start(trigger emitter.Trigger) (*compaction, error) {
 // chunk streams one block of summary text.
 func (c *compaction) chunk(s string) {
 	c.entry.stream(s)
-	if err := c.h.Chunk(c.t.ctx, emitter.Text(s)); err != nil {
+	if err := c.h.Chunk(c.t.ctx, protocol.Text(s)); err != nil {
 		c.t.c.a.log.Debug("summary chunk not sent", "session", c.t.s.id, "compaction", c.h.ID(), "error", err)
 	}
 }
@@ -282,7 +283,7 @@ func (t *turn) ordinary(prompt string) (string, error) {
 		due := t.s.ordinary%every == 0
 		t.s.mu.Unlock()
 		if due {
-			if _, err := t.compact(emitter.Auto, false); err != nil {
+			if _, err := t.compact(protocol.Auto, false); err != nil {
 				return "", err
 			}
 		}
@@ -295,7 +296,7 @@ func (t *turn) ordinary(prompt string) (string, error) {
 
 // compact is /compact (and the automatic compaction): chunks, then the
 // whole summary as the authoritative replacement.
-func (t *turn) compact(trigger emitter.Trigger, announce bool) (string, error) {
+func (t *turn) compact(trigger protocol.Trigger, announce bool) (string, error) {
 	c, err := t.start(trigger)
 	if err != nil {
 		return "", err
@@ -305,7 +306,7 @@ func (t *turn) compact(trigger emitter.Trigger, announce bool) (string, error) {
 		c.chunk(p)
 	}
 	full := strings.Join(parts, "")
-	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(emitter.Text(full)), emitter.WithDetails(t.s.details(full, true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full)), emitter.WithDetails(t.s.details(full, true))))
 	if announce {
 		t.say(compactedMessage)
 	}
@@ -314,7 +315,7 @@ func (t *turn) compact(trigger emitter.Trigger, announce bool) (string, error) {
 
 // noSummary completes without a summary: nothing user-displayable.
 func (t *turn) noSummary() (string, error) {
-	c, err := t.start(emitter.Manual)
+	c, err := t.start(protocol.Manual)
 	if err != nil {
 		return "", err
 	}
@@ -325,7 +326,7 @@ func (t *turn) noSummary() (string, error) {
 // fail streams a chunk, then fails; the partial summary was never
 // retained, so it is cleared.
 func (t *turn) fail() (string, error) {
-	c, err := t.start(emitter.Manual)
+	c, err := t.start(protocol.Manual)
 	if err != nil {
 		return "", err
 	}
@@ -345,7 +346,7 @@ func (t *turn) failEarly() (string, error) {
 	}
 	// The emitter settled it before Fail returned; keep the record it sent,
 	// so the replay repeats it.
-	rec := emitter.Record{ID: id, Status: emitter.Failed, Trigger: emitter.Manual, Error: ErrSummarizerUnavailable.Error()}
+	rec := emitter.Record{ID: id, Status: protocol.Failed, Trigger: protocol.Manual, Error: ErrSummarizerUnavailable.Error()}
 	select {
 	case <-settled.done:
 		rec.Details = settled.details
@@ -358,7 +359,7 @@ func (t *turn) failEarly() (string, error) {
 // slow streams for five seconds; a cancel interrupts it, and the runtime
 // reports the interruption itself.
 func (t *turn) slow() (string, error) {
-	c, err := t.start(emitter.Manual)
+	c, err := t.start(protocol.Manual)
 	if err != nil {
 		return "", err
 	}
@@ -378,7 +379,7 @@ func (t *turn) slow() (string, error) {
 		full.WriteString(p)
 		c.chunk(p)
 	}
-	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(emitter.Text(full.String())), emitter.WithDetails(t.s.details(full.String(), true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full.String())), emitter.WithDetails(t.s.details(full.String(), true))))
 	return t.stopReason(), nil
 }
 
@@ -398,12 +399,12 @@ func (c *compaction) interrupted() (string, error) {
 // else settles the compaction: the kit at the cancel grace deadline, the
 // watchdog, or the connection closing.
 func (t *turn) hang() (string, error) {
-	c, err := t.start(emitter.Manual)
+	c, err := t.start(protocol.Manual)
 	if err != nil {
 		return "", err
 	}
 	var endOfTurn <-chan struct{} // the turn's end settles it: answer at once
-	if t.c.a.cfg.CancelGrace < 0 {
+	if *t.c.a.cfg.CancelGrace < 0 {
 		endOfTurn = t.ctx.Done()
 	}
 	select {
@@ -418,7 +419,7 @@ func (t *turn) hang() (string, error) {
 
 // panicking streams a chunk and panics, as a runtime with a bug would.
 func (t *turn) panicking() (string, error) {
-	c, err := t.start(emitter.Manual)
+	c, err := t.start(protocol.Manual)
 	if err != nil {
 		return "", err
 	}
@@ -429,7 +430,7 @@ func (t *turn) panicking() (string, error) {
 // flood streams n chunks as fast as the transport takes them and completes
 // without a summary, keeping what was streamed.
 func (t *turn) flood(n int) (string, error) {
-	c, err := t.start(emitter.Manual)
+	c, err := t.start(protocol.Manual)
 	if err != nil {
 		return "", err
 	}
@@ -446,11 +447,11 @@ func (t *turn) flood(n int) (string, error) {
 // twice runs two compactions at once (different IDs) and settles the
 // second first.
 func (t *turn) twice() (string, error) {
-	first, err := t.start(emitter.Manual)
+	first, err := t.start(protocol.Manual)
 	if err != nil {
 		return "", err
 	}
-	second, err := t.start(emitter.Manual)
+	second, err := t.start(protocol.Manual)
 	if err != nil {
 		return "", err
 	}
@@ -458,7 +459,7 @@ func (t *turn) twice() (string, error) {
 	b := "## Retained context (newer half)\n\nThe second half of the conversation.\n"
 	first.chunk(a)
 	second.chunk(b)
-	second.logSettle(second.h.Complete(t.ctx, emitter.Summary(emitter.Text(b)), emitter.WithDetails(t.s.details(b, true))))
-	first.logSettle(first.h.Complete(t.ctx, emitter.Summary(emitter.Text(a)), emitter.WithDetails(t.s.details(a, true))))
+	second.logSettle(second.h.Complete(t.ctx, emitter.Summary(protocol.Text(b)), emitter.WithDetails(t.s.details(b, true))))
+	first.logSettle(first.h.Complete(t.ctx, emitter.Summary(protocol.Text(a)), emitter.WithDetails(t.s.details(a, true))))
 	return t.stopReason(), nil
 }

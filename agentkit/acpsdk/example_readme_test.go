@@ -1,0 +1,90 @@
+package acpsdk_test
+
+// This file is the README's integration on coder/acp-go-sdk, as a
+// whole-file example; TestReadmeSnippets (package agentkit) keeps the two
+// the same. Its client (clientPeer), model stand-in and otherMethods are in
+// example_peer_test.go.
+
+import (
+	"context"
+	"errors"
+	"log"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/acpcompact/acpcompact/agentkit/acpsdk"
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// myAgent is an acp.Agent; only Prompt is shown.
+type myAgent struct {
+	otherMethods // Initialize, NewSession, Cancel, ...
+	kit          *acpsdk.Kit
+	conn         atomic.Pointer[acpsdk.Conn] // the SDK may call Prompt before NewAgentSideConnection returns
+}
+
+// Prompt runs one turn. Here the model compacts its context first and
+// streams the summary. ctx is the kit's: session/cancel ends it, in wire
+// order, with cause emitter.ErrCancelled.
+func (a *myAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	s := a.kit.Session(a.conn.Load(), string(p.SessionId))
+	// UserDisplayable: this summary is fit to show the user, so the
+	// client gets it; without it every block is withheld.
+	c, err := s.Start(ctx, emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
+	if c == nil {
+		return acp.PromptResponse{}, err
+	} // a handle with an error (emitter.ErrUndeliverable): open all the same
+	for delta := range model.Summarize(ctx) {
+		if err := c.Chunk(ctx, protocol.Text(delta)); errors.Is(err, emitter.ErrWithheld) {
+			log.Print("summary withheld: start the compaction with emitter.UserDisplayable()")
+		}
+	}
+	if errors.Is(context.Cause(ctx), emitter.ErrCancelled) {
+		// session/cancel: just return; the kit settles it `cancelled`.
+		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+	}
+	if err := c.Complete(ctx); err != nil {
+		return acp.PromptResponse{}, err
+	}
+	// ... the model answers the prompt ...
+	return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
+}
+
+// The README's integration on coder/acp-go-sdk, run against a client
+// (clientPeer) on in-process pipes that prompts twice, cancels the second
+// prompt after its first summary chunk, and prints what it sent (->) and
+// received (<-).
+func Example_summaryAndCancel() {
+	stdin, stdout := clientPeer() // os.Stdin and os.Stdout in an agent
+
+	kit := acpsdk.New() // a v1 client without the capability sees a tool call
+	a := &myAgent{kit: kit}
+	a.conn.Store(kit.NewAgentSideConnection(a, stdout, stdin))
+	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	select {
+	case <-a.conn.Load().Done(): // the client hung up
+	case <-sig.Done(): // the editor stops the agent
+	}
+	// Settle what is still open and write it before the process exits.
+	if err := kit.Shutdown(context.Background()); err != nil {
+		log.Print(err)
+	}
+	// Output:
+	// -> session/prompt "hello"
+	// <- compaction 1: in_progress
+	// <- compaction 1: chunk "## Retained context\n"
+	// <- compaction 1: chunk "- The user is writing a JSON parser in Go.\n"
+	// <- compaction 1: completed
+	// <- session/prompt: end_turn
+	// -> session/prompt "go on"
+	// <- compaction 2: in_progress
+	// <- compaction 2: chunk "## Retained context\n"
+	// -> session/cancel
+	// <- compaction 2: cancelled
+	// <- session/prompt: cancelled
+}

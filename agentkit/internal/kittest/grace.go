@@ -1,0 +1,91 @@
+package kittest
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/emitter"
+)
+
+// The cancel grace, shared by both stacks' tests: after session/cancel the
+// runtime has the grace to report; with d > 0 the kit settles what is open
+// d after the cancel, with 0 at once, with d < 0 when the turn ends. The
+// runtime here hangs, so only the kit can settle.
+
+// Hang is a runtime that opens cmp_1 and then hangs, whatever its context
+// says, until the client side lets it go. Safe for concurrent use.
+type Hang struct {
+	once    sync.Once
+	release chan struct{}
+}
+
+// NewHang returns a Hang ready to play.
+func NewHang() *Hang { return &Hang{release: make(chan struct{})} }
+
+// Prompt is the agent's runtime; it answers "cancelled" once let go.
+func (h *Hang) Prompt(ctx context.Context, s Starter) (string, error) {
+	if _, err := s.Start(ctx, emitter.WithID("cmp_1")); err != nil {
+		return "", err
+	}
+	<-h.release
+	return "cancelled", nil
+}
+
+func (h *Hang) letGo() { h.once.Do(func() { close(h.release) }) }
+
+// nothingSettledFor is how long a negative grace is watched for a
+// settlement that must not come before the turn's end. (A kit that settled
+// early would most likely do it within it; one that does not is never
+// reported wrongly.)
+const nothingSettledFor = 200 * time.Millisecond
+
+// Play is the client for a kit configured with the cancel grace grace: it
+// prompts, cancels once cmp_1 is in progress, and checks when cmp_1 is
+// settled cancelled while the runtime hangs: for grace >= 0 no sooner than
+// grace after the cancel (0: at once), and only then lets the runtime go;
+// for grace < 0 not before the runtime is let go and the turn ends. It
+// returns once the prompt is answered.
+func (h *Hang) Play(ctx context.Context, t testing.TB, c *Client, sessionID string, grace time.Duration) {
+	t.Helper()
+	defer h.letGo()
+	call, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptParams(sessionID, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wire.Wait(ctx, func(e Event) bool { return e.CompactionID == "cmp_1" && e.Status == "in_progress" }); err != nil {
+		t.Fatal(err)
+	}
+	cancelledAt := time.Now()
+	if err := c.Cancel(ctx, sessionID); err != nil {
+		t.Fatal(err)
+	}
+	settled := func(e Event) bool { return e.CompactionID == "cmp_1" && e.Status == "cancelled" }
+	if grace >= 0 {
+		if _, err := c.Wire.Wait(ctx, settled); err != nil {
+			t.Fatalf("cancel grace %v: cmp_1 was not settled while the runtime hung: %v", grace, err)
+		}
+		if waited := time.Since(cancelledAt); waited < grace {
+			t.Errorf("cancel grace %v: cmp_1 was settled %v after the cancel", grace, waited)
+		}
+	} else {
+		wait, stop := context.WithTimeout(ctx, nothingSettledFor)
+		_, err := c.Wire.Wait(wait, settled)
+		stop()
+		if err == nil {
+			t.Errorf("cancel grace %v: cmp_1 was settled before the turn's end", grace)
+		}
+	}
+	h.letGo()
+	var res json.RawMessage
+	if err := call.Wait(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	evs := c.Wire.Events()
+	if got, want := Statuses(evs, "cmp_1"), []string{"in_progress", "cancelled"}; !slices.Equal(got, want) {
+		t.Errorf("cancel grace %v: cmp_1: %v, want %v\n%s", grace, got, want, Dump(evs))
+	}
+}

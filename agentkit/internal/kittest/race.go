@@ -1,0 +1,171 @@
+package kittest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/emitter"
+)
+
+// The cancel race, shared by both stacks' tests: the fastest client sends
+// session/cancel right behind its session/prompt, then, once that prompt is
+// answered, a prompt it does not cancel. The cancel must reach the first
+// prompt (else it is lost) and never the second (else it is stale: a late
+// cancel applied to whichever prompt runs when it is handled).
+
+// The texts of the race's prompts; the agent's runtime (RaceRuntime) tells
+// them apart by their text.
+const (
+	// CancelMe is a prompt with its session/cancel right behind it.
+	CancelMe = "cancel me"
+	// KeepMe is a prompt with no cancel.
+	KeepMe = "keep me"
+)
+
+// CancelRace plays pairs of prompts on sessionID: CancelMe with its
+// session/cancel written right behind it, then, once it is answered, KeepMe
+// with no cancel. It returns how many CancelMe prompts did not end with
+// stop reason "cancelled" (lost cancels) and how many KeepMe prompts did
+// not end with "end_turn" (stale cancels).
+func (c *Client) CancelRace(ctx context.Context, t testing.TB, sessionID string, pairs int) (lost, stale int) {
+	t.Helper()
+	for i := range pairs {
+		call, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptText(sessionID, CancelMe, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Cancel(ctx, sessionID); err != nil {
+			t.Fatal(err)
+		}
+		var res json.RawMessage
+		if err := call.Wait(ctx, &res); err != nil {
+			t.Fatalf("pair %d, the cancelled prompt: %v", i, err)
+		}
+		if StopReason(res) != "cancelled" {
+			lost++
+		}
+		if err := c.Conn.Call(ctx, "session/prompt", PromptText(sessionID, KeepMe, nil), &res); err != nil {
+			t.Fatalf("pair %d, the prompt after it: %v", i, err)
+		}
+		if StopReason(res) != "end_turn" {
+			stale++
+		}
+	}
+	return lost, stale
+}
+
+// CheckRaceStatuses checks that the wire of a CancelRace holds, for each
+// pair, one compaction settled cancelled and one completed, and nothing
+// else.
+func CheckRaceStatuses(t testing.TB, evs []Event, pairs int) {
+	t.Helper()
+	counts := map[string]int{}
+	for _, e := range Compactions(evs) {
+		counts[e.Status]++
+	}
+	if counts["in_progress"] != 2*pairs || counts["cancelled"] != pairs || counts["completed"] != pairs || len(counts) != 3 {
+		t.Errorf("statuses on the wire: %v, want %d in_progress, %d cancelled, %d completed", counts, 2*pairs, pairs, pairs)
+	}
+}
+
+// Starter opens a compaction: both kits' Session.
+type Starter interface {
+	Start(ctx context.Context, opts ...emitter.StartOption) (*emitter.Compaction, error)
+}
+
+// RaceRuntime is the agent's side of CancelRace, the same for both stacks:
+// the stack's prompt handler calls Prompt, and its session/cancel handler
+// calls Cancelled. Safe for concurrent use.
+type RaceRuntime struct {
+	mu      sync.Mutex
+	changed chan struct{}
+	cancels int // session/cancel notifications the agent handled
+	keeps   int // KeepMe prompts seen
+}
+
+// cancelWork is how long the agent's session/cancel handler works (it
+// stops its runtime, say) after Cancelled counted it. A stack that handles
+// notifications one at a time handles the next session/cancel only after
+// it, so that a late one meets the next prompt running.
+const cancelWork = 2 * time.Millisecond
+
+// Cancelled counts a session/cancel the agent handled, then does the
+// handler's work (cancelWork).
+func (r *RaceRuntime) Cancelled() {
+	r.mu.Lock()
+	r.cancels++
+	if r.changed != nil {
+		close(r.changed)
+		r.changed = nil
+	}
+	r.mu.Unlock()
+	time.Sleep(cancelWork)
+}
+
+// errCancelNeverHandled: the agent never handled a session/cancel the
+// client sent before a KeepMe prompt.
+var errCancelNeverHandled = errors.New("kittest: the session/cancel before this prompt never reached the agent")
+
+// Prompt runs one race prompt and returns its stop reason. Both prompts
+// open a compaction. CancelMe then waits for its context to end and
+// reports the compaction cancelled ("cancelled"; a lost cancel ends the
+// wait after 10 s and completes it, "end_turn"). KeepMe first waits until
+// the agent has handled every session/cancel sent before it, so a stack
+// that would apply one of them late has done so by then; its context still
+// ended means a stale cancel ("cancelled"), else it completes ("end_turn").
+func (r *RaceRuntime) Prompt(ctx context.Context, text string, s Starter) (string, error) {
+	c, err := s.Start(ctx)
+	if err != nil {
+		return "", err
+	}
+	switch text {
+	case CancelMe:
+		select {
+		case <-ctx.Done():
+			return "cancelled", c.Cancel(ctx)
+		case <-time.After(10 * time.Second):
+			return "end_turn", c.Complete(ctx)
+		}
+	case KeepMe:
+		if err := r.waitCancels(); err != nil {
+			return "", err
+		}
+		if ctx.Err() != nil {
+			return "cancelled", c.Cancel(ctx)
+		}
+		return "end_turn", c.Complete(ctx)
+	}
+	return "", fmt.Errorf("kittest: not a race prompt: %q", text)
+}
+
+// waitCancels waits, for the n-th KeepMe prompt, until n session/cancel
+// notifications have been handled.
+func (r *RaceRuntime) waitCancels() error {
+	r.mu.Lock()
+	r.keeps++
+	want := r.keeps
+	r.mu.Unlock()
+	deadline := time.After(10 * time.Second) // a hang guard
+	for {
+		r.mu.Lock()
+		if r.cancels >= want {
+			r.mu.Unlock()
+			return nil
+		}
+		if r.changed == nil {
+			r.changed = make(chan struct{})
+		}
+		ch := r.changed
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			return errCancelNeverHandled
+		}
+	}
+}

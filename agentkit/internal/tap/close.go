@@ -1,0 +1,117 @@
+package tap
+
+import (
+	"context"
+
+	"github.com/acpcompact/acpcompact/emitter"
+)
+
+// OnClose registers f to run once the tap closes. It reports false, and
+// does not register f, when the tap is already closed.
+func (t *Tap) OnClose(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.onClose = append(t.onClose, f)
+	return true
+}
+
+// Closed reports whether the tap's close has begun.
+func (t *Tap) Closed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+// Close is Shutdown without a context of its own: bounded by CloseTimeout
+// only.
+func (t *Tap) Close(reason error) {
+	if err := t.Shutdown(context.Background(), reason); err != nil {
+		t.log.Debug(t.cfg.Name+": output not flushed on a closing connection", "error", err)
+	}
+}
+
+// Shutdown ends the connection: the engine refuses starts from now on,
+// every open compaction is settled (as cancelled in a session whose turn
+// the client cancelled, else for reason), then the prompt handlers'
+// contexts end with reason, so a runtime woken by its context finds its
+// compactions already settled. It runs the OnClose hooks once, and returns
+// once what was queued, the settlements last, has been written.
+//
+// It is bounded: when ctx ends, or CloseTimeout after the close began (or
+// after the write in progress began, if earlier), the output is abandoned
+// (see out.go): what the client has not taken is dropped, and every write
+// still waiting returns at once, so nothing of the close waits longer. A
+// second call, while or after the first runs, waits for the first to
+// finish, within its own ctx. It returns nil when everything queued was
+// written, else the output's error (errAbandoned, or the transport's).
+func (t *Tap) Shutdown(ctx context.Context, reason error) error {
+	stop := t.out.abandonAt(ctx, CloseTimeout)
+	defer stop()
+	t.mu.Lock()
+	if t.closing != nil {
+		done := t.closing
+		t.mu.Unlock()
+		<-done // bounded: abandonment releases whatever the close waits on
+		return t.out.drain()
+	}
+	t.closed = true
+	t.closing = make(chan struct{})
+	defer close(t.closing)
+	hooks := t.onClose
+	t.onClose = nil
+	t.mu.Unlock()
+
+	live, endHandlers := t.e.Close(reason)
+	if em := t.Emitter(); em != nil {
+		ctx := context.Background()
+		for sid, cancelled := range live {
+			if cancelled {
+				t.settle(sid, emitter.ErrCancelled, emitter.TraceContext{}, "connection closed")
+			}
+		}
+		n, err := em.SettleAll(ctx, reason)
+		if n > 0 {
+			t.log.Info(t.cfg.Name+": settled open compactions", "count", n, "why", "connection closed", "reason", reason.Error())
+		}
+		if err != nil {
+			t.log.Debug(t.cfg.Name+": settlement not delivered on a closing connection", "error", err)
+		}
+	}
+	endHandlers()
+	for _, f := range hooks {
+		f()
+	}
+	// The settlements, and anything queued before them, are on the wire
+	// when Shutdown returns, or the client stopped reading and they were
+	// abandoned.
+	return t.out.drain()
+}
+
+// Detach ends the output once the transport is closed: every write from
+// now on, and every one still waiting for room, returns err at once.
+func (t *Tap) Detach(err error) { t.out.fail(err) }
+
+// Crash settles every open compaction as failed because the agent
+// panicked; the caller lets the panic go on.
+func (t *Tap) Crash() {
+	em := t.Emitter()
+	if em == nil {
+		_ = t.out.flush()
+		return
+	}
+	n, err := em.SettleAll(context.Background(), emitter.ErrAgentCrashed)
+	// The process is about to end: what is queued must be on the wire
+	// before the panic goes on.
+	if ferr := t.out.flush(); err == nil {
+		err = ferr
+	}
+	t.log.Error(t.cfg.Name+": handler panicked; open compactions settled as failed", "count", n, "deliveryError", err)
+}
+
+// Flush waits until every message queued so far has been written, for at
+// most a few seconds when the client does not read, and returns the
+// connection's write error, if any.
+func (t *Tap) Flush() error { return t.out.flush() }

@@ -1,0 +1,191 @@
+package agentkit_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestReadmeSnippets checks that the README's two kit integrations (section
+// "Use it in a Go agent") are the code of the runnable examples that go
+// test runs: agentkit's and agentkit/acpsdk's Example_summaryAndCancel, in
+// their example_readme_test.go. Each README block is a main package; the
+// example file has the same imports (os aside), the same declarations, in
+// the same order and with the same comments, and an Example whose body is
+// main's after its first statement (the client on in-process pipes), with
+// os.Stdin and os.Stdout read as stdin and stdout.
+func TestReadmeSnippets(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Skipf("no README.md next to the module: %v", err)
+	}
+	blocks := goBlocks(t, section(string(readme), "## Use it in a Go agent"))
+	for _, tc := range []struct{ marker, file string }{
+		{"agentkit.NewStream(", "example_readme_test.go"},
+		{"NewAgentSideConnection(", filepath.Join("acpsdk", "example_readme_test.go")},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			var found []string
+			for _, b := range blocks {
+				if strings.Contains(b, tc.marker) {
+					found = append(found, b)
+				}
+			}
+			if len(found) != 1 {
+				t.Fatalf("README section %q has %d go blocks with %q, want 1", "Use it in a Go agent", len(found), tc.marker)
+			}
+			example, err := os.ReadFile(tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compareSnippet(t, found[0], string(example))
+		})
+	}
+}
+
+// section returns the markdown from heading to the next heading of the same
+// level.
+func section(md, heading string) string {
+	i := strings.Index(md, "\n"+heading+"\n")
+	if i < 0 {
+		return ""
+	}
+	rest := md[i+1+len(heading):]
+	if j := strings.Index(rest, "\n## "); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+// goBlocks returns the contents of the ```go fences of md.
+func goBlocks(t *testing.T, md string) []string {
+	t.Helper()
+	var out []string
+	for {
+		i := strings.Index(md, "```go\n")
+		if i < 0 {
+			return out
+		}
+		md = md[i+len("```go\n"):]
+		j := strings.Index(md, "\n```")
+		if j < 0 {
+			t.Fatal("README: unterminated ```go block")
+		}
+		out = append(out, md[:j+1])
+		md = md[j+1:]
+	}
+}
+
+type goFile struct {
+	src   string
+	fset  *token.FileSet
+	f     *ast.File
+	decls []ast.Decl // top-level declarations but imports
+}
+
+func parseGo(t *testing.T, name, src string) goFile {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name, src, parser.ParseComments)
+	if err != nil {
+		t.Fatalf("%s does not parse: %v", name, err)
+	}
+	g := goFile{src: src, fset: fset, f: f}
+	for _, d := range f.Decls {
+		if gd, ok := d.(*ast.GenDecl); ok && gd.Tok == token.IMPORT {
+			continue
+		}
+		g.decls = append(g.decls, d)
+	}
+	return g
+}
+
+// text returns the source of n, from pos to end.
+func (g goFile) text(pos, end token.Pos) string {
+	return g.src[g.fset.Position(pos).Offset:g.fset.Position(end).Offset]
+}
+
+// declText returns a declaration's source with its doc comment.
+func (g goFile) declText(d ast.Decl) string {
+	pos := d.Pos()
+	switch d := d.(type) {
+	case *ast.FuncDecl:
+		if d.Doc != nil {
+			pos = d.Doc.Pos()
+		}
+	case *ast.GenDecl:
+		if d.Doc != nil {
+			pos = d.Doc.Pos()
+		}
+	}
+	return g.text(pos, d.End())
+}
+
+func (g goFile) imports() []string {
+	var out []string
+	for _, s := range g.f.Imports {
+		p, _ := strconv.Unquote(s.Path.Value)
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// takeFunc removes the function named name (or the one named with prefix,
+// when name ends in "*") from g.decls and returns it.
+func (g *goFile) takeFunc(t *testing.T, name string) *ast.FuncDecl {
+	t.Helper()
+	for i, d := range g.decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Recv != nil {
+			continue
+		}
+		if fd.Name.Name == name || strings.HasSuffix(name, "*") && strings.HasPrefix(fd.Name.Name, strings.TrimSuffix(name, "*")) {
+			g.decls = slices.Delete(g.decls, i, i+1)
+			return fd
+		}
+	}
+	t.Fatalf("no func %s", name)
+	return nil
+}
+
+func compareSnippet(t *testing.T, snippet, example string) {
+	readme := parseGo(t, "README.md", snippet)
+	ex := parseGo(t, "example", example)
+	if readme.f.Name.Name != "main" {
+		t.Errorf("README block is package %s, want main", readme.f.Name.Name)
+	}
+	// The example may not need os: its stdin and stdout are pipes.
+	want := readme.imports()
+	if got := ex.imports(); !slices.Contains(got, "os") {
+		want = slices.DeleteFunc(want, func(p string) bool { return p == "os" })
+	}
+	if got := ex.imports(); !slices.Equal(got, want) {
+		t.Errorf("imports differ:\nREADME:  %v\nexample: %v", want, got)
+	}
+	main := readme.takeFunc(t, "main")
+	exFn := ex.takeFunc(t, "Example*")
+	if len(readme.decls) != len(ex.decls) {
+		t.Errorf("README has %d declarations besides main, the example file %d besides its Example", len(readme.decls), len(ex.decls))
+	}
+	for i := range min(len(readme.decls), len(ex.decls)) {
+		if r, e := readme.declText(readme.decls[i]), ex.declText(ex.decls[i]); r != e {
+			t.Errorf("declaration %d differs:\nREADME:\n%s\nexample:\n%s", i+1, r, e)
+		}
+	}
+	ms, es := main.Body.List, exFn.Body.List
+	if len(ms) == 0 || len(es) < 2 {
+		t.Fatalf("main has %d statements, the Example %d: want main's to be the Example's after its first", len(ms), len(es))
+	}
+	r := readme.text(ms[0].Pos(), ms[len(ms)-1].End())
+	r = strings.NewReplacer("os.Stdin", "stdin", "os.Stdout", "stdout").Replace(r)
+	if e := ex.text(es[1].Pos(), es[len(es)-1].End()); r != e {
+		t.Errorf("main's body (os.Stdin, os.Stdout read as stdin, stdout) differs from the Example's after its first statement:\nREADME:\n%s\nexample:\n%s", r, e)
+	}
+}

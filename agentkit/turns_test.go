@@ -1,0 +1,116 @@
+package agentkit_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/agentkit"
+	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// rpcError turns a runtime's error into the agent's JSON-RPC error.
+func rpcError(err error) error {
+	var e *jsonrpc2.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidRequest, Message: err.Error()}
+}
+
+// TestSecondPromptRejectedWhileOneRunsEndsNothing: a session/prompt sent
+// while the session's prompt runs, which the agent rejects with an error,
+// ends nothing: only the running prompt's response ends the turn, so its
+// compaction's later chunks and completion still reach the client.
+func TestSecondPromptRejectedWhileOneRunsEndsNothing(t *testing.T) {
+	sp := kittest.NewSecondPrompt()
+	a := &agent{}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		stop, err := sp.Prompt(ctx, a.kit.Session(conn, sid))
+		if err != nil {
+			return nil, rpcError(err)
+		}
+		return map[string]any{"stopReason": stop}, nil
+	}
+	r := newRig(t, a)
+	r.initialize(1, true)
+	res := sp.Play(r.ctx, t, r.client, session)
+	sp.Check(t, res, r.finish(1))
+}
+
+// TestRequestIDsMatchByValue: the client's ids need escaping, and
+// jsonrpc2 answers them re-encoded. The re-encoded initialize answer still
+// negotiates, and the prompt's open compaction is settled before its
+// re-encoded response.
+func TestRequestIDsMatchByValue(t *testing.T) {
+	a := &agent{}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		if _, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+			return nil, err
+		}
+		return endTurn() // left open: the turn's end settles it
+	}
+	a.kit = agentkit.New(quiet)
+	agentSide, clientSide := net.Pipe()
+	conn := a.kit.NewConn(context.Background(), jsonrpc2.NewPlainObjectStream(agentSide),
+		agentkit.AsyncHandler(jsonrpc2.HandlerWithError(a.handle)), jsonrpc2.SetLogger(nopLogger{}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := kittest.NewPeer(clientSide, clientSide)
+	kittest.PlayEscapedIDs(ctx, t, p, session, func() {
+		_ = clientSide.Close()
+		<-conn.DisconnectNotify()
+	})
+}
+
+// TestCancelGraceMeansTheSameEverywhere: with WithCancelGrace(d) a runtime
+// that hangs after session/cancel has its compaction settled cancelled d
+// after the cancel (0: at once), or, for d < 0, only at the turn's end.
+func TestCancelGraceMeansTheSameEverywhere(t *testing.T) {
+	for _, grace := range []time.Duration{0, 300 * time.Millisecond, -1} {
+		t.Run(grace.String(), func(t *testing.T) {
+			t.Parallel()
+			h := kittest.NewHang()
+			a := &agent{}
+			a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+				stop, err := h.Prompt(ctx, a.kit.Session(conn, sid))
+				if err != nil {
+					return nil, err
+				}
+				return map[string]any{"stopReason": stop}, nil
+			}
+			r := newRig(t, a, agentkit.WithCancelGrace(grace))
+			r.initialize(1, true)
+			h.Play(r.ctx, t, r.client, session, grace)
+			r.finish(1)
+		})
+	}
+}
+
+// TestErrorsNameTheirPackage: the package's errors say agentkit and wrap
+// its sentinels.
+func TestErrorsNameTheirPackage(t *testing.T) {
+	for _, err := range []error{agentkit.ErrNotInitialized, agentkit.ErrClosed, agentkit.ErrUnknownConn} {
+		if !strings.HasPrefix(err.Error(), "agentkit: ") {
+			t.Errorf("%q does not name the package", err)
+		}
+	}
+	a := &agent{}
+	r := newRig(t, a)
+	ctx := context.Background()
+	_, before := a.kit.Session(r.agent, session).Start(ctx)
+	r.initialize(1, true)
+	held := a.kit.Session(r.agent, session)
+	r.close()
+	_, after := held.Start(ctx)
+	for _, tc := range []struct{ err, want error }{{before, agentkit.ErrNotInitialized}, {after, agentkit.ErrClosed}} {
+		if !errors.Is(tc.err, tc.want) || !strings.HasPrefix(tc.err.Error(), "agentkit: ") {
+			t.Errorf("error %q: want one that wraps %q and names agentkit", tc.err, tc.want)
+		}
+	}
+}
