@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acpcompact/acpcompact/internal/acpschema"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/proxy"
 )
 
@@ -87,7 +87,8 @@ func runFakeChecked(t *testing.T, check bool, behavior string, agentArgs []strin
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(l.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	all := []proxy.Option{proxy.WithLogger(logger)}
+	// The fake agent sends no agentInfo: every translator is named.
+	all := []proxy.Option{proxy.WithLogger(logger), proxy.WithTranslators(proxy.Translators()...)}
 	if check {
 		all = append(all, proxy.WithChecker(l.checker, proxy.CheckClient))
 	} else {
@@ -166,11 +167,7 @@ func (l *live) emitted(want string) {
 	if !jsonEqual(got, []byte(want)) {
 		l.t.Fatalf("client got\n%s\nwant\n%s", bytes.TrimSpace(got), want)
 	}
-	v, err := acpschema.For(l.version)
-	if err != nil {
-		l.t.Fatalf("official ACP schema unavailable: %v", err)
-	}
-	if err := v.Message(bytes.TrimSpace(got)); err != nil {
+	if err := schematest.For(l.t, l.version).Message(bytes.TrimSpace(got)); err != nil {
 		l.t.Errorf("proxy-made line fails the v%d schema: %v", l.version, err)
 	}
 }
@@ -302,6 +299,7 @@ func TestProxyAgentCodexText(t *testing.T) {
 	cmp := mintedID("s1", proxy.CodexText, 1)
 	l.emitted(upd("s1", cmpUpdate(cmp, "in_progress")))
 	l.emitted(upd("s1", cmpUpdate(cmp, "completed")))
+	l.forwarded(upd("s1", text(codexHeadsUp)))
 	l.forwarded(upd("s1", text("Continuing.")))
 	l.forwarded(promptResponse(id, "end_turn"))
 }

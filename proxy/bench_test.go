@@ -156,7 +156,8 @@ func startProxyBench(b *testing.B) *proxyBench {
 	// Setup, not measured: each step waits until its line went through.
 	pb.clientSays(b, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`)
 	pb.toAgent.waitFor(1)
-	pb.agentSays(b, `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{},"authMethods":[]}}`)
+	// A profiled agent (Claude ACP 0.101), so that its translators run.
+	pb.agentSays(b, `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{},"authMethods":[],"agentInfo":{"name":"@agentclientprotocol/claude-agent-acp","version":"0.101.0"}}}`)
 	pb.client.waitFor(1)
 	pb.clientSays(b, `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"go"}]}}`)
 	pb.toAgent.waitFor(2)

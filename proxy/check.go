@@ -4,18 +4,23 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/conformance"
 )
 
 // checkState feeds the configured Checker. Both pumps observe, so calls are
-// serialized here; seq numbers every observed message of both directions in
-// the order the proxy saw them, which is the checker's notion of a line.
+// serialized here.
+//
+// Each message is numbered as the log numbers it: by its side's own line
+// (side=client line=3 is the client's third line, side=agent line=16 the
+// agent's sixteenth), and a line the proxy made by the agent line it was
+// made for. The checker's violations, and the lines their messages name
+// ("first seen at line 12"), are then in the log's numbering: compaction
+// updates and the messages that end turns all come from the agent's side.
 type checkState struct {
 	mu     sync.Mutex
 	ch     Checker
 	which  Checked
 	log    *slog.Logger
-	seq    int
 	closed bool
 }
 
@@ -25,8 +30,7 @@ type checkState struct {
 func (k *checkState) agentSide() bool  { return k != nil && k.which == CheckAgent }
 func (k *checkState) clientSide() bool { return k != nil && k.which == CheckClient }
 
-// observe feeds one message. side and line locate it for the log (line 0
-// for messages the proxy wrote itself, which have no input line).
+// observe feeds one message, line being its position on side.
 func (k *checkState) observe(dir conformance.Direction, side string, line int, msg []byte) {
 	if k == nil {
 		return
@@ -36,8 +40,7 @@ func (k *checkState) observe(dir conformance.Direction, side string, line int, m
 	if k.closed {
 		return
 	}
-	k.seq++
-	for _, v := range k.ch.Observe(dir, k.seq, msg) {
+	for _, v := range k.ch.Observe(dir, line, msg) {
 		k.report(v, side, line)
 	}
 }
@@ -53,17 +56,20 @@ func (k *checkState) close() {
 	}
 	k.closed = true
 	for _, v := range k.ch.Close() {
-		k.report(v, "", 0)
+		k.report(v, sideAgent, 0)
 	}
 }
 
+// report logs a violation found while observing line of side. A violation
+// about another line (an unsettled compaction at the end, for one) is
+// about an agent line.
 func (k *checkState) report(v conformance.Violation, side string, line int) {
-	attrs := []any{"rule", string(v.Rule), "seq", v.Line, "checked", k.which.String()}
-	if side != "" {
-		attrs = append(attrs, "side", side)
+	if v.Line != line {
+		side = sideAgent
 	}
-	if line > 0 {
-		attrs = append(attrs, "line", line)
+	attrs := []any{"rule", string(v.Rule), "checked", k.which.String(), "side", side}
+	if v.Line > 0 {
+		attrs = append(attrs, "line", v.Line)
 	}
 	k.log.Warn("conformance: "+v.Message, attrs...)
 }

@@ -14,18 +14,66 @@
 //     recogniser is a named Translator that can be switched off.
 //   - Standard updates an agent sends to a v1 client that did not advertise
 //     the capability are never forwarded; they are rewritten into a fallback
-//     rendering (WithGateFallback, a tool call by default).
+//     rendering (WithGateFallback, a tool call by default). One whose
+//     envelope is malformed (a sessionId missing or not a string), or that
+//     sits inside a JSON-RPC batch, cannot be rewritten: it is dropped and
+//     logged, and the rest of the batch is forwarded.
 //   - Every compaction the client saw start is settled before the turn ends
-//     (v1: the session/prompt response; v2: the idle state_update) and when
-//     the agent's output ends: cancelled when the client sent session/cancel
-//     for the session during the turn, otherwise failed with a reason.
+//     (v1: the running session/prompt's response; v2: the idle
+//     state_update) and when the agent's output ends: cancelled when the
+//     client cancelled the turn, otherwise failed with a reason.
+//   - Nothing about compaction reaches the client after its turn ended: the
+//     agent's later updates of a compaction the proxy settled are dropped,
+//     and so is a signal of a compaction nobody saw start that arrives
+//     between turns right after a cancelled one (Claude's "Compaction
+//     failed: API Error: Request was aborted." tool call after the
+//     cancelled prompt's response).
+//
+// # One wire engine
+//
+// The proxy keeps no turn, request or cancel state of its own: the
+// connection's wire engine (internal/turn, shared with the agent kits)
+// reads both directions in order and says when a turn ends. It matches
+// requests to responses by the JSON value of their ids ("init-é" and
+// "init-\u00e9" are one id); in v1 only the running prompt's response ends
+// its turn (a second prompt that the agent rejects while one runs ends
+// nothing); in v2 a prompt sent during a cancelled turn belongs to that
+// turn and keeps its cancel.
+//
+// The cancel grace (WithCancelGrace, DefaultCancelGrace by default) means
+// what it means for the kits: d > 0 settles a cancelled turn's open
+// compactions as cancelled d after the cancel, 0 at once, a negative d when
+// the turn ends.
+//
+// # Lines
 //
 // The proxy reads one line from a side, writes it (or its replacement) to
 // the other, then reads the next, so memory stays bounded by the longest
-// line and a slow reader slows its writer down. Notifications already
-// followed by a read line wait in a 64 KiB buffer to leave in one write;
-// requests, responses and the updates that end a compaction or a turn
-// never wait, nor does anything once no further input is at hand. Lines up to 64 MiB are
-// inspected; longer ones are streamed through unread. A malformed line is
-// logged with its side and line number and forwarded as it came.
+// line (a line costs about twice its length at most: it is collected in
+// blocks and copied once, and a long update the gate rewrites is decoded
+// without copying its text again) and a slow reader slows its writer down.
+// Each line is read once, in one pass. Notifications already followed by a read line wait in a 64 KiB
+// buffer to leave in one write; requests, responses and the updates that
+// end a compaction or a turn never wait, nor does anything once no further
+// input is at hand.
+//
+// Lines up to 64 MiB (WithMaxLineBytes) are read whole. A longer one is
+// read from its head and streams through: the members complete within the
+// head (a prompt's id, method and sessionId come before its content) are
+// followed, so a huge prompt's turn is still settled before its response;
+// a compaction update too long to read for a v1 client without the
+// capability is dropped. A malformed line is logged with its side and line
+// number and forwarded as it came.
+//
+// # The end of a connection
+//
+// What the proxy settles when the agent's output ends says why it ended:
+// emitter.ErrConnectionClosed when the client's input ended first, when
+// the host called Terminating (it was told to stop and passed the signal
+// on) or when Run's context is done; the exit reason (WithExitReason,
+// emitter.ErrAgentCrashed by default) when the agent's output ended on its
+// own. A session the agent closed (its answer to session/close) is settled
+// and forgotten, so that the proxy's memory follows the sessions that are
+// live. Once Run's context is done, a client that does not read holds Run
+// up for at most the stop timeout (WithStopTimeout).
 package proxy

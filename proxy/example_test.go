@@ -13,7 +13,7 @@ import (
 )
 
 // legacyAgent plays an agent that reports compaction the old way, as
-// Claude's adapter did: agent text, no ID, no capability check.
+// Claude's adapter did up to 0.74: agent text, no ID, no capability check.
 func legacyAgent(stdin io.Reader, stdout io.WriteCloser) {
 	defer stdout.Close()
 	sc := bufio.NewScanner(stdin)
@@ -25,7 +25,7 @@ func legacyAgent(stdin io.Reader, stdout io.WriteCloser) {
 		_ = json.Unmarshal(sc.Bytes(), &m)
 		switch m.Method {
 		case "initialize":
-			fmt.Fprintf(stdout, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1}}`+"\n", m.ID)
+			fmt.Fprintf(stdout, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1,"agentInfo":{"name":"@agentclientprotocol/claude-agent-acp","version":"0.74.0"}}}`+"\n", m.ID)
 		case "session/prompt":
 			for _, text := range []string{"Compacting...", "\n\nCompacting completed.", "Done."} {
 				t, _ := json.Marshal(text)
@@ -37,8 +37,9 @@ func legacyAgent(stdin io.Reader, stdout io.WriteCloser) {
 }
 
 // A client that advertises the compaction capability, in front of an agent
-// that only knows the legacy text: the client receives standard updates in
-// the text's place, and everything else unchanged.
+// that only knows the legacy text: the proxy picks the agent's profile from
+// its agentInfo, and the client receives standard updates in the text's
+// place, and everything else unchanged.
 func ExampleProxy_Run() {
 	p, err := proxy.New()
 	if err != nil {
@@ -55,7 +56,7 @@ func ExampleProxy_Run() {
 		panic(err)
 	}
 	// Output:
-	// {"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}
+	// {"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentInfo":{"name":"@agentclientprotocol/claude-agent-acp","version":"0.74.0"}}}
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_bb7db2649a726f75fd9a87d8","status":"in_progress"}}}
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_bb7db2649a726f75fd9a87d8","status":"completed"}}}
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Done."}}}}

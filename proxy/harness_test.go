@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acpcompact/acpcompact/internal/acpschema"
+	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/proxy"
-	"github.com/acpcompact/acpcompact/test/conformance"
 )
 
 // Initialize params of the client kinds the tests play.
@@ -56,6 +55,10 @@ type harness struct {
 
 type harnessOpt struct {
 	noChecker bool
+	// profiles: the proxy picks translators by the agent's profile, as it
+	// does by default; otherwise every translator is named (the tests of
+	// each legacy form play agents without agentInfo).
+	profiles bool
 }
 
 // start runs a proxy configured by opts with the client-side stream under
@@ -79,6 +82,9 @@ func startWith(t *testing.T, ho harnessOpt, opts ...proxy.Option) *harness {
 	}
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	all := []proxy.Option{proxy.WithLogger(logger)}
+	if !ho.profiles {
+		all = append(all, proxy.WithTranslators(proxy.Translators()...))
+	}
 	if !ho.noChecker {
 		h.checker = newRecordingChecker(t)
 		all = append(all, proxy.WithChecker(h.checker, proxy.CheckClient))
@@ -267,25 +273,33 @@ func (h *harness) validateEmitted() {
 	if h.version == 0 {
 		return
 	}
-	v, err := acpschema.For(h.version)
-	if err != nil {
-		h.t.Fatalf("official ACP schema unavailable: %v", err)
+	v := schematest.For(h.t, h.version)
+	if v == nil {
+		return
 	}
 	for _, l := range h.received {
 		if h.agentSent[string(l)] {
 			continue
 		}
-		msg := bytes.TrimSpace(l)
-		if err := v.Message(msg); err != nil {
-			h.t.Errorf("proxy-made line fails the v%d schema: %v", h.version, err)
+		msgs := []json.RawMessage{bytes.TrimSpace(l)}
+		if msgs[0][0] == '[' {
+			// A batch the proxy rewrote: each message is held to the schema.
+			if err := json.Unmarshal(msgs[0], &msgs); err != nil {
+				h.t.Errorf("proxy-made batch: %v", err)
+			}
 		}
-		var n struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-		}
-		if json.Unmarshal(msg, &n) == nil && n.Method == "session/update" {
-			if err := v.Notification(n.Params); err != nil {
-				h.t.Errorf("proxy-made session/update fails the v%d schema: %v", h.version, err)
+		for _, msg := range msgs {
+			if err := v.Message(msg); err != nil {
+				h.t.Errorf("proxy-made line fails the v%d schema: %v", h.version, err)
+			}
+			var n struct {
+				Method string          `json:"method"`
+				Params json.RawMessage `json:"params"`
+			}
+			if json.Unmarshal(msg, &n) == nil && n.Method == "session/update" {
+				if err := v.Notification(n.Params); err != nil {
+					h.t.Errorf("proxy-made session/update fails the v%d schema: %v", h.version, err)
+				}
 			}
 		}
 	}
@@ -342,11 +356,7 @@ type recordingChecker struct {
 }
 
 func newRecordingChecker(t *testing.T) *recordingChecker {
-	v1, err1 := acpschema.For(1)
-	v2, err2 := acpschema.For(2)
-	if err := errors.Join(err1, err2); err != nil {
-		t.Fatalf("official ACP schema unavailable: %v", err)
-	}
+	v1, v2 := schematest.For(t, 1), schematest.For(t, 2)
 	return &recordingChecker{t: t, ch: conformance.NewChecker(conformance.WithSchema(v1, v2))}
 }
 

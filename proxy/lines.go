@@ -5,23 +5,41 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"unsafe"
 )
 
-// readBufSize is the bufio buffer of each side. Lines longer than it are
-// accumulated in lineReader.acc, which is released after a big line so that
-// one huge message does not pin its memory for the connection's life.
+// readBufSize is the bufio buffer of each side. A line longer than it is
+// collected in lineReader.acc, which is kept for the next line while it is
+// at most keepAccMax; a longer line is collected in blocks of bigBlock
+// bytes and then copied once into a buffer of exactly its length, which is
+// released after the line so that one huge message does not pin its
+// memory for the connection's life.
 const (
 	readBufSize = 64 << 10
 	keepAccMax  = 1 << 20
+	bigBlock    = 1 << 20
 )
 
 // lineReader reads newline-delimited messages without ever holding more
 // than one line (bounded by max) in memory.
+//
+// A line of unknown length is collected in fixed blocks rather than in one
+// buffer that grows: growing copies the line over and over and leaves the
+// buffers it outgrew behind (append's growth allocates about six times a
+// 60 MiB line; doubling allocates up to four times a line just over a
+// power of two, all of it touched). Blocks hold the line once, and the
+// one copy into the line's own buffer makes two at the peak.
 type lineReader struct {
-	r   *bufio.Reader
-	max int
-	acc []byte
-	n   int // lines read so far, for log positions
+	r      *bufio.Reader
+	max    int
+	acc    []byte   // the line, once it outgrew the read buffer
+	blocks [][]byte // what follows acc's first keepAccMax bytes of a longer line
+	size   int      // bytes in blocks
+	// inAcc: the line next returned last is acc (not the read buffer's),
+	// which detach may hand over.
+	inAcc bool
+	gone  []byte // the line detach handed over
+	n     int    // lines read so far, for log positions
 }
 
 func newLineReader(r io.Reader, max int) *lineReader {
@@ -29,44 +47,104 @@ func newLineReader(r io.Reader, max int) *lineReader {
 }
 
 // next returns the next line with its terminator, valid until the following
-// call. A final line without terminator is returned with io.EOF. When the
-// line is longer than max, next returns its first part with long set; the
-// caller forwards it and then the remainder with copyRest, uninspected.
+// call. A final line without terminator is returned with io.EOF. When a
+// line is longer than max and more of it is still to be read, next returns
+// its first part (its head) with long set; the caller forwards it and then
+// the remainder with copyRest. A line longer than max that has been read
+// whole anyway (it fit in the read buffer) is returned whole, long unset.
 func (l *lineReader) next() (line []byte, long bool, err error) {
 	if cap(l.acc) > keepAccMax {
 		l.acc = nil
 	}
-	l.acc = l.acc[:0]
+	l.acc, l.inAcc, l.gone = l.acc[:0], false, nil
 	for {
 		frag, err := l.r.ReadSlice('\n')
 		if err == nil && len(l.acc) == 0 {
 			// The common case: the whole line sits in the bufio buffer.
 			l.n++
-			if len(frag)-1 > l.max {
-				return frag, true, nil
-			}
 			return frag, false, nil
 		}
-		l.acc = append(l.acc, frag...)
+		l.add(frag)
 		switch {
 		case err == nil:
 			l.n++
-			return l.acc, len(l.acc)-1 > l.max, nil
+			return l.whole(), false, nil
 		case errors.Is(err, bufio.ErrBufferFull):
-			if len(l.acc) > l.max {
+			if len(l.acc)+l.size > l.max {
 				l.n++
-				return l.acc, true, nil
+				return l.whole(), true, nil
 			}
 		default:
-			if len(l.acc) > 0 {
+			if len(l.acc)+l.size > 0 {
 				l.n++
-				if err == io.EOF && len(l.acc) > l.max {
-					return l.acc, true, nil
-				}
 			}
-			return l.acc, false, err
+			return l.whole(), false, err
 		}
 	}
+}
+
+// add appends a fragment of the line: to acc while the line is at most
+// keepAccMax (doubling acc, whose growth then costs little), then to the
+// blocks.
+func (l *lineReader) add(frag []byte) {
+	if l.size == 0 && len(l.acc)+len(frag) <= keepAccMax {
+		if len(l.acc)+len(frag) > cap(l.acc) {
+			acc := make([]byte, len(l.acc), min(max(2*cap(l.acc), len(l.acc)+len(frag), 2*readBufSize), keepAccMax))
+			copy(acc, l.acc)
+			l.acc = acc
+		}
+		l.acc = append(l.acc, frag...)
+		return
+	}
+	for len(frag) > 0 {
+		if len(l.blocks) == 0 || len(l.blocks[len(l.blocks)-1]) == bigBlock {
+			l.blocks = append(l.blocks, make([]byte, 0, bigBlock))
+		}
+		b := &l.blocks[len(l.blocks)-1]
+		k := min(len(frag), bigBlock-len(*b))
+		*b = append(*b, frag[:k]...)
+		frag = frag[k:]
+		l.size += k
+	}
+}
+
+// whole returns the line collected so far as one slice: acc, or for a line
+// that went on in blocks, a buffer of exactly its length that acc then
+// holds until the next line.
+func (l *lineReader) whole() []byte {
+	l.inAcc = true
+	if l.size == 0 {
+		return l.acc
+	}
+	line := make([]byte, 0, len(l.acc)+l.size)
+	line = append(line, l.acc...)
+	for _, b := range l.blocks {
+		line = append(line, b...)
+	}
+	l.acc, l.blocks, l.size = line, nil, 0
+	return line
+}
+
+// detach hands over the memory of the line next returned last when b lies
+// within it, and reports whether b's memory is handed over: the reader
+// never writes to it again (the next line gets a buffer of its own), so
+// strings may be made over it without a copy. A line still in the read
+// buffer, which the next read overwrites, is not handed over.
+func (l *lineReader) detach(b []byte) bool {
+	if l.inAcc && within(b, l.acc) {
+		l.gone, l.acc, l.inAcc = l.acc, nil, false
+	}
+	return within(b, l.gone)
+}
+
+// within reports whether b lies within buf's bytes.
+func within(b, buf []byte) bool {
+	if len(b) == 0 || len(buf) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return p >= lo && p+uintptr(len(b)) <= lo+uintptr(len(buf))
 }
 
 // copyRest streams the remainder of an overlong line to w, fragment by

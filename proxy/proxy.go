@@ -12,9 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/internal/turn"
 )
 
 // Sentinel errors. Errors returned by this package that stem from one of
@@ -34,11 +35,16 @@ var (
 	ErrAgentOutput = errors.New("proxy: read from the agent failed")
 )
 
-// DefaultMaxLineBytes is the longest line the proxy inspects. ACP messages
-// carrying images or resources are large, so the bound is generous; it
-// exists so that a framing error cannot exhaust memory. Longer lines are
-// streamed through uninspected.
+// DefaultMaxLineBytes is the longest line the proxy reads whole. ACP
+// messages carrying images or resources are large, so the bound is
+// generous; it exists so that a framing error cannot exhaust memory. A
+// longer line is read from its head (see the package documentation) and
+// streams through.
 const DefaultMaxLineBytes = conformance.MaxLineBytes
+
+// DefaultCancelGrace is the cancel grace unless WithCancelGrace says
+// otherwise: the agent kits' default too.
+const DefaultCancelGrace = turn.DefaultCancelGrace
 
 // Translator names one recogniser of a legacy compaction signal.
 type Translator string
@@ -59,27 +65,49 @@ const (
 	// "opencode/compaction" (opencode).
 	OpencodeMarker Translator = "opencode-marker"
 	// CodexText: agent_message_chunk text "Context compacted\n", sent
-	// after the fact (codex-acp, Rust).
+	// after the fact and followed at once by codex's "Heads up: Long
+	// threads and multiple compactions…" warning (codex-acp, Rust): the
+	// same text from the model, without the warning behind it, is prose.
 	CodexText Translator = "codex-text"
 	// CodexNotice: a notice update titled "Context compacted", or
 	// agent_message_chunk text "*Context compacted to fit the model's
-	// context window.*\n\n", sent after the fact (codex-acp, TypeScript).
+	// context window.*\n\n", sent after the fact (described for
+	// codex-acp TypeScript; 2.6.0 never sent either).
 	CodexNotice Translator = "codex-notice"
+	// Qwen: Qwen Code's agent_message_chunks whose
+	// _meta.contextCompression.phase is "progress", "done" or "noop", its
+	// automatic "IMPORTANT: This conversation approached the input token
+	// limit…" text, and a prompt error about a failed automatic
+	// compression.
+	Qwen Translator = "qwen"
+	// ClaudeContinuation: on session/load, Claude ACP's replayed
+	// "This session is being continued from a previous conversation…"
+	// user message, which stands for the compaction it does not replay.
+	ClaudeContinuation Translator = "claude-continuation"
 )
 
 // Translators returns every translator, in the order flags list them.
 func Translators() []Translator {
-	return []Translator{ClaudeText, ToolCall, OpencodeMarker, CodexText, CodexNotice}
+	return []Translator{ClaudeText, ToolCall, OpencodeMarker, CodexText, CodexNotice, Qwen, ClaudeContinuation}
 }
 
 // ParseTranslators reads a comma-separated list of translator names, as
 // given to a command-line flag. Names are matched case-insensitively; empty
-// entries are skipped, so "" is the empty list.
+// entries are skipped, so "" is the empty list; "all" names every
+// translator.
 func ParseTranslators(list string) ([]Translator, error) {
 	var out []Translator
 	for _, part := range strings.Split(list, ",") {
 		name := Translator(strings.ToLower(strings.TrimSpace(part)))
 		if name == "" {
+			continue
+		}
+		if name == "all" {
+			for _, t := range Translators() {
+				if !slices.Contains(out, t) {
+					out = append(out, t)
+				}
+			}
 			continue
 		}
 		if !slices.Contains(Translators(), name) {
@@ -144,19 +172,27 @@ type config struct {
 	exitReason   error
 	cancelGrace  time.Duration
 	maxLine      int
+	// profile is WithProfile's name ("" or "auto": from agentInfo).
+	profile       string
+	heartbeat     time.Duration
+	summaryPolicy emitter.SummaryPolicy
+	stopTimeout   time.Duration
 }
 
-// WithTranslators enables exactly ts; the default is every translator.
+// WithTranslators runs ts for every agent, on top of the signals of its
+// profile (see Profile): an agent without a profile gets exactly ts. By
+// default only the profile's translators run, so that a text which is a
+// signal in one agent's stream is never rewritten in another's.
 func WithTranslators(ts ...Translator) Option {
 	return func(c *config) {
-		c.translators = map[Translator]bool{}
 		for _, t := range ts {
 			c.enable(t, true)
 		}
 	}
 }
 
-// WithoutTranslators disables ts, leaving their signals untouched.
+// WithoutTranslators disables ts, even where the agent's profile reads
+// them, leaving their signals untouched.
 func WithoutTranslators(ts ...Translator) Option {
 	return func(c *config) {
 		for _, t := range ts {
@@ -224,7 +260,9 @@ func WithTurnEndReason(err error) Option {
 }
 
 // WithExitReason sets the failure the client sees for a compaction still
-// open when the agent's output ends (default emitter.ErrAgentCrashed).
+// open when the agent's output ends while the client is still connected
+// (default emitter.ErrAgentCrashed). When the client's input ended first,
+// or Run stops on its context, the reason is emitter.ErrConnectionClosed.
 // Like WithTurnEndReason it ignores a reason wrapping emitter.ErrCancelled.
 func WithExitReason(err error) Option {
 	return func(c *config) {
@@ -234,21 +272,19 @@ func WithExitReason(err error) Option {
 	}
 }
 
-// WithCancelGrace settles a session's open compactions as cancelled when
-// the agent has not settled them d after the client's session/cancel, so a
-// hung agent cannot keep the client's spinner running; the agent's later
-// updates for them are dropped. Zero, the default, waits for the end of the
-// turn, which settles them anyway.
-func WithCancelGrace(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.cancelGrace = d
-		}
-	}
-}
+// WithCancelGrace sets how long after the client's session/cancel (or
+// $/cancel_request for the prompt) the agent may take to report the
+// cancelled turn's compactions before the proxy settles those still open
+// as cancelled, so that a hung agent cannot keep the client's spinner
+// running; the agent's later updates for them are dropped. It means what
+// it means for the agent kits: d > 0 settles d after the cancel; 0 settles
+// at once; d < 0 sets no deadline, and they are settled when the turn ends
+// (as every open compaction is). The default is DefaultCancelGrace.
+func WithCancelGrace(d time.Duration) Option { return func(c *config) { c.cancelGrace = d } }
 
-// WithMaxLineBytes sets the longest line the proxy inspects (default
-// DefaultMaxLineBytes); longer lines are forwarded uninspected.
+// WithMaxLineBytes sets the longest line the proxy reads whole (default
+// DefaultMaxLineBytes); a longer line is read from its head and streams
+// through.
 func WithMaxLineBytes(n int) Option {
 	return func(c *config) {
 		if n > 0 {
@@ -262,19 +298,23 @@ func WithMaxLineBytes(n int) Option {
 type Proxy struct {
 	cfg     config
 	running atomic.Bool
+	// terminating: Terminating was called for the Run in progress (or the
+	// next one).
+	terminating atomic.Bool
 }
 
 // New returns a proxy configured by opts. It fails only for an unknown
-// translator name (ErrUnknownTranslator).
+// translator name (ErrUnknownTranslator) or profile name
+// (ErrUnknownProfile).
 func New(opts ...Option) (*Proxy, error) {
 	c := config{
 		translators: map[Translator]bool{},
 		turnReason:  emitter.ErrTurnEnded,
 		exitReason:  emitter.ErrAgentCrashed,
+		cancelGrace: DefaultCancelGrace,
 		maxLine:     DefaultMaxLineBytes,
-	}
-	for _, t := range Translators() {
-		c.translators[t] = true
+		heartbeat:   DefaultHeartbeat,
+		stopTimeout: DefaultStopTimeout,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -283,6 +323,16 @@ func New(opts ...Option) (*Proxy, error) {
 	}
 	if len(c.unknown) > 0 {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownTranslator, strings.Join(c.unknown, ","), translatorList())
+	}
+	switch strings.ToLower(c.profile) {
+	case "", "auto", "none":
+	default:
+		if _, ok := profileByName(c.profile); !ok {
+			return nil, fmt.Errorf("%w %q (known: auto, none, %s)", ErrUnknownProfile, c.profile, profileList())
+		}
+	}
+	if c.summaryPolicy == nil {
+		c.summaryPolicy = emitter.DisplayableOnly
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -293,7 +343,9 @@ func New(opts ...Option) (*Proxy, error) {
 	return &Proxy{cfg: c}, nil
 }
 
-// Enabled reports whether translator t is on.
+// Enabled reports whether translator t runs for every agent
+// (WithTranslators): without it, t runs only for an agent whose profile
+// reads it.
 func (p *Proxy) Enabled(t Translator) bool { return p.cfg.translators[t] }
 
 // Run carries one connection: client messages are read from clientIn and
@@ -302,40 +354,57 @@ func (p *Proxy) Enabled(t Translator) bool { return p.cfg.translators[t] }
 //
 // Run returns when agentOut ends (nil at end of file), when a write to the
 // client fails (ErrClientClosed), or when ctx is done (ctx.Err()); in every
-// case it first settles the compactions the client saw start.
+// case it first settles the compactions the client saw start: failed with
+// emitter.ErrConnectionClosed when clientIn had ended, Terminating was
+// called or ctx is done, with the exit reason (WithExitReason) when the
+// agent's output ended on its own.
 //
 // agentIn is closed, if it is an io.Closer, when clientIn ends and when Run
 // returns, because end of input is how an agent learns that its client has
 // gone. When ctx is done, agentOut is closed too, if it is an io.Closer, so
-// that a blocked read returns; a write to clientOut in progress is waited
-// for, since the settlement must follow it. Run does not wait for a read of
-// clientIn or agentOut still in progress when it returns: the reading
-// goroutine ends when that read does, without writing anything further.
-// Run never closes clientOut.
+// that a blocked read returns, and a write to clientOut in progress is
+// waited for, since the settlement must follow it, but for at most the
+// stop timeout (WithStopTimeout): a client that does not read cannot keep
+// Run from returning. Past it the client's output is abandoned: nothing
+// more is written to clientOut, and the compactions still open are not
+// settled; the write that was stuck is cut short if clientOut has write
+// deadlines (SetWriteDeadline), else it ends when clientOut does. While
+// ctx is not done, a client that reads slowly, or not at all, slows the
+// agent's output down as a pipe would, for as long as it does.
+//
+// Run does not wait for a read of clientIn or agentOut still in progress
+// when it returns: the reading goroutine ends when that read does, without
+// writing anything further. Run never closes clientOut.
 func (p *Proxy) Run(ctx context.Context, clientIn io.Reader, clientOut io.Writer, agentIn io.Writer, agentOut io.Reader) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
 	defer p.running.Store(false)
+	defer p.terminating.Store(false)
 	c := newConn(p, clientOut, agentIn)
 	agentDone := make(chan error, 1)
 	go func() { agentDone <- c.pumpAgent(ctx, agentOut) }()
 	go c.pumpClient(ctx, clientIn)
 
 	var err error
+	abandoned := false
 	select {
 	case err = <-agentDone:
 	case <-ctx.Done():
 		if cl, ok := agentOut.(io.Closer); ok {
 			_ = cl.Close()
 		}
-		c.finish(ctx, emitter.ErrConnectionClosed)
+		abandoned = !c.stop(ctx, emitter.ErrConnectionClosed)
 		err = ctx.Err()
 	}
 	// No client line can reach the agent any more, and an agent that
 	// still reads learns so from end of file.
-	c.closeAgentIn()
-	c.stopTimers()
+	c.endAgentIn()
+	// A grace callback still running takes emu: wait without it (unless
+	// a write stuck on the client holds emu, and it would wait as long).
+	if !abandoned {
+		c.e.Wait()
+	}
 	c.closeChecker()
 	return err
 }

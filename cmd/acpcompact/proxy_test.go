@@ -17,6 +17,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/acpcompact/acpcompact/internal/acpschema"
+	"github.com/acpcompact/acpcompact/internal/turn"
+	"github.com/acpcompact/acpcompact/proxy"
 )
 
 const proxyWait = 20 * time.Second
@@ -250,10 +255,100 @@ func TestProxyCheckFlagReportsTheAgentsViolations(t *testing.T) {
 	}
 }
 
+// TestProxyCancelGraceFlagDefaultsToTheKits: --cancel-grace has the kits'
+// default and meaning, and --help says so.
+func TestProxyCancelGraceFlagDefaultsToTheKits(t *testing.T) {
+	var stderr lockedBuffer
+	if code := runProxy(context.Background(), []string{"-h"}, strings.NewReader(""), io.Discard, &stderr); code != 0 {
+		t.Fatalf("-h = %d", code)
+	}
+	help := stderr.String()
+	for _, want := range []string{"-cancel-grace duration", "0: at once; negative: at the end of the turn", "(default 5s)"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--help lacks %q:\n%s", want, help)
+		}
+	}
+	if proxy.DefaultCancelGrace != turn.DefaultCancelGrace {
+		t.Errorf("proxy.DefaultCancelGrace %s, the kits' %s", proxy.DefaultCancelGrace, turn.DefaultCancelGrace)
+	}
+}
+
+// TestProxyCheckNumbersLinesAsTheLogDoes: a violation's line and the lines
+// its message names are the agent's own line numbers, as the log's line=N
+// is, not a count of both sides' messages.
+func TestProxyCheckNumbersLinesAsTheLogDoes(t *testing.T) {
+	bin := proxyFakeAgent(t)
+	r := startProxyCmd(t, "--check", "--", bin, "-behavior", "open-standard")
+	r.handshake(capableClient)
+	r.prompt()
+	// The agent's lines: 1 and 2 answer initialize and session/new, 3
+	// opens cmp_o1, 4 streams into it, 5 answers the prompt with cmp_o1
+	// still open, 6 and 7 come after the turn.
+	r.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_o1","status":"in_progress"}`))
+	r.expect(sessionUpdate(`{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_o1","content":{"type":"text","text":"## Partial"}}`))
+	r.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_o1","status":"failed","error":"the turn ended before the compaction finished"}`))
+	r.expect(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
+	r.expect(sessionUpdate(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"After."}}`))
+	r.stdin.Close()
+	if code := r.exit(); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	errText := r.stderr.String()
+	for _, want := range [][]string{
+		{"rule=settlement", "(first seen at line 3)", "side=agent line=5"},
+		{"rule=after-turn", "(the turn ended at line 5)", "side=agent line=6"},
+		{"rule=after-turn", "(the turn ended at line 5)", "side=agent line=7"},
+	} {
+		found := false
+		for _, l := range strings.Split(errText, "\n") {
+			ok := true
+			for _, w := range want {
+				ok = ok && strings.Contains(l, w)
+			}
+			found = found || ok
+		}
+		if !found {
+			t.Errorf("no violation logged with %q:\n%s", want, errText)
+		}
+	}
+}
+
+// Without the schema, --check says at the default log level that schema
+// validation is off and how to turn it on, and checks the rest.
+func TestProxyCheckWithoutTheSchemaWarns(t *testing.T) {
+	missing := &acpschema.MissingError{Looked: []acpschema.Location{{Source: "user cache", Dir: "/nowhere", Problem: "no v1/schema.json"}}}
+	loadSchema = func() (conformance.Option, error) { return nil, missing }
+	t.Cleanup(func() { loadSchema = schemaOption })
+	bin := proxyFakeAgent(t)
+	r := startProxyCmd(t, "--check", "--", bin, "-behavior", "ignore-gate")
+	r.handshake(plainClient)
+	r.prompt()
+	r.expect(sessionUpdate(`{"sessionUpdate":"tool_call","toolCallId":"compact-cmp_g1","title":"Compact conversation","kind":"think","status":"in_progress"}`))
+	r.expect(sessionUpdate(`{"sessionUpdate":"tool_call_update","toolCallId":"compact-cmp_g1","status":"completed"}`))
+	r.expect(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
+	r.stdin.Close()
+	if code := r.exit(); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	errText := r.stderr.String()
+	for _, want := range []string{
+		`level=WARN msg="--check: schema validation off, checking the lifecycle rules only"`,
+		`reason="official ACP schema not installed (looked in user cache /nowhere: no v1/schema.json)"`,
+		"install it with: " + acpschema.InstallCommand(),
+		"--check=agent: 3 violations (capability 3)",
+	} {
+		if !strings.Contains(errText, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errText)
+		}
+	}
+}
+
 func TestProxyFallbackAndTranslateFlags(t *testing.T) {
 	bin := proxyFakeAgent(t)
 	t.Run("fallback", func(t *testing.T) {
-		r := startProxyCmd(t, "--fallback=opencode-marker", "--", bin, "-behavior", "toolcall")
+		// The fake agent names itself in no agentInfo: no profile reads
+		// its tool call unless it is named.
+		r := startProxyCmd(t, "--fallback=opencode-marker", "--translate=toolcall", "--", bin, "-behavior", "toolcall")
 		r.handshake(plainClient)
 		r.prompt()
 		r.expect(sessionUpdate(`{"sessionUpdate":"session_info_update","_meta":{"opencode/compaction":{"status":"started","messageId":"toolu_1","reason":"manual"}}}`))
@@ -261,7 +356,7 @@ func TestProxyFallbackAndTranslateFlags(t *testing.T) {
 		r.expect(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
 	})
 	t.Run("no-translate", func(t *testing.T) {
-		r := startProxyCmd(t, "--no-translate=toolcall", "--", bin, "-behavior", "toolcall")
+		r := startProxyCmd(t, "--translate=all", "--no-translate=toolcall", "--", bin, "-behavior", "toolcall")
 		r.handshake(capableClient)
 		r.prompt()
 		r.expect(sessionUpdate(`{"sessionUpdate":"tool_call","toolCallId":"toolu_1","title":"Compact conversation","kind":"think","status":"in_progress","_meta":{"claudeCode":{"toolName":"compact"}}}`))

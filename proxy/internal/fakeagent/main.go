@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 type agent struct {
@@ -34,18 +35,24 @@ func main() {
 	exit := flag.Int("exit", 0, "exit code at end of input")
 	stderrText := flag.String("stderr", "", "text to write to stderr at start")
 	bigSize := flag.Int("big-size", 64<<20, "length of the -behavior big line, terminator excluded")
+	trap := flag.Int("trap", 0, "catch SIGTERM, SIGHUP and SIGINT, report the signal on stderr and exit with this code (0: do not)")
+	flag.BoolVar(&manySessions, "sessions", false, "give each session/new a session ID of its own (s1, s2, ...) and answer each prompt in its session")
+	flag.DurationVar(&linger, "linger", 0, "how long to keep running after the end of input before exiting (a signal may come meanwhile)")
 	flag.Parse()
 
 	if *stderrText != "" {
 		fmt.Fprintln(os.Stderr, *stderrText)
 	}
-	if *behavior == "sigterm" {
+	if *behavior == "sigterm" && *trap == 0 {
+		*trap = 42
+	}
+	if *trap != 0 {
 		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, os.Interrupt)
 		go func() {
 			s := <-sigs
 			fmt.Fprintf(os.Stderr, "fakeagent: got %v\n", s)
-			os.Exit(42)
+			os.Exit(*trap)
 		}()
 	}
 	var in io.Reader = os.Stdin
@@ -67,8 +74,16 @@ func main() {
 		a.handle(m, *behavior, *bigSize)
 	}
 	a.out.Flush()
+	time.Sleep(linger)
 	os.Exit(*exit)
 }
+
+// linger and manySessions are the -linger and -sessions flags.
+var (
+	linger       time.Duration
+	manySessions bool
+	sessions     int
+)
 
 type message struct {
 	ID     json.RawMessage `json:"id"`
@@ -145,10 +160,21 @@ func (a *agent) handle(m message, behavior string, bigSize int) {
 		}
 		a.respond(m.ID, fmt.Sprintf(`{"protocolVersion":%d,"agentCapabilities":{"loadSession":true}}`, v))
 	case "session/new":
+		if manySessions {
+			sessions++
+			a.sid = fmt.Sprintf("s%d", sessions)
+		}
 		a.respond(m.ID, fmt.Sprintf(`{"sessionId":%q}`, a.sid))
 	case "session/cancel":
 		a.cancelled = true
 	case "session/prompt":
+		if manySessions {
+			var p struct {
+				SessionID string `json:"sessionId"`
+			}
+			_ = json.Unmarshal(m.Params, &p)
+			a.sid = p.SessionID
+		}
 		a.cancelled = false
 		a.prompt(m.ID, behavior, bigSize)
 	case "":
@@ -184,6 +210,8 @@ func (a *agent) waitCancel() {
 	for !a.cancelled {
 		m, ok := a.read()
 		if !ok {
+			a.out.Flush()
+			time.Sleep(linger)
 			os.Exit(0)
 		}
 		if m.Method == "session/cancel" {
@@ -231,7 +259,9 @@ func (a *agent) prompt(id json.RawMessage, behavior string, bigSize int) {
 		a.waitCancel()
 		a.update(`{"sessionUpdate":"session_info_update","_meta":{"opencode/compaction":{"status":"failed","messageId":"msg_c2","reason":"manual","error":{"type":"aborted","message":"The operation was aborted."}}}}`)
 	case "codex-text":
+		// codex-acp 0.16's signal: the text, then its warning at once.
 		a.text("Context compacted\n")
+		a.text("Heads up: Long threads and multiple compactions can cause the model to be less accurate. Start a new thread when possible to keep threads small and targeted.")
 		a.text("Continuing.")
 	case "codex-notice":
 		a.update(`{"sessionUpdate":"notice","severity":"info","title":"Context compacted"}`)
@@ -273,6 +303,42 @@ func (a *agent) prompt(id json.RawMessage, behavior string, bigSize int) {
 		a.out.WriteByte('\n')
 		a.out.Flush()
 		a.text("after the big line")
+	case "big-compaction", "big-summary-chunk":
+		// A compaction whose completed update (or whose one summary chunk,
+		// before a completed update) carries a summary text that makes
+		// the line exactly bigSize bytes, terminator excluded.
+		a.update(`{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"in_progress"}`)
+		head := fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"completed","summary":[{"type":"text","text":"`, a.sid)
+		tail := `"}]}}}`
+		if behavior == "big-summary-chunk" {
+			head = fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_b1","content":{"type":"text","text":"`, a.sid)
+			tail = `"}}}}`
+		}
+		fill := max(bigSize-len(head)-len(tail), 0)
+		a.out.WriteString(head)
+		for i := 0; i < fill; i++ {
+			a.out.WriteByte('a' + byte(i%26))
+		}
+		a.out.WriteString(tail)
+		a.out.WriteByte('\n')
+		a.out.Flush()
+		if behavior == "big-summary-chunk" {
+			a.update(`{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"completed"}`)
+		}
+	case "standard-wait":
+		// Opens a standard compaction and works on it until the client
+		// cancels (or its input ends: exit 0).
+		a.update(`{"sessionUpdate":"compaction_update","compactionId":"cmp_w1","status":"in_progress"}`)
+		a.waitCancel()
+	case "close-stdout":
+		// Opens a compaction, then closes its output and stays alive until
+		// a signal (see -trap) or a minute has passed.
+		a.update(`{"sessionUpdate":"compaction_update","compactionId":"cmp_s1","status":"in_progress"}`)
+		a.out.Flush()
+		os.Stdout.Close()
+		fmt.Fprintln(os.Stderr, "fakeagent: closed stdout")
+		time.Sleep(time.Minute)
+		os.Exit(0)
 	case "malformed":
 		a.write(`this is not JSON {`)
 		a.write(`{"jsonrpc":"2.0","method":"session/update","params":`)

@@ -1,0 +1,552 @@
+//go:build linux
+
+package main
+
+// Process-level tests of the proxy command's lifecycle: the real acpcompact
+// binary, built with go build, runs the fake agent over real pipes and gets
+// real signals. Timings here are bounds ("within 10 s"), never performance
+// claims; the memory tests measure the proxy's resident set from
+// /proc/PID/status and assert generous bounds only.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// exitBound is how long the proxy may take to exit once told to stop (a
+// signal, end of input): a bound, not a performance claim.
+const exitBound = 10 * time.Second
+
+// lifeBins are the binaries a process-level test runs.
+type lifeBins struct{ proxy, agent string }
+
+// buildLifeBins builds the acpcompact command and the fake agent into the
+// test's temporary directory.
+func buildLifeBins(t *testing.T) lifeBins {
+	t.Helper()
+	dir := t.TempDir()
+	b := lifeBins{proxy: filepath.Join(dir, "acpcompact"), agent: filepath.Join(dir, "fakeagent")}
+	for bin, pkg := range map[string]string{
+		b.proxy: "github.com/acpcompact/acpcompact/cmd/acpcompact",
+		b.agent: "github.com/acpcompact/acpcompact/proxy/internal/fakeagent",
+	} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return b
+}
+
+// proxyProc is one acpcompact proxy process with the test as its client.
+type proxyProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  *os.File // the write end of the proxy's stdin
+	stdout *os.File // the read end of the proxy's stdout
+	errf   string   // the file the proxy's (and the agent's) stderr goes to
+	br     *bufio.Reader
+	exited chan struct{}
+	status syscall.WaitStatus
+}
+
+// startProxyProc starts "acpcompact proxy ARGS" in a process group of its
+// own (so that cleanup can end the agent too) with pipes for stdin and
+// stdout and a file for stderr.
+func startProxyProc(t *testing.T, bin string, args ...string) *proxyProc {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errf := filepath.Join(t.TempDir(), "stderr")
+	ef, err := os.Create(errf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, append([]string{"proxy"}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, ef
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	ef.Close()
+	p := &proxyProc{t: t, cmd: cmd, stdin: inW, stdout: outR, errf: errf, br: bufio.NewReaderSize(outR, 1<<20), exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+			p.status = ws
+		}
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		// End whatever is left of the group: the proxy and its agent.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+		inW.Close()
+		outR.Close()
+		if t.Failed() {
+			t.Logf("stderr:\n%s", p.stderr())
+		}
+	})
+	return p
+}
+
+func (p *proxyProc) stderr() string {
+	b, _ := os.ReadFile(p.errf)
+	return string(b)
+}
+
+func (p *proxyProc) send(line string) {
+	p.t.Helper()
+	if _, err := p.stdin.Write([]byte(line + "\n")); err != nil {
+		p.t.Fatalf("write to the proxy: %v", err)
+	}
+}
+
+// next reads the proxy's next line within d; it fails the test at end of
+// output unless eofOK, and then returns nil.
+func (p *proxyProc) next(d time.Duration, eofOK bool) []byte {
+	p.t.Helper()
+	type res struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		b, err := p.br.ReadBytes('\n')
+		ch <- res{b, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			if eofOK && len(r.b) == 0 {
+				return nil
+			}
+			p.t.Fatalf("reading the proxy's output: %v (after %q)", r.err, r.b)
+		}
+		return r.b
+	case <-time.After(d):
+		// Unblock the reader so that it does not outlive the test.
+		p.stdout.SetReadDeadline(time.Now())
+		p.t.Fatalf("no output from the proxy within %s", d)
+	}
+	return nil
+}
+
+func (p *proxyProc) expect(want string) {
+	p.t.Helper()
+	got := p.next(exitBound, false)
+	if !jsonEqual(got, []byte(want)) {
+		p.t.Fatalf("client got\n%s\nwant\n%s", bytes.TrimSpace(got), want)
+	}
+}
+
+// expectEOF waits for the end of the proxy's output within d.
+func (p *proxyProc) expectEOF(d time.Duration) {
+	p.t.Helper()
+	if l := p.next(d, true); l != nil {
+		p.t.Fatalf("client got %s, want the end of output", bytes.TrimSpace(l))
+	}
+}
+
+// wait waits for the proxy to exit within d and returns its exit status,
+// shell style (128+N for signal N).
+func (p *proxyProc) wait(d time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(d):
+		p.t.Fatalf("the proxy did not exit within %s", d)
+	}
+	if p.status.Signaled() {
+		return 128 + int(p.status.Signal())
+	}
+	return p.status.ExitStatus()
+}
+
+func (p *proxyProc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *proxyProc) signal(s syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(s); err != nil {
+		p.t.Fatalf("signalling the proxy: %v", err)
+	}
+}
+
+func (p *proxyProc) handshake(params string) {
+	p.t.Helper()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":` + params + `}`)
+	p.expect(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}`)
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`)
+	p.expect(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}`)
+}
+
+func (p *proxyProc) prompt(id int) {
+	p.t.Helper()
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"go"}]}}`, id))
+}
+
+// waitStdoutFull waits until the proxy's stdout pipe holds at least n
+// unread bytes: the proxy is then blocked writing to a client that does not
+// read.
+func (p *proxyProc) waitStdoutFull(n int) {
+	p.t.Helper()
+	deadline := time.Now().Add(exitBound)
+	for {
+		var avail int32
+		_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, p.stdout.Fd(), syscall.TIOCINQ, uintptr(unsafe.Pointer(&avail)))
+		if errno != 0 {
+			p.t.Fatalf("FIONREAD: %v", errno)
+		}
+		if int(avail) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the proxy's stdout holds %d bytes, not %d, after %s", avail, n, exitBound)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return bytes.Equal(xb, yb)
+}
+
+// procStatus reads fields of /proc/PID/status in KiB (VmRSS, VmHWM).
+func procStatus(t testing.TB, pid int, field string) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("reading the proxy's status: %v", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, field+":"); ok {
+			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			if err != nil {
+				t.Fatalf("%s: %q", field, l)
+			}
+			return kb
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+const pipeFull = 60 << 10 // a Linux pipe holds 64 KiB
+
+// A client that stops reading must not keep the proxy alive once it is
+// told to stop: the write it is blocked in is abandoned after a bounded
+// wait.
+func TestProxyProcessExitsWhenTheClientDoesNotRead(t *testing.T) {
+	bins := buildLifeBins(t)
+	for _, tc := range []struct {
+		name string
+		stop func(p *proxyProc)
+		code int
+	}{
+		// The forwarded SIGTERM kills the agent (it does not catch it).
+		{"SIGTERM", func(p *proxyProc) { p.signal(syscall.SIGTERM) }, 128 + int(syscall.SIGTERM)},
+		// The agent exits 0 at the end of its input.
+		{"stdin EOF", func(p *proxyProc) { p.stdin.Close() }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startProxyProc(t, bins.proxy, "--", bins.agent, "-behavior", "big", "-big-size", "4194304")
+			p.handshake(capableClient)
+			p.prompt(2)
+			// The 4 MiB line fills the pipe; nobody reads it.
+			p.waitStdoutFull(pipeFull)
+			tc.stop(p)
+			if code := p.wait(exitBound); code != tc.code {
+				t.Errorf("exit status %d, want %d", code, tc.code)
+			}
+		})
+	}
+}
+
+// When the agent closes its output but stays alive, the client gets the
+// settlement and the end of output at once; the proxy then stops the
+// agent, which no client can reach any more, and exits with its status.
+func TestProxyProcessEndsTheClientsOutputWhenTheAgentClosesItsOwn(t *testing.T) {
+	bins := buildLifeBins(t)
+	p := startProxyProc(t, bins.proxy, "--", bins.agent, "-behavior", "close-stdout", "-trap", "42")
+	p.handshake(capableClient)
+	p.prompt(2)
+	p.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_s1","status":"in_progress"}`))
+	p.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_s1","status":"failed","error":"the agent crashed during compaction"}`))
+	p.expectEOF(exitBound)
+	if !p.alive() {
+		t.Fatal("the proxy had exited before the client saw the end of its output")
+	}
+	if code := p.wait(3 * exitBound); code != 42 {
+		t.Errorf("exit status %d, want the agent's 42", code)
+	}
+	if !strings.Contains(p.stderr(), "fakeagent: got terminated") {
+		t.Errorf("the agent was not terminated:\n%s", p.stderr())
+	}
+}
+
+// A client that closes its read end does not kill the proxy with SIGPIPE:
+// the proxy stops the agent and exits with 141 (128+SIGPIPE), as a filter
+// whose reader went away does.
+func TestProxyProcessSurvivesTheClientClosingItsReadEnd(t *testing.T) {
+	bins := buildLifeBins(t)
+	p := startProxyProc(t, bins.proxy, "--", bins.agent, "-behavior", "plain", "-trap", "42", "-linger", "5s")
+	p.handshake(capableClient)
+	p.stdout.Close()
+	// The agent's answers to the prompt hit the closed pipe.
+	p.prompt(2)
+	code := p.wait(2 * exitBound)
+	if p.status.Signaled() {
+		t.Fatalf("the proxy died of %v", p.status.Signal())
+	}
+	if code != 128+int(syscall.SIGPIPE) {
+		t.Errorf("exit status %d, want %d", code, 128+int(syscall.SIGPIPE))
+	}
+	errText := p.stderr()
+	for _, want := range []string{"the client went away", "fakeagent: got terminated"} {
+		if !strings.Contains(errText, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errText)
+		}
+	}
+}
+
+// SIGTERM and SIGHUP are forwarded to the agent, and the compaction the
+// client saw start is settled for it: the connection closed, since the
+// proxy was told to stop, not the agent crashed.
+func TestProxyProcessSettlesOnSIGTERMAndSIGHUP(t *testing.T) {
+	bins := buildLifeBins(t)
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		name string
+	}{{syscall.SIGTERM, "terminated"}, {syscall.SIGHUP, "hangup"}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			// The agent lingers after its input ends, which the proxy's
+			// stop also brings, so that the signal is what ends it.
+			p := startProxyProc(t, bins.proxy, "--", bins.agent, "-behavior", "standard-wait", "-trap", "42", "-linger", "5s")
+			p.handshake(capableClient)
+			p.prompt(2)
+			p.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_w1","status":"in_progress"}`))
+			p.signal(tc.sig)
+			p.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_w1","status":"failed","error":"the connection closed"}`))
+			p.expectEOF(exitBound)
+			if code := p.wait(exitBound); code != 42 {
+				t.Errorf("exit status %d, want the agent's 42", code)
+			}
+			if want := "fakeagent: got " + tc.name; !strings.Contains(p.stderr(), want) {
+				t.Errorf("stderr lacks %q:\n%s", want, p.stderr())
+			}
+		})
+	}
+}
+
+// A client that closes stdin mid-compaction, and an agent that then exits
+// 0: the settlement says the connection closed, not that the agent
+// crashed.
+func TestProxyProcessSettlesAsConnectionClosedAtStdinEOF(t *testing.T) {
+	bins := buildLifeBins(t)
+	p := startProxyProc(t, bins.proxy, "--", bins.agent, "-behavior", "standard-wait")
+	p.handshake(capableClient)
+	p.prompt(2)
+	p.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_w1","status":"in_progress"}`))
+	p.stdin.Close()
+	p.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_w1","status":"failed","error":"the connection closed"}`))
+	p.expectEOF(exitBound)
+	if code := p.wait(exitBound); code != 0 {
+		t.Errorf("exit status %d, want the agent's 0", code)
+	}
+}
+
+// The proxy's memory does not grow with the session IDs the client ever
+// cancelled: 300,000 session/cancel for distinct unknown sessions, with
+// the default grace and with an hour's.
+func TestMeasureProxyCancelMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measurement")
+	}
+	bins := buildLifeBins(t)
+	const n = 300_000
+	for _, grace := range []string{"5s", "1h"} {
+		t.Run("grace="+grace, func(t *testing.T) {
+			p := startProxyProc(t, bins.proxy, "--cancel-grace", grace, "--", bins.agent, "-behavior", "plain")
+			p.handshake(capableClient)
+			before := procStatus(t, p.cmd.Process.Pid, "VmRSS")
+			var buf bytes.Buffer
+			for i := range n {
+				fmt.Fprintf(&buf, `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"unknown-%d"}}`+"\n", i)
+				if buf.Len() > 1<<20 || i == n-1 {
+					if _, err := p.stdin.Write(buf.Bytes()); err != nil {
+						t.Fatal(err)
+					}
+					buf.Reset()
+				}
+			}
+			// The prompt's answer follows every cancel through the proxy.
+			p.prompt(2)
+			p.expect(sessionUpdate(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello."}}`))
+			p.expect(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
+			rss, hwm := procStatus(t, p.cmd.Process.Pid, "VmRSS"), procStatus(t, p.cmd.Process.Pid, "VmHWM")
+			growth := float64(hwm-before) / 1024
+			t.Logf("%d cancels, --cancel-grace %s: VmRSS %.1f MiB before, %.1f MiB after, VmHWM %.1f MiB: growth %.1f MiB",
+				n, grace, float64(before)/1024, float64(rss)/1024, float64(hwm)/1024, growth)
+			if growth > 16 {
+				t.Errorf("the proxy grew by %.1f MiB for %d cancels of unknown sessions, want at most 16", growth, n)
+			}
+			p.stdin.Close()
+			p.wait(exitBound)
+		})
+	}
+}
+
+// A 60 MiB compaction update rewritten for a client without the capability
+// (the gate's default tool call fallback) costs the proxy at most 3× the
+// line at its peak; so does a 60 MiB summary chunk, and a compaction
+// update forwarded to a capable client. The runs with --check and with the
+// text fallback, for comparison, run with ACPCOMPACT_MEASURE=1 only.
+func TestMeasureProxyLargeLineMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measurement")
+	}
+	bins := buildLifeBins(t)
+	const size = 60 << 20
+	for _, tc := range []struct {
+		name     string
+		client   string
+		flags    []string
+		behavior string
+		extra    bool
+	}{
+		{"update/gate", plainClient, nil, "big-compaction", false},
+		{"chunk/gate", plainClient, nil, "big-summary-chunk", false},
+		{"update/capable", capableClient, nil, "big-compaction", false},
+		{"update/gate/check", plainClient, []string{"--check"}, "big-compaction", true},
+		{"update/gate/text-fallback", plainClient, []string{"--fallback=text"}, "big-compaction", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.extra && os.Getenv("ACPCOMPACT_MEASURE") == "" {
+				t.Skip("a comparison: set ACPCOMPACT_MEASURE=1")
+			}
+			args := append(append([]string{}, tc.flags...), "--", bins.agent, "-behavior", tc.behavior, "-big-size", strconv.Itoa(size))
+			p := startProxyProc(t, bins.proxy, args...)
+			p.handshake(tc.client)
+			base := procStatus(t, p.cmd.Process.Pid, "VmHWM")
+			p.prompt(2)
+			if tc.name == "update/gate" {
+				p.expect(sessionUpdate(`{"sessionUpdate":"tool_call","toolCallId":"compact-cmp_b1","title":"Compact conversation","kind":"think","status":"in_progress"}`))
+				p.expect(sessionUpdate(`{"sessionUpdate":"tool_call_update","toolCallId":"compact-cmp_b1","status":"completed"}`))
+				p.expect(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
+			} else {
+				for !bytes.HasPrefix(p.next(exitBound, false), []byte(`{"jsonrpc":"2.0","id":2,"result"`)) {
+				}
+			}
+			hwm := procStatus(t, p.cmd.Process.Pid, "VmHWM")
+			peak := float64(hwm) / 1024
+			ratio := float64(hwm) * 1024 / size
+			t.Logf("a %d MiB line (%s): VmHWM %.1f MiB before, %.1f MiB peak: %.2f× the line",
+				size>>20, tc.name, float64(base)/1024, peak, ratio)
+			if !tc.extra && ratio > 3 {
+				t.Errorf("the proxy peaked at %.1f MiB, %.2f× the %d MiB line, want at most 3×", peak, ratio, size>>20)
+			}
+			p.stdin.Close()
+			p.wait(exitBound)
+		})
+	}
+}
+
+// A session's state ends with the session: 50,000 sessions, each opened,
+// given a compaction (rewritten by the gate, or translated from a legacy
+// tool call) and closed, leave the proxy's memory where it was. Without
+// the session/close the state of each session stays for the connection's
+// life, as it must. The translated and the unclosed runs, for comparison,
+// run with ACPCOMPACT_MEASURE=1 only.
+func TestMeasureProxySessionCloseMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measurement")
+	}
+	bins := buildLifeBins(t)
+	const n = 50_000
+	for _, tc := range []struct {
+		name     string
+		client   string
+		args     []string
+		perTurn  int // lines the client gets for a prompt
+		closeThe bool
+		extra    bool // run with ACPCOMPACT_MEASURE=1 only
+	}{
+		{"gate/close", plainClient, []string{"--", bins.agent, "-sessions", "-behavior", "ignore-gate"}, 3, true, false},
+		{"gate/no-close", plainClient, []string{"--", bins.agent, "-sessions", "-behavior", "ignore-gate"}, 3, false, true},
+		{"translated/close", capableClient, []string{"--translate=toolcall", "--", bins.agent, "-sessions", "-behavior", "toolcall"}, 3, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.extra && os.Getenv("ACPCOMPACT_MEASURE") == "" {
+				t.Skip("a comparison: set ACPCOMPACT_MEASURE=1")
+			}
+			p := startProxyProc(t, bins.proxy, tc.args...)
+			p.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":` + tc.client + `}`)
+			p.next(exitBound, false)
+			before := procStatus(t, p.cmd.Process.Pid, "VmRSS")
+			// Requests are pipelined: the agent numbers sessions in order.
+			go func() {
+				var buf bytes.Buffer
+				for i := 1; i <= n; i++ {
+					fmt.Fprintf(&buf, `{"jsonrpc":"2.0","id":"n%d","method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}`+"\n", i)
+					fmt.Fprintf(&buf, `{"jsonrpc":"2.0","id":"p%d","method":"session/prompt","params":{"sessionId":"s%d","prompt":[{"type":"text","text":"go"}]}}`+"\n", i, i)
+					if tc.closeThe {
+						fmt.Fprintf(&buf, `{"jsonrpc":"2.0","id":"c%d","method":"session/close","params":{"sessionId":"s%d"}}`+"\n", i, i)
+					}
+					if buf.Len() > 256<<10 || i == n {
+						if _, err := p.stdin.Write(buf.Bytes()); err != nil {
+							return
+						}
+						buf.Reset()
+					}
+				}
+			}()
+			want := n * (1 + tc.perTurn)
+			if tc.closeThe {
+				want += n
+			}
+			for range want {
+				p.next(exitBound, false)
+			}
+			rss, hwm := procStatus(t, p.cmd.Process.Pid, "VmRSS"), procStatus(t, p.cmd.Process.Pid, "VmHWM")
+			growth := float64(rss-before) / 1024
+			t.Logf("%d sessions (%s): VmRSS %.1f MiB before, %.1f MiB after (VmHWM %.1f MiB): growth %.1f MiB",
+				n, tc.name, float64(before)/1024, float64(rss)/1024, float64(hwm)/1024, growth)
+			if tc.closeThe && growth > 16 {
+				t.Errorf("the proxy grew by %.1f MiB for %d sessions opened and closed, want at most 16", growth, n)
+			}
+			p.stdin.Close()
+			p.wait(exitBound)
+		})
+	}
+}

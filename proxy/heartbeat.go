@@ -1,0 +1,100 @@
+package proxy
+
+import (
+	"context"
+	"time"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
+)
+
+// heartbeat re-sends the progress of the compactions the client sees while
+// the agent is silent (WithHeartbeat): Claude Code retries a failing
+// summary for minutes without a word, and client watchdogs give up. The
+// emitter's own heartbeat cannot serve: it writes from its timer under the
+// emitter's lock, while the proxy writes to the client under emu and calls
+// the emitter with emu held. So the proxy ticks itself, under emu.
+type heartbeat struct {
+	timer *time.Timer
+	line  int       // the agent line count at the last tick
+	quiet time.Time // since when no agent line came, as the ticks saw it
+	beat  time.Time // the last heartbeat
+}
+
+// armHeartbeat starts the ticks when a compaction opens. Callers hold emu.
+func (c *conn) armHeartbeat() {
+	d := c.p.cfg.heartbeat
+	hb := &c.ps.hb
+	if d <= 0 || hb.timer != nil {
+		return
+	}
+	hb.line, hb.quiet = c.line, time.Now()
+	hb.timer = time.AfterFunc(tickOf(d), c.tick)
+}
+
+// tickOf is how often the silence is looked at: a quarter of the
+// heartbeat, so a heartbeat goes out within 1.25 intervals of silence.
+func tickOf(d time.Duration) time.Duration { return max(d/4, time.Millisecond) }
+
+func (c *conn) tick() {
+	c.emu.Lock()
+	defer c.emu.Unlock()
+	hb := &c.ps.hb
+	if c.stopped.Load() || c.em == nil {
+		hb.timer = nil
+		return
+	}
+	open := c.router.open()
+	if len(open) == 0 {
+		hb.timer = nil // armed again by the next compaction
+		return
+	}
+	d, now := c.p.cfg.heartbeat, time.Now()
+	switch {
+	case c.line != hb.line:
+		hb.line, hb.quiet = c.line, now
+	case now.Sub(hb.quiet) >= d && now.Sub(hb.beat) >= d:
+		hb.beat = now
+		for _, o := range open {
+			c.beat(o)
+		}
+		_ = c.out.flush() // a failure is sticky: the agent pump reports it
+	}
+	hb.timer.Reset(tickOf(d))
+}
+
+// beat re-sends one open compaction's progress in the form the client sees
+// it: a field-less in_progress compaction_update, the fallback's progress
+// form, or, for the agent's own lines forwarded unchanged, an in_progress
+// tool_call_update of its compaction tool call (a text or a marker has no
+// progress form that is not a new message). Callers hold emu.
+func (c *conn) beat(o openTrack) {
+	ctx := context.Background()
+	ev := emitter.Event{
+		Kind: emitter.EventHeartbeat, SessionID: o.k.session, ID: o.k.id, Trigger: o.t.trigger,
+		Status: protocol.InProgress, Version: c.em.Negotiation().Version,
+	}
+	var err error
+	switch {
+	case !o.t.verbatim:
+		err = o.t.r.Render(ctx, ev, o.t.notifier(c, o.k.id))
+	case o.t.source == sourceStandard:
+		err = emitter.Standard{}.Render(ctx, ev, c)
+	case o.t.source == string(ToolCall):
+		err = toolCallSynth{}.Render(ctx, ev, c)
+	}
+	if err != nil {
+		c.log.Debug("heartbeat not sent", "session", o.k.session, "compaction", string(o.k.id), "error", err)
+	}
+}
+
+// endProfile runs once no agent line can follow: a text held for its
+// confirmation is forwarded as it came, and the heartbeat stops. Callers
+// hold emu.
+func (c *conn) endProfile() {
+	c.releaseHeld()
+	if hb := &c.ps.hb; hb.timer != nil {
+		hb.timer.Stop()
+		hb.timer = nil
+	}
+}

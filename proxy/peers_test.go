@@ -1,0 +1,617 @@
+package proxy_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/acpcompact/acpcompact/proxy"
+)
+
+// The recordings of the real agent releases (test/peers/README.md): both
+// sides of each scenario, with and without the client capability.
+const peersGlob = "../test/peers/testdata/*/*.jsonl"
+
+// clientMode is how the replayed client sees compaction.
+type clientMode struct {
+	name    string
+	capable bool
+	opts    []proxy.Option
+}
+
+var clientModes = []clientMode{
+	{name: "cap", capable: true},
+	{name: "nocap", capable: false},
+	{name: "nocap-toolcall", capable: false, opts: []proxy.Option{proxy.WithFallback(fallback.ToolCall())}},
+}
+
+// cmp is one compaction as the client must end up holding it.
+type cmp struct {
+	status string
+	err    string // a part of its error text
+}
+
+// peerWant is what a scenario of an agent must give the client.
+type peerWant struct {
+	// cmps are the compactions a client sees: standard entities for a
+	// capable one, "Compact conversation" tool calls for one without the
+	// capability that gets a tool call (the agent's own or the proxy's).
+	cmps []cmp
+	// nocap, when set, replaces cmps for a client without the capability.
+	nocap *[]cmp
+}
+
+var (
+	completed  = []cmp{{status: "completed"}}
+	noneAtAll  = []cmp{}
+	nothingFor = &noneAtAll
+)
+
+// peerWants: per agent directory prefix, per scenario. A scenario an agent
+// does not list must show no compaction at all.
+var peerWants = map[string]map[string]peerWant{
+	"claude-acp-": {
+		"compact":        {cmps: completed},
+		"load-before":    {cmps: completed},
+		"auto":           {cmps: completed},
+		"compact-fail":   {cmps: []cmp{{"failed", "529 Overloaded"}}},
+		"auto-fail":      {cmps: []cmp{{"failed", "529 Overloaded"}}},
+		"compact-cancel": {cmps: []cmp{{status: "cancelled"}}},
+		// The continuation message stands for the compaction Claude does
+		// not replay; a client without the capability gets the lines as
+		// they came.
+		"load": {cmps: completed, nocap: nothingFor},
+	},
+	"codex-acp-ts-": {
+		"compact":        {cmps: completed},
+		"load-before":    {cmps: completed},
+		"load":           {cmps: completed},
+		"auto":           {cmps: completed},
+		"compact-fail":   {cmps: []cmp{{"failed", "high demand"}}},
+		"auto-fail":      {cmps: []cmp{{"failed", "high demand"}}},
+		"compact-cancel": {cmps: []cmp{{status: "cancelled"}}},
+	},
+	"codex-acp-rs-": {
+		// Nothing on failure (a prompt error), cancel or replay.
+		"compact":     {cmps: completed},
+		"load-before": {cmps: completed},
+		"auto":        {cmps: completed},
+	},
+	"qwen-code-": {
+		"compact":     {cmps: completed},
+		"load-before": {cmps: completed},
+		"load":        {cmps: completed},
+		"auto":        {cmps: completed},
+		// Qwen ignores the cancel: the compression completes.
+		"compact-cancel": {cmps: completed},
+		"compact-fail":   {cmps: []cmp{{"failed", "Could not compress chat history due to an API error."}}},
+		"auto-fail":      {cmps: []cmp{{"failed", "Context is too large to send safely after automatic compression."}}},
+	},
+	// opencode 1.18.33 and Gemini CLI 0.61 send nothing about compaction.
+	"opencode-1.18": {},
+	"gemini-cli-":   {},
+}
+
+func wantFor(agentDir, scenario string) (peerWant, bool) {
+	for prefix, m := range peerWants {
+		if strings.HasPrefix(agentDir, prefix) {
+			w, ok := m[scenario]
+			if !ok {
+				w = peerWant{cmps: noneAtAll}
+			}
+			return w, true
+		}
+	}
+	return peerWant{}, false
+}
+
+// TestPeersReplay replays the agent side of every recording through
+// proxy.Run, answering each client line with the agent lines that followed
+// it in the recording, for a client with the capability, one without it,
+// and one without it under --fallback toolcall. The client's stream must
+// break no conformance rule (official schema included), hold exactly the
+// compactions the scenario calls for, and carry the agent's prose byte for
+// byte.
+func TestPeersReplay(t *testing.T) {
+	files, err := filepath.Glob(peersGlob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Skipf("no recordings under %s (test/peers/README.md records them)", peersGlob)
+	}
+	seen := map[string]map[string]bool{} // agent dir -> client modes replayed
+	for _, f := range files {
+		agentDir := filepath.Base(filepath.Dir(f))
+		base := strings.TrimSuffix(filepath.Base(f), ".jsonl")
+		scenario, recMode, ok := cutMode(base)
+		if !ok {
+			continue
+		}
+		want, known := wantFor(agentDir, scenario)
+		if !known {
+			t.Errorf("%s: no expectations for agent %s: add it to peerWants", f, agentDir)
+			continue
+		}
+		for _, mode := range clientModes {
+			t.Run(agentDir+"/"+base+"/"+mode.name, func(t *testing.T) {
+				replayPeer(t, f, agentDir, scenario, recMode, mode, want)
+			})
+			if seen[agentDir] == nil {
+				seen[agentDir] = map[string]bool{}
+			}
+			seen[agentDir][recMode+"->"+mode.name] = true
+		}
+	}
+	for dir, modes := range seen {
+		t.Logf("%s: replayed %s", dir, strings.Join(slices.Sorted(mapKeys(modes)), ", "))
+	}
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func cutMode(base string) (scenario, mode string, ok bool) {
+	for _, m := range []string{"-nocap", "-cap"} {
+		if s, found := strings.CutSuffix(base, m); found {
+			return s, m[1:], true
+		}
+	}
+	return "", "", false
+}
+
+// peerLine is one recorded message.
+type peerLine struct {
+	fromClient bool
+	raw        []byte
+}
+
+func readRecording(t *testing.T, path string) []peerLine {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lines, errs := conformance.ReadTranscript(f)
+	for _, e := range errs {
+		t.Fatalf("%s: %v", path, e)
+	}
+	out := make([]peerLine, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, peerLine{fromClient: l.Dir == conformance.FromClient, raw: l.Raw})
+	}
+	return out
+}
+
+// withCapability rewrites an initialize request's clientCapabilities to
+// carry session.compaction {} or not; other lines are returned as they
+// are.
+func withCapability(t *testing.T, raw []byte, capable bool) []byte {
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil || m["method"] != "initialize" {
+		return raw
+	}
+	params, _ := m["params"].(map[string]any)
+	caps, _ := params["clientCapabilities"].(map[string]any)
+	if caps == nil {
+		caps = map[string]any{}
+		params["clientCapabilities"] = caps
+	}
+	session, _ := caps["session"].(map[string]any)
+	if capable {
+		if session == nil {
+			session = map[string]any{}
+		}
+		session["compaction"] = map[string]any{}
+		caps["session"] = session
+	} else if session != nil {
+		delete(session, "compaction")
+		if len(session) == 0 {
+			delete(caps, "session")
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+const syncMethod = "_acpcompact_test/sync"
+
+func isSync(line []byte) bool { return bytes.Contains(line, []byte(`"method":"`+syncMethod+`"`)) }
+
+// peerRun is the outcome of one replay.
+type peerRun struct {
+	agentLines  [][]byte // every agent line sent, in order
+	received    [][]byte // what the client received, without the sync lines
+	violations  []conformance.Violation
+	reducer     *conformance.Reducer
+	version     int
+	logs        *syncBuffer
+	agentNative bool // the agent's own lines carry a compaction form a client without the capability sees
+}
+
+// runPeer replays one recording for a client in mode.
+func runPeer(t *testing.T, path string, mode clientMode) *peerRun {
+	t.Helper()
+	rec := readRecording(t, path)
+	// Segments: each client line, then the agent lines that followed it.
+	type segment struct {
+		client []byte
+		agent  [][]byte
+	}
+	var segs []segment
+	for _, l := range rec {
+		if l.fromClient {
+			segs = append(segs, segment{client: append(withCapability(t, l.raw, mode.capable), '\n')})
+			continue
+		}
+		if len(segs) == 0 {
+			t.Fatalf("%s: an agent line before any client line", path)
+		}
+		segs[len(segs)-1].agent = append(segs[len(segs)-1].agent, l.raw)
+	}
+
+	run := &peerRun{logs: &syncBuffer{}, version: 1, reducer: conformance.NewReducer(1)}
+	logger := slog.New(slog.NewTextHandler(run.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p, err := proxy.New(append([]proxy.Option{proxy.WithLogger(logger)}, mode.opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, cw := io.Pipe()
+	coR, coW := io.Pipe()
+	aiR, aiW := io.Pipe()
+	aoR, aoW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background(), cr, coW, aiW, aoR) }()
+	toClient := make(chan []byte, 1024)
+	go readLines(coR, toClient)
+
+	// The scripted agent: it waits for each client line, checks that it
+	// arrived byte for byte, and answers with what followed it in the
+	// recording, then a sync notification the client waits for.
+	agentErr := make(chan error, 1)
+	go func() {
+		defer aoW.Close()
+		br := bufio.NewReader(aiR)
+		for i, s := range segs {
+			got, err := br.ReadBytes('\n')
+			if err != nil {
+				agentErr <- fmt.Errorf("reading client line %d: %w", i, err)
+				return
+			}
+			if !bytes.Equal(got, s.client) {
+				agentErr <- fmt.Errorf("the agent received %q, not what the client sent %q", got, s.client)
+				return
+			}
+			for _, a := range s.agent {
+				if _, err := aoW.Write(append(bytes.Clone(a), '\n')); err != nil {
+					agentErr <- err
+					return
+				}
+			}
+			fmt.Fprintf(aoW, `{"jsonrpc":"2.0","method":%q,"params":{"n":%d}}`+"\n", syncMethod, i)
+		}
+		agentErr <- nil
+	}()
+
+	v1, v2 := schematest.For(t, 1), schematest.For(t, 2)
+	checker := conformance.NewChecker(conformance.WithSchema(v1, v2))
+	observe := func(dir conformance.Direction, n int, raw []byte) {
+		run.violations = append(run.violations, checker.Observe(dir, n, bytes.TrimSpace(raw))...)
+	}
+	n := 0
+	receive := func(line []byte) {
+		n++
+		observe(conformance.FromAgent, n, line)
+		run.received = append(run.received, line)
+		if err := run.reducer.ApplyMessage(bytes.TrimSpace(line)); err != nil {
+			t.Errorf("the client's reducer refused %s: %v", clipQ(line), err)
+		}
+	}
+	for i, s := range segs {
+		n++
+		observe(conformance.FromClient, n, s.client)
+		if _, err := cw.Write(s.client); err != nil {
+			t.Fatalf("client write: %v", err)
+		}
+		run.agentLines = append(run.agentLines, s.agent...)
+	wait:
+		for {
+			select {
+			case line, ok := <-toClient:
+				if !ok {
+					t.Fatalf("the client stream ended during segment %d", i)
+				}
+				if isSync(line) {
+					break wait
+				}
+				receive(line)
+			case err := <-agentErr:
+				if err != nil {
+					t.Fatal(err)
+				}
+				agentErr <- nil
+			case <-time.After(waitFor):
+				t.Fatalf("no sync for segment %d within %s", i, waitFor)
+			}
+		}
+	}
+	// The recording ends: the client closes its input, the agent its
+	// output; what the proxy settles at the end reaches the client too.
+	cw.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("Run did not return")
+	}
+	coW.Close()
+	for line := range toClient {
+		if !isSync(line) {
+			receive(line)
+		}
+	}
+	aiR.Close()
+	run.violations = append(run.violations, checker.Close()...)
+	for _, a := range run.agentLines {
+		if bytes.Contains(a, []byte(`"compaction_update"`)) || bytes.Contains(a, []byte(`"title":"Compact conversation"`)) {
+			run.agentNative = true
+		}
+	}
+	return run
+}
+
+func replayPeer(t *testing.T, path, agentDir, scenario, recMode string, mode clientMode, want peerWant) {
+	run := runPeer(t, path, mode)
+	defer func() {
+		if t.Failed() || os.Getenv("PEERS_DUMP") != "" {
+			t.Logf("client received:\n%s\nproxy log:\n%s", joinLines(run.received), run.logs.String())
+		}
+	}()
+	for _, v := range run.violations {
+		if scenario == "legacy-prose" && !mode.capable && v.Rule == conformance.RuleFallback &&
+			strings.Contains(v.Message, `text fallback "Compacting..."`) {
+			// The model's reply "Compacting..." in a chunk without a
+			// messageId (codex-acp 0.16, Qwen Code, Gemini CLI tag none)
+			// reads to the checker as a text fallback left open; it is
+			// the agent's prose, forwarded unchanged, as it must be.
+			t.Logf("expected checker reading of the model's prose: %s", v)
+			continue
+		}
+		t.Errorf("violation on the client stream: %s", v)
+	}
+
+	// Every line the client got that the agent sent is the agent's line,
+	// byte for byte, in the agent's order; responses, requests and other
+	// notifications all pass; and so does model prose (a chunk with a
+	// messageId), except Claude's continuation message that a capable
+	// client gets as a compaction.
+	forwarded := map[string]bool{}
+	j := 0
+	for _, line := range run.received {
+		l := bytes.TrimSuffix(line, []byte("\n"))
+		for k := j; k < len(run.agentLines); k++ {
+			if bytes.Equal(run.agentLines[k], l) {
+				forwarded[string(l)] = true
+				j = k + 1
+				break
+			}
+		}
+	}
+	everything := scenario == "hello" || scenario == "legacy-prose"
+	for _, a := range run.agentLines {
+		if forwarded[string(a)] {
+			continue
+		}
+		var m struct {
+			Method string `json:"method"`
+			Params struct {
+				Update struct {
+					Kind      string `json:"sessionUpdate"`
+					MessageID string `json:"messageId"`
+					Content   struct {
+						Text string `json:"text"`
+					} `json:"content"`
+				} `json:"update"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(a, &m)
+		u := m.Params.Update
+		switch {
+		case everything:
+			t.Errorf("the agent's line did not reach the client unchanged: %s", clipQ(a))
+		case m.Method != "session/update":
+			t.Errorf("the agent's %q message did not reach the client unchanged: %s", m.Method, clipQ(a))
+		case u.MessageID != "" && strings.HasSuffix(u.Kind, "_chunk") &&
+			!(mode.capable && u.Kind == "user_message_chunk" && strings.HasPrefix(u.Content.Text, "This session is being continued")):
+			t.Errorf("model prose did not reach the client unchanged: %s", clipQ(a))
+		}
+	}
+
+	// The compactions the client holds.
+	expected := want.cmps
+	if !mode.capable && want.nocap != nil {
+		expected = *want.nocap
+	}
+	if !mode.capable && len(mode.opts) == 0 && !run.agentNative {
+		// The agent's own text forms reach such a client as they came.
+		expected = nil
+	}
+	got := clientCompactions(run.reducer, mode.capable)
+	var gotS, wantS []string
+	for _, c := range got {
+		gotS = append(gotS, c.status)
+	}
+	for _, c := range expected {
+		s := c.status
+		if !mode.capable && s == "cancelled" {
+			s = "failed" // a tool call has no cancelled status
+		}
+		wantS = append(wantS, s)
+	}
+	if strings.Join(gotS, ",") != strings.Join(wantS, ",") {
+		t.Fatalf("the client holds compactions %v, want %v", gotS, wantS)
+	}
+	for i, c := range expected {
+		g := got[i]
+		if c.err != "" && !strings.Contains(g.err, c.err) {
+			t.Errorf("compaction %d: error %q, want it to contain %q", i, g.err, c.err)
+		}
+		if !mode.capable && c.status == "cancelled" && !strings.Contains(g.err, "cancelled") {
+			t.Errorf("compaction %d: a cancel reads %q", i, g.err)
+		}
+	}
+
+	// What the agent reported reaches the record (Claude's rawOutput,
+	// Qwen's token counts) whatever the client.
+	if facts := reportedFacts(run.agentLines); facts != nil && len(got) > 0 && (mode.capable || len(mode.opts) > 0) {
+		rec := got[len(got)-1].record
+		for k, v := range facts {
+			if f, ok := rec[k].(float64); ok {
+				rec[k] = int64(f)
+			}
+			if fmt.Sprint(rec[k]) != fmt.Sprint(v) {
+				t.Errorf("record %s = %v, want %v (record %v)", k, rec[k], v, rec)
+			}
+		}
+	}
+	// The continuation message's framing never reaches a capable client.
+	if mode.capable && scenario == "load" && strings.HasPrefix(agentDir, "claude-acp-") {
+		for _, line := range run.received {
+			if bytes.Contains(line, []byte("read the full transcript at")) || bytes.Contains(line, []byte("This session is being continued")) {
+				t.Errorf("the continuation's model-facing text reached the client: %s", clipQ(line))
+			}
+		}
+		if len(got) > 0 && got[0].summary {
+			t.Errorf("the continuation's compaction carries a summary under the default summary policy")
+		}
+	}
+}
+
+func joinLines(ls [][]byte) string {
+	var b strings.Builder
+	for _, l := range ls {
+		b.WriteString(strings.TrimRight(clipQ(l), "\n"))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// seenCompaction is a compaction the client holds.
+type seenCompaction struct {
+	status, err string
+	summary     bool
+	record      map[string]any
+}
+
+// clientCompactions lists the compactions in the client's timelines: the
+// standard entities for a capable client, the "Compact conversation" tool
+// calls (the agent's own or a fallback's) for one without the capability.
+func clientCompactions(r *conformance.Reducer, capable bool) []seenCompaction {
+	var out []seenCompaction
+	for _, sid := range r.Sessions() {
+		for _, it := range r.Timeline(sid) {
+			switch {
+			case capable && it.Kind == conformance.KindCompaction:
+				c := seenCompaction{status: it.Status, summary: len(it.Summary) > 0}
+				if it.Error != nil {
+					c.err = *it.Error
+				}
+				if raw, ok := it.Meta["acpcompact/record"]; ok {
+					_ = json.Unmarshal(raw, &c.record)
+				}
+				out = append(out, c)
+			case !capable && it.Kind == "tool_call" && (it.Text == "Compact conversation" || strings.HasPrefix(it.ID, "compact-")):
+				c := seenCompaction{status: it.Status}
+				var u struct {
+					Content []struct {
+						Content struct {
+							Text string `json:"text"`
+						} `json:"content"`
+					} `json:"content"`
+					Meta map[string]json.RawMessage `json:"_meta"`
+				}
+				_ = json.Unmarshal(it.Raw, &u)
+				for _, ct := range u.Content {
+					c.err += ct.Content.Text
+				}
+				if raw, ok := u.Meta["acpcompact/record"]; ok {
+					_ = json.Unmarshal(raw, &c.record)
+				}
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// reportedFacts is what the agent's lines report about the last
+// compaction that the record must carry: Claude's rawOutput, Qwen's token
+// counts.
+func reportedFacts(agentLines [][]byte) map[string]any {
+	var facts map[string]any
+	for _, a := range agentLines {
+		var m struct {
+			Params struct {
+				Update struct {
+					RawOutput *struct {
+						Trigger    string `json:"trigger"`
+						PreTokens  int64  `json:"preTokens"`
+						PostTokens int64  `json:"postTokens"`
+						DurationMs *int64 `json:"durationMs"`
+					} `json:"rawOutput"`
+					Meta struct {
+						CC *struct {
+							Phase              string `json:"phase"`
+							OriginalTokenCount int64  `json:"originalTokenCount"`
+							NewTokenCount      int64  `json:"newTokenCount"`
+						} `json:"contextCompression"`
+					} `json:"_meta"`
+				} `json:"update"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(a, &m) != nil {
+			continue
+		}
+		u := m.Params.Update
+		if ro := u.RawOutput; ro != nil && ro.Trigger != "" {
+			trigger := ro.Trigger
+			if trigger == "automatic" {
+				trigger = "auto"
+			}
+			facts = map[string]any{"trigger": trigger, "tokensBefore": ro.PreTokens, "tokensAfter": ro.PostTokens}
+			if ro.DurationMs != nil {
+				facts["durationMs"] = *ro.DurationMs
+			}
+		}
+		if cc := u.Meta.CC; cc != nil && cc.Phase == "done" {
+			facts = map[string]any{"tokensBefore": cc.OriginalTokenCount, "tokensAfter": cc.NewTokenCount}
+		}
+	}
+	return facts
+}
