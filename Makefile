@@ -11,6 +11,9 @@ demo:
 
 # Installs the pinned npm packages (official ACP schema + TypeScript SDK),
 # checks formatting and static analysis, then runs every test with -race.
+# Plain `go test ./...` skips the schema assertions and the Node.js tests
+# when their dependencies are missing; here they are required
+# (ACPCOMPACT_REQUIRE_SCHEMA=1), so `make test` cannot pass without them.
 test: test-deps lint unit
 
 test-deps:
@@ -23,7 +26,7 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 unit:
-	$(GO) test -race -count=1 ./...
+	ACPCOMPACT_REQUIRE_SCHEMA=1 $(GO) test -race -count=1 ./...
 
 # Short coverage-guided runs of every fuzz target (seed corpora live in testdata/).
 # Counted runs and a short minimisation avoid go1.26's -fuzztime deadline race
@@ -48,3 +51,16 @@ bench:
 	$(GO) run ./test/bench/cmd/benchtable -rounds $(BENCH_ROUNDS) -o $(BENCH_OUT) > $(BENCH_OUT).table
 	-$(GO) run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) $(BENCH_OUT)
 	@echo; cat $(BENCH_OUT).table
+
+# Re-records the real-agent transcripts in test/peers/testdata (see
+# test/peers/README.md): installs the pinned npm releases, runs each agent
+# offline against a loopback mock of its model API, inside a network
+# namespace that has only loopback. On demand only (about 17 minutes); CI
+# only replays the recorded files. PEERS="claude compact" records a subset.
+# npm install is the fallback for a registry mirror that lacks the other
+# platforms' optional binaries (npm ci then refuses the lock file).
+.PHONY: record-peers
+PEERS ?=
+PEERS_NPM_FLAGS := --ignore-scripts --no-audit --no-fund --loglevel=error
+record-peers:
+	cd test/peers && { npm ci $(PEERS_NPM_FLAGS) 2>/dev/null || npm install $(PEERS_NPM_FLAGS); } && node record.mjs $(PEERS)

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acpcompact/acpcompact/internal/acpschema"
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/test/interop"
 )
 
@@ -164,9 +164,9 @@ func checkCommon(t *testing.T, res *interop.Result, capable bool) *conformance.R
 // schema, and every session/update's params in particular.
 func checkWireSchema(t *testing.T, res *interop.Result) {
 	t.Helper()
-	v, err := acpschema.For(res.Protocol)
-	if err != nil {
-		t.Fatal(err)
+	v := schematest.For(t, res.Protocol)
+	if v == nil {
+		return
 	}
 	for _, l := range res.AgentLines() {
 		if err := v.Message([]byte(l)); err != nil {
@@ -189,15 +189,8 @@ func checkWireSchema(t *testing.T, res *interop.Result) {
 // over the wire as the client saw it.
 func checkTranscript(t *testing.T, res *interop.Result) {
 	t.Helper()
-	v1, err := acpschema.For(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v2, err := acpschema.For(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs, err := conformance.CheckTranscript(strings.NewReader(res.Transcript()), conformance.WithSchema(v1, v2))
+	v1, v2 := schematest.For(t, 1), schematest.For(t, 2)
+	vs, err := conformance.CheckTranscript(strings.NewReader(res.Transcript()), conformance.WithSchema(v1, v2), conformance.WithStrictReplay())
 	if err != nil {
 		t.Fatal(err)
 	}

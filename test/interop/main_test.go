@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/test/interop"
 )
 
@@ -78,15 +79,16 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// needNode skips, loudly, when node is missing, and fails when node is
-// there but the pinned npm packages are not.
+// needNode skips, loudly, when node or the pinned npm packages are
+// missing; under ACPCOMPACT_REQUIRE_SCHEMA=1 (make test, CI) it fails
+// instead, so that CI cannot pass without the interop tests.
 func needNode(t *testing.T) {
 	t.Helper()
 	switch err := interop.Check(); {
 	case errors.Is(err, interop.ErrNoNode):
-		t.Skip("SKIPPING: node is not on PATH, so the official TypeScript SDK interop tests cannot run; install Node.js 20+ and run make test-deps")
+		schematest.Node(t, fmt.Errorf("%w, so the official TypeScript SDK interop tests cannot run; install Node.js 20+ and run `make test-deps`", err))
 	case errors.Is(err, interop.ErrNoDeps):
-		t.Fatalf("%v (node is on PATH, but test/interop/node_modules is not installed)", err)
+		schematest.Node(t, fmt.Errorf("%w, so the official TypeScript SDK interop tests cannot run", err))
 	case err != nil:
 		t.Fatal(err)
 	}

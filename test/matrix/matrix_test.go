@@ -78,29 +78,8 @@ func play(t *testing.T, b matrix.Bullet) {
 		for _, sc := range scs {
 			t.Run(sc.Name+"/"+tg.Name(), func(t *testing.T) {
 				t.Parallel()
-				// A hang guard only: nothing asserts how long a run takes.
-				if _, ok := tg.(matrix.AgentTarget); ok && sc.Agent != nil && sc.Agent.KnownDefect != "" && os.Getenv("MATRIX_KNOWN_DEFECTS") == "" {
-					t.Skip("KNOWN DEFECT (run with MATRIX_KNOWN_DEFECTS=1 to see it fail): " + sc.Agent.KnownDefect)
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				var stderr bytes.Buffer
-				target := tg
-				if a, ok := target.(matrix.AgentTarget); ok {
-					a.Stderr = &lockedWriter{w: &stderr}
-					target = a
-				}
-				run, err := target.Play(ctx, sc)
-				if errors.Is(err, matrix.ErrNotExpressible) {
-					t.Skip(err)
-				}
-				if err != nil {
-					if run != nil {
-						t.Logf("transcript:\n%s", run.Transcript())
-					}
-					t.Fatalf("%s: %v\nstderr:\n%s", sc.Doc, err, stderr.String())
-				}
-				if errs := matrix.Verify(sc, run); len(errs) > 0 {
+				run := playOne(t, tg, sc)
+				if errs := matrix.Verify(sc, run, officialSchema(t)); len(errs) > 0 {
 					for _, e := range errs {
 						t.Error(e)
 					}
@@ -109,6 +88,35 @@ func play(t *testing.T, b matrix.Bullet) {
 			})
 		}
 	}
+}
+
+// playOne plays sc on tg and returns the run; it skips the test when the
+// target cannot express the scenario or the scenario is a known defect.
+func playOne(t *testing.T, tg matrix.Target, sc matrix.Scenario) *matrix.Run {
+	t.Helper()
+	if _, ok := tg.(matrix.AgentTarget); ok && sc.Agent != nil && sc.Agent.KnownDefect != "" && os.Getenv("MATRIX_KNOWN_DEFECTS") == "" {
+		t.Skip("KNOWN DEFECT (run with MATRIX_KNOWN_DEFECTS=1 to see it fail): " + sc.Agent.KnownDefect)
+	}
+	// A hang guard only: nothing asserts how long a run takes.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	target := tg
+	if a, ok := target.(matrix.AgentTarget); ok {
+		a.Stderr = &lockedWriter{w: &stderr}
+		target = a
+	}
+	run, err := target.Play(ctx, sc)
+	if errors.Is(err, matrix.ErrNotExpressible) {
+		t.Skip(err)
+	}
+	if err != nil {
+		if run != nil {
+			t.Logf("transcript:\n%s", run.Transcript())
+		}
+		t.Fatalf("%s: %v\nstderr:\n%s", sc.Doc, err, stderr.String())
+	}
+	return run
 }
 
 type lockedWriter struct {
@@ -162,4 +170,41 @@ func TestUnknownStatusesAndV2Updates(t *testing.T) {
 // cannot be exposed to the user".
 func TestSafeOmissionOfUnexposableSummaries(t *testing.T) {
 	play(t, matrix.BulletSafeOmission)
+}
+
+// TestLiveStateEqualsReplayedState: "history replay uses the same update,
+// chunk, and patch semantics as live delivery", so a client that reconnects
+// must see what it saw live. For every scenario of the matrix and every
+// target, the target replays the runtime's records after the scenario
+// (a session/load on a new connection; on the agent binary's one
+// connection, for it keeps its history in its process), and each
+// compaction the client held at the end of the live transcript must be
+// the one a fresh client holds after that replay alone: same status,
+// summary and error (a fallback tool call: same status). This is what
+// failed after /compact panic: the live client kept the partial summary,
+// the replay sent summary: null.
+func TestLiveStateEqualsReplayedState(t *testing.T) {
+	targets := []matrix.Target{
+		matrix.EmitterTarget{History: true},
+		matrix.KitTarget{History: true},
+		matrix.AgentTarget{Path: scenarioAgent(t), History: true},
+	}
+	for _, tg := range targets {
+		for _, sc := range matrix.Scenarios() {
+			t.Run(sc.Name+"/"+tg.Name(), func(t *testing.T) {
+				t.Parallel()
+				run := playOne(t, tg, sc)
+				errs, skip := matrix.VerifyLiveReplay(sc, run, officialSchema(t))
+				if skip != "" {
+					t.Skip(skip)
+				}
+				for _, e := range errs {
+					t.Error(e)
+				}
+				if len(errs) > 0 {
+					t.Logf("%s\ntranscript:\n%s\n# history replay\n%s", sc.Doc, run.Transcript(), run.History.String())
+				}
+			})
+		}
+	}
 }

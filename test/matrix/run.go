@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/conformance"
 )
 
 // MarkMethod is the notification an agent under test sends, at an OpExpect
@@ -35,6 +35,18 @@ type Run struct {
 	// StepErrors lists steps whose call returned another error than the
 	// step wanted.
 	StepErrors []string
+	// History, when the target was asked for it, is a history replay
+	// played after the scenario: the runtime's records of every compaction
+	// it reported, replayed by session/load (v2: session/resume) to a
+	// client that holds nothing. The in-process targets replay on a new
+	// connection (from initialize to the load's response); the agent
+	// binary, whose history lives in its process, on its one connection
+	// (the load's messages only). VerifyLiveReplay judges it.
+	History *Conn
+	// Reported lists the compactions the runtime reported through the
+	// emitter, whose records History replays; nil for the agent binary,
+	// which reports all of its compactions so.
+	Reported []string
 }
 
 // Conn is the transcript of one connection, as its client saw it.

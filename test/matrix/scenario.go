@@ -18,6 +18,12 @@
 // negotiated version, and the timeline the conformance Reducer builds from
 // the agent's updates is the one the scenario expects.
 //
+// A target asked for a history (the History field of each target) then
+// replays the runtime's records of every compaction it reported, by
+// session/load to a client that holds nothing, and VerifyLiveReplay checks
+// that each compaction the live client held is the one that client holds:
+// live and replay agree.
+//
 // Scenarios are data, so other test suites (a client's, a proxy's) can play
 // them too: Scenarios returns them all, By returns one bullet's.
 package matrix
@@ -27,6 +33,7 @@ import (
 	"errors"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Bullet is one item of the RFD's "Preview validation" list.
@@ -182,7 +189,7 @@ const (
 // Step is one action of a turn.
 type Step struct {
 	Op Op
-	ID emitter.ID
+	ID protocol.ID
 	// Text is a chunk's or a message's text.
 	Text string
 	// Texts are the summary blocks of SetSummary.
@@ -192,7 +199,7 @@ type Step struct {
 	// Displayable marks an OpStart's summary as user-displayable.
 	Displayable bool
 	// Meta is an OpStart's _meta, or an OpComplete's settle _meta.
-	Meta emitter.Meta
+	Meta protocol.Meta
 	// Err is an OpFail's cause.
 	Err string
 	// Raw is an OpRaw's update.

@@ -4,31 +4,36 @@ import (
 	"encoding/json"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Step constructors, to keep the scenario table readable.
-func start(id emitter.ID) Step           { return Step{Op: OpStart, ID: id, Displayable: true} }
-func startHidden(id emitter.ID) Step     { return Step{Op: OpStart, ID: id} }
-func chunk(id emitter.ID, s string) Step { return Step{Op: OpChunk, ID: id, Text: s} }
-func complete(id emitter.ID) Step        { return Step{Op: OpComplete, ID: id} }
-func completeWith(id emitter.ID, texts ...string) Step {
+func start(id protocol.ID) Step           { return Step{Op: OpStart, ID: id, Displayable: true} }
+func startHidden(id protocol.ID) Step     { return Step{Op: OpStart, ID: id} }
+func chunk(id protocol.ID, s string) Step { return Step{Op: OpChunk, ID: id, Text: s} }
+func complete(id protocol.ID) Step        { return Step{Op: OpComplete, ID: id} }
+func completeWith(id protocol.ID, texts ...string) Step {
 	return Step{Op: OpComplete, ID: id, Summary: SetSummary, Texts: texts}
 }
-func fail(id emitter.ID, cause string) Step { return Step{Op: OpFail, ID: id, Err: cause} }
-func cancel(id emitter.ID) Step             { return Step{Op: OpCancel, ID: id} }
-func userCancel() Step                      { return Step{Op: OpUserCancel} }
-func message(s string) Step                 { return Step{Op: OpMessage, Text: s} }
-func raw(s string) Step                     { return Step{Op: OpRaw, Raw: json.RawMessage(s)} }
-func expect(rows ...string) Step            { return Step{Op: OpExpect, Rows: rows} }
-func replay(rec emitter.Record) Step        { return Step{Op: OpReplay, Record: rec} }
-func wantErr(s Step, err error) Step        { s.WantErr = err; return s }
+func fail(id protocol.ID, cause string) Step { return Step{Op: OpFail, ID: id, Err: cause} }
+func cancel(id protocol.ID) Step             { return Step{Op: OpCancel, ID: id} }
+func userCancel() Step                       { return Step{Op: OpUserCancel} }
+func message(s string) Step                  { return Step{Op: OpMessage, Text: s} }
+func raw(s string) Step                      { return Step{Op: OpRaw, Raw: json.RawMessage(s)} }
+func expect(rows ...string) Step             { return Step{Op: OpExpect, Rows: rows} }
+func replay(rec emitter.Record) Step         { return Step{Op: OpReplay, Record: rec} }
+func wantErr(s Step, err error) Step         { s.WantErr = err; return s }
+
+// withheld is a chunk of a compaction not marked user-displayable: the
+// default summary policy withholds it and Chunk returns ErrWithheld.
+func withheld(id protocol.ID, s string) Step { return wantErr(chunk(id, s), emitter.ErrWithheld) }
 
 func prompt(steps ...Step) Turn { return Turn{Kind: Prompt, Steps: steps} }
 func load(steps ...Step) Turn   { return Turn{Kind: Load, Steps: steps} }
 
 var reconnect = Turn{Kind: Reconnect}
 
-func text(s string) []emitter.ContentBlock { return []emitter.ContentBlock{emitter.Text(s)} }
+func text(s string) []protocol.ContentBlock { return []protocol.ContentBlock{protocol.Text(s)} }
 
 // Scenarios returns every scenario of the matrix, bullet by bullet.
 func Scenarios() []Scenario {
@@ -45,7 +50,7 @@ func Scenarios() []Scenario {
 func capabilityScenarios() []Scenario {
 	turns := []Turn{
 		prompt(message("before"), start("cmp_1"), chunk("cmp_1", "## Kept"), completeWith("cmp_1", "## Kept context"), message("after")),
-		load(replay(emitter.Record{ID: "cmp_1", Status: emitter.Completed, Summary: text("## Kept context"), Displayable: true})),
+		load(replay(emitter.Record{ID: "cmp_1", Status: protocol.Completed, Summary: text("## Kept context"), Displayable: true})),
 	}
 	// Without compaction items, the v1 client joins the unaddressed
 	// message chunks on either side into one message.
@@ -118,7 +123,7 @@ func capabilityScenarios() []Scenario {
 			Turns: []Turn{
 				prompt(start("cmp_1"), completeWith("cmp_1", "## Kept")),
 				reconnect,
-				load(message("before"), replay(emitter.Record{ID: "cmp_1", Status: emitter.Completed, Summary: text("## Kept"), Displayable: true}), message("after")),
+				load(message("before"), replay(emitter.Record{ID: "cmp_1", Status: protocol.Completed, Summary: text("## Kept"), Displayable: true}), message("after")),
 			},
 			WantReplay: []string{"[agent] beforeafter"},
 			NoAgent:    "the scenario agent serves one connection over stdio; its sessions do not outlive the process",
@@ -207,12 +212,14 @@ func lifecycleScenarios() []Scenario {
 		},
 		{
 			Name: "crash", Bullet: BulletLifecycle, Client: V1Capable,
-			Doc:   "The runtime panics mid-compaction: the compaction is settled failed before the prompt's error response.",
+			Doc:   "The runtime panics mid-compaction, after a chunk: the compaction is settled failed before the prompt's error response, and the partial summary is cleared.",
 			NoKit: "a panicking handler ends the test process; agentkit's panic tests run it in a subprocess",
-			Turns: []Turn{prompt(start("cmp_1"), fail("cmp_1", emitter.ErrAgentCrashed.Error()))},
+			Turns: []Turn{prompt(start("cmp_1"), chunk("cmp_1", "## Retained"), fail("cmp_1", emitter.ErrAgentCrashed.Error()))},
 			Want:  []string{"[compaction cmp_1] failed  error: the agent crashed during compaction"},
+			// The partial summary streamed before the panic is cleared, as
+			// the replay of the compaction's record clears it.
 			Agent: &AgentScript{Turns: []AgentTurn{{Prompt: "/compact panic"}},
-				Want: []string{"[compaction c1] failed  summary: ## Retained context*  error: the agent crashed during compaction"}},
+				Want: []string{"[compaction c1] failed  error: the agent crashed during compaction"}},
 		},
 	}
 }
@@ -286,19 +293,29 @@ func summaryScenarios() []Scenario {
 		},
 		{
 			Name: "failure-after-partial-output", Bullet: BulletSummary, Client: V1Capable,
-			Doc: "A failure after streamed output: omitted, the partial summary stays; cleared, it goes.",
+			Doc: "A failure after streamed output: the partial summary was never confirmed, so it goes whether the failure omits the summary or clears it; a failure that confirms it as its summary keeps it.",
 			Turns: []Turn{prompt(start("cmp_1"), chunk("cmp_1", "partial"), fail("cmp_1", "boom"),
-				start("cmp_2"), chunk("cmp_2", "partial"), Step{Op: OpFail, ID: "cmp_2", Err: "boom", Summary: ClearSummary})},
-			Want:  []string{"[compaction cmp_1] failed  summary: partial  error: boom", "[compaction cmp_2] failed  error: boom"},
+				start("cmp_2"), chunk("cmp_2", "partial"), Step{Op: OpFail, ID: "cmp_2", Err: "boom", Summary: ClearSummary},
+				start("cmp_3"), chunk("cmp_3", "partial"), Step{Op: OpFail, ID: "cmp_3", Err: "boom", Summary: SetSummary, Texts: []string{"partial"}})},
+			Want: []string{"[compaction cmp_1] failed  error: boom", "[compaction cmp_2] failed  error: boom",
+				"[compaction cmp_3] failed  summary: partial  error: boom"},
 			Agent: &AgentScript{Turns: []AgentTurn{{Prompt: "/compact fail"}}, Want: agentFailWant()},
 		},
 		{
 			Name: "cancellation-after-partial-output", Bullet: BulletSummary, Client: V1Capable,
-			Doc: "A cancel after streamed output, reported by the runtime or settled at the end of the turn.",
+			Doc: "A cancel after streamed output, reported by the runtime or settled at the end of the turn: the partial summary goes either way.",
 			Turns: []Turn{prompt(start("cmp_1"), chunk("cmp_1", "partial"), start("cmp_2"), chunk("cmp_2", "partial"), userCancel(),
 				Step{Op: OpCancel, ID: "cmp_1", Summary: ClearSummary})},
-			Want:  []string{"[compaction cmp_1] cancelled", "[compaction cmp_2] cancelled  summary: partial"},
+			Want:  []string{"[compaction cmp_1] cancelled", "[compaction cmp_2] cancelled"},
 			Agent: &AgentScript{Turns: []AgentTurn{{Prompt: "/compact slow", Cancel: true}}, Want: []string{"[compaction c1] cancelled"}},
+		},
+		{
+			Name: "turn-ended-after-partial-output", Bullet: BulletSummary, Client: V1Capable,
+			Doc:   "The turn ends while a compaction that streamed output is open: the settlement by the turn's end fails it and clears the partial summary, as its replay does.",
+			Turns: []Turn{prompt(start("cmp_1"), chunk("cmp_1", "partial"), expect("[compaction cmp_1] in_progress  summary: partial"))},
+			Want:  []string{"[compaction cmp_1] failed  error: the turn ended before the compaction finished"},
+			Agent: &AgentScript{Turns: []AgentTurn{{Prompt: "/compact panic"}},
+				Want: []string{"[compaction c1] failed  error: the agent crashed during compaction"}},
 		},
 		{
 			Name: "interleaved-compactions", Bullet: BulletSummary, Client: V1Capable,
@@ -316,7 +333,7 @@ func summaryScenarios() []Scenario {
 // client that still holds the entity does not get its content twice.
 func replayScenarios() []Scenario {
 	live := prompt(message("before"), start("cmp_1"), chunk("cmp_1", "## Kept "), chunk("cmp_1", "context"), complete("cmp_1"), message("after"))
-	history := load(message("before"), replay(emitter.Record{ID: "cmp_1", Status: emitter.Completed, Summary: text("## Kept context"), Displayable: true}), message("after"))
+	history := load(message("before"), replay(emitter.Record{ID: "cmp_1", Status: protocol.Completed, Summary: text("## Kept context"), Displayable: true}), message("after"))
 	agent := &AgentScript{Turns: []AgentTurn{{Prompt: "/compact"}, {Load: true}}, Want: agentCapabilityWant(true), WantReplay: agentReplayWant(true)}
 	return []Scenario{
 		{
@@ -340,8 +357,8 @@ func replayScenarios() []Scenario {
 			Doc: "Replaying twice on one connection still leaves one summary.",
 			Turns: []Turn{
 				prompt(start("cmp_1"), chunk("cmp_1", "## Kept"), complete("cmp_1")),
-				load(replay(emitter.Record{ID: "cmp_1", Status: emitter.Completed, Summary: text("## Kept"), Displayable: true})),
-				load(replay(emitter.Record{ID: "cmp_1", Status: emitter.Completed, Summary: text("## Kept"), Displayable: true})),
+				load(replay(emitter.Record{ID: "cmp_1", Status: protocol.Completed, Summary: text("## Kept"), Displayable: true})),
+				load(replay(emitter.Record{ID: "cmp_1", Status: protocol.Completed, Summary: text("## Kept"), Displayable: true})),
 			},
 			Want:       []string{"[compaction cmp_1] completed  summary: ## Kept"},
 			WantReplay: []string{"[compaction cmp_1] completed  summary: ## Kept"},
@@ -354,7 +371,7 @@ func replayScenarios() []Scenario {
 			Turns: []Turn{
 				prompt(start("cmp_1"), chunk("cmp_1", "partial"), fail("cmp_1", "boom")),
 				reconnect,
-				load(replay(emitter.Record{ID: "cmp_1", Status: emitter.Failed, Error: "boom"})),
+				load(replay(emitter.Record{ID: "cmp_1", Status: protocol.Failed, Error: "boom"})),
 			},
 			Want:       []string{"[compaction cmp_1] failed  error: boom"},
 			WantReplay: []string{"[compaction cmp_1] failed  error: boom"},
@@ -365,7 +382,7 @@ func replayScenarios() []Scenario {
 			Name: "replay-skips-running", Bullet: BulletReplay, Client: V1Capable,
 			Doc: "A compaction still running elsewhere is not replayed (no live turn here would settle it); its ID stays used.",
 			Turns: []Turn{
-				load(message("before"), replay(emitter.Record{ID: "cmp_1", Status: emitter.InProgress})),
+				load(message("before"), replay(emitter.Record{ID: "cmp_1", Status: protocol.InProgress})),
 				prompt(wantErr(start("cmp_1"), emitter.ErrIDReused), start("cmp_2"), complete("cmp_2")),
 			},
 			Want:       []string{"[agent] before", "[compaction cmp_2] completed"},
@@ -378,7 +395,7 @@ func replayScenarios() []Scenario {
 			Turns: []Turn{
 				prompt(start("cmp_1"), complete("cmp_1")),
 				reconnect,
-				load(replay(emitter.Record{ID: "cmp_1", Status: emitter.Completed})),
+				load(replay(emitter.Record{ID: "cmp_1", Status: protocol.Completed})),
 				prompt(wantErr(start("cmp_1"), emitter.ErrIDReused), start("cmp_2"), complete("cmp_2")),
 			},
 			Want:    []string{"[compaction cmp_1] completed", "[compaction cmp_2] completed"},
@@ -423,9 +440,9 @@ func unknownV2Scenarios() []Scenario {
 		},
 		{
 			Name: "v2-failed", Bullet: BulletUnknownV2, Client: V2,
-			Doc:   "A v2 failure.",
+			Doc:   "A v2 failure after a chunk: the draft is cleared.",
 			Turns: []Turn{prompt(start("cmp_1"), chunk("cmp_1", "draft"), fail("cmp_1", "summary request failed"))},
-			Want:  []string{"[compaction cmp_1] failed  summary: draft  error: summary request failed"},
+			Want:  []string{"[compaction cmp_1] failed  error: summary request failed"},
 			Agent: &AgentScript{Turns: []AgentTurn{{Prompt: "/compact fail"}}, Want: agentV2FailWant()},
 		},
 		{
@@ -438,16 +455,16 @@ func unknownV2Scenarios() []Scenario {
 		{
 			Name: "v2-meta-merge", Bullet: BulletUnknownV2, Client: V2,
 			Doc: "v2 merges a compaction_update's _meta by key, so the terminal update sends only its own keys; the client ends with both.",
-			Turns: []Turn{prompt(Step{Op: OpStart, ID: "cmp_1", Meta: emitter.Meta{"a": json.RawMessage(`1`)}},
-				Step{Op: OpComplete, ID: "cmp_1", Meta: emitter.Meta{"b": json.RawMessage(`2`)}})},
+			Turns: []Turn{prompt(Step{Op: OpStart, ID: "cmp_1", Meta: protocol.Meta{"a": json.RawMessage(`1`)}},
+				Step{Op: OpComplete, ID: "cmp_1", Meta: protocol.Meta{"b": json.RawMessage(`2`)}})},
 			Want:    []string{`[compaction cmp_1] completed  _meta: {"a":1,"b":2}`},
 			NoAgent: "the scenario agent's _meta carries timings; the agent rows leave _meta out",
 		},
 		{
 			Name: "v1-meta-replace", Bullet: BulletUnknownV2, Client: V1Capable,
 			Doc: "v1 replaces _meta whole, so the terminal update repeats the start's keys; the client ends with the same object as on v2.",
-			Turns: []Turn{prompt(Step{Op: OpStart, ID: "cmp_1", Meta: emitter.Meta{"a": json.RawMessage(`1`)}},
-				Step{Op: OpComplete, ID: "cmp_1", Meta: emitter.Meta{"b": json.RawMessage(`2`)}})},
+			Turns: []Turn{prompt(Step{Op: OpStart, ID: "cmp_1", Meta: protocol.Meta{"a": json.RawMessage(`1`)}},
+				Step{Op: OpComplete, ID: "cmp_1", Meta: protocol.Meta{"b": json.RawMessage(`2`)}})},
 			Want:    []string{`[compaction cmp_1] completed  _meta: {"a":1,"b":2}`},
 			NoAgent: "the scenario agent's _meta carries timings; the agent rows leave _meta out",
 		},
@@ -461,8 +478,8 @@ func omissionScenarios() []Scenario {
 	return []Scenario{
 		{
 			Name: "not-displayable", Bullet: BulletSafeOmission, Client: V1Capable,
-			Doc: "Chunks and the final summary of a compaction not marked user-displayable are withheld; the completion omits the summary.",
-			Turns: []Turn{prompt(startHidden("cmp_1"), chunk("cmp_1", "secret"), expect("[compaction cmp_1] in_progress"),
+			Doc: "Chunks and the final summary of a compaction not marked user-displayable are withheld (Chunk says so: ErrWithheld); the completion omits the summary.",
+			Turns: []Turn{prompt(startHidden("cmp_1"), withheld("cmp_1", "secret"), expect("[compaction cmp_1] in_progress"),
 				completeWith("cmp_1", "secret summary"))},
 			Want:  []string{"[compaction cmp_1] completed"},
 			Agent: &AgentScript{Turns: []AgentTurn{{Prompt: "/compact nosummary"}}, Want: agentNoSummaryWant()},
@@ -470,14 +487,14 @@ func omissionScenarios() []Scenario {
 		{
 			Name: "not-displayable-v2", Bullet: BulletSafeOmission, Client: V2,
 			Doc:   "The same on v2.",
-			Turns: []Turn{prompt(startHidden("cmp_1"), chunk("cmp_1", "secret"), completeWith("cmp_1", "secret summary"))},
+			Turns: []Turn{prompt(startHidden("cmp_1"), withheld("cmp_1", "secret"), completeWith("cmp_1", "secret summary"))},
 			Want:  []string{"[compaction cmp_1] completed"},
 			Agent: &AgentScript{Turns: []AgentTurn{{Prompt: "/compact nosummary"}}, Want: agentV2NoSummaryWant()},
 		},
 		{
 			Name: "not-displayable-failure", Bullet: BulletSafeOmission, Client: V1Capable,
 			Doc:     "A failed compaction not marked user-displayable shows its error, never its partial summary.",
-			Turns:   []Turn{prompt(startHidden("cmp_1"), chunk("cmp_1", "secret"), fail("cmp_1", "boom"))},
+			Turns:   []Turn{prompt(startHidden("cmp_1"), withheld("cmp_1", "secret"), fail("cmp_1", "boom"))},
 			Want:    []string{"[compaction cmp_1] failed  error: boom"},
 			NoAgent: "the scenario agent marks its summaries user-displayable",
 		},
@@ -485,9 +502,9 @@ func omissionScenarios() []Scenario {
 			Name: "not-displayable-replay", Bullet: BulletSafeOmission, Client: V1Capable,
 			Doc: "A replayed record whose summary is not marked user-displayable replays summary: null.",
 			Turns: []Turn{
-				prompt(startHidden("cmp_1"), chunk("cmp_1", "secret"), complete("cmp_1")),
+				prompt(startHidden("cmp_1"), withheld("cmp_1", "secret"), complete("cmp_1")),
 				reconnect,
-				load(replay(emitter.Record{ID: "cmp_1", Status: emitter.Completed, Summary: text("secret")})),
+				load(replay(emitter.Record{ID: "cmp_1", Status: protocol.Completed, Summary: text("secret")})),
 			},
 			Want:       []string{"[compaction cmp_1] completed"},
 			WantReplay: []string{"[compaction cmp_1] completed"},

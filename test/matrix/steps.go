@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // sessionID is the session every in-process scenario runs in.
@@ -17,7 +18,7 @@ const sessionID = "sess_1"
 // turn.
 type runtime struct {
 	start  func(ctx context.Context, opts ...emitter.StartOption) (*emitter.Compaction, error)
-	fail   func(ctx context.Context, id emitter.ID, cause error, opts ...emitter.SettleOption) error
+	fail   func(ctx context.Context, id protocol.ID, cause error, opts ...emitter.SettleOption) error
 	replay func(ctx context.Context, rec emitter.Record) error
 	// session is the emitter session, for calls by ID on compactions this
 	// runtime holds no handle of (before the start, after a reconnect).
@@ -27,15 +28,88 @@ type runtime struct {
 	// version is the connection's protocol version, for the agent's own
 	// message form.
 	version int
+	// hist, when set, is where the runtime keeps its history for a later
+	// replay; it outlives the connection.
+	hist *history
 
-	handles map[emitter.ID]*emitter.Compaction
+	handles map[protocol.ID]*emitter.Compaction
+}
+
+// history is what a runtime keeps to replay its compactions on
+// session/load, as the emitter's docs ask: each compaction's handle (whose
+// Record gives status, summary and error), the blocks it streamed (for a
+// completion that kept them: Record.KeptStreamed), and the record of a
+// failure reported before any start, which has no handle.
+type history struct {
+	entries []*historyEntry
+}
+
+type historyEntry struct {
+	id       protocol.ID
+	handle   *emitter.Compaction
+	streamed []protocol.ContentBlock
+	early    emitter.Record
+}
+
+func (h *history) find(id protocol.ID) *historyEntry {
+	if h == nil {
+		return nil
+	}
+	for _, e := range h.entries {
+		if e.id == id {
+			return e
+		}
+	}
+	return nil
+}
+
+// IDs lists the compactions the runtime reported, in order.
+func (h *history) IDs() []string {
+	if h == nil {
+		return nil
+	}
+	out := make([]string, len(h.entries))
+	for i, e := range h.entries {
+		out[i] = string(e.id)
+	}
+	return out
+}
+
+// records returns what session/load replays, in the order the runtime
+// reported the compactions.
+func (h *history) records() []emitter.Record {
+	if h == nil {
+		return nil
+	}
+	out := make([]emitter.Record, 0, len(h.entries))
+	for _, e := range h.entries {
+		if e.handle == nil {
+			out = append(out, e.early)
+			continue
+		}
+		rec := e.handle.Record()
+		if rec.KeptStreamed {
+			rec.Summary = append([]protocol.ContentBlock(nil), e.streamed...)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// replaySteps are the steps of a load turn that replays the history.
+func (h *history) replaySteps() []Step {
+	var out []Step
+	for _, rec := range h.records() {
+		out = append(out, replay(rec))
+	}
+	return out
 }
 
 // do runs one runtime step (not OpUserCancel or OpExpect, which belong to
 // the target) and returns the call's error.
 func (r *runtime) do(ctx context.Context, s Step) error {
 	if r.handles == nil {
-		r.handles = map[emitter.ID]*emitter.Compaction{}
+		r.handles = map[protocol.ID]*emitter.Compaction{}
 	}
 	switch s.Op {
 	case OpStart:
@@ -49,17 +123,26 @@ func (r *runtime) do(ctx context.Context, s Step) error {
 		c, err := r.start(ctx, opts...)
 		if c != nil {
 			r.handles[s.ID] = c
+			if r.hist != nil {
+				r.hist.entries = append(r.hist.entries, &historyEntry{id: s.ID, handle: c})
+			}
 		}
 		return err
 	case OpChunk:
+		var err error
 		if c, ok := r.handles[s.ID]; ok {
-			return c.Chunk(ctx, emitter.Text(s.Text))
+			err = c.Chunk(ctx, protocol.Text(s.Text))
+		} else {
+			sess, serr := r.session()
+			if serr != nil {
+				return serr
+			}
+			err = sess.Chunk(ctx, s.ID, protocol.Text(s.Text))
 		}
-		sess, err := r.session()
-		if err != nil {
-			return err
+		if e := r.hist.find(s.ID); e != nil && err == nil {
+			e.streamed = append(e.streamed, protocol.Text(s.Text))
 		}
-		return sess.Chunk(ctx, s.ID, emitter.Text(s.Text))
+		return err
 	case OpComplete:
 		if c, ok := r.handles[s.ID]; ok {
 			return c.Complete(ctx, settleOptions(s)...)
@@ -79,7 +162,16 @@ func (r *runtime) do(ctx context.Context, s Step) error {
 		}
 		return sess.Cancel(ctx, s.ID, settleOptions(s)...)
 	case OpFail:
-		return r.fail(ctx, s.ID, errors.New(s.Err), settleOptions(s)...)
+		err := r.fail(ctx, s.ID, errors.New(s.Err), settleOptions(s)...)
+		if r.hist != nil && err == nil && r.hist.find(s.ID) == nil {
+			// A failure before any start: the emitter settled it without
+			// a handle, so the runtime records what it reported. (The
+			// scenarios' causes are short prose, which the emitter sends
+			// as they are.)
+			r.hist.entries = append(r.hist.entries, &historyEntry{id: s.ID,
+				early: emitter.Record{ID: s.ID, Status: protocol.Failed, Trigger: protocol.Manual, Error: s.Err}})
+		}
+		return err
 	case OpMessage:
 		return r.notify(ctx, agentMessage(r.version, s.Text))
 	case OpRaw:
@@ -112,9 +204,9 @@ func settleOptions(s Step) []emitter.SettleOption {
 	var opts []emitter.SettleOption
 	switch s.Summary {
 	case SetSummary:
-		blocks := make([]emitter.ContentBlock, len(s.Texts))
+		blocks := make([]protocol.ContentBlock, len(s.Texts))
 		for i, t := range s.Texts {
-			blocks[i] = emitter.Text(t)
+			blocks[i] = protocol.Text(t)
 		}
 		opts = append(opts, emitter.Summary(blocks...))
 	case ClearSummary:

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/conformance"
 )
 
 // AgentTarget plays scenarios on an agent binary over stdio (the scenario
@@ -30,6 +30,10 @@ type AgentTarget struct {
 	Args []string
 	// Stderr receives the agent's stderr (default: discarded).
 	Stderr io.Writer
+	// History asks for Run.History: after the script, one more
+	// session/load (v2: session/resume), whose messages are recorded
+	// apart from the script's.
+	History bool
 }
 
 // Name implements Target.
@@ -43,6 +47,8 @@ var errResponse = errors.New("error response")
 type agentPlay struct {
 	sc     Scenario
 	conn   *Conn
+	cmu    sync.Mutex
+	cur    *Conn // where messages are recorded: conn, then the history's
 	stdin  io.WriteCloser
 	wmu    sync.Mutex
 	msgs   chan envelope
@@ -71,6 +77,7 @@ func (t AgentTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 		return nil, err
 	}
 	p := &agentPlay{sc: sc, conn: &Conn{}, stdin: stdin, msgs: make(chan envelope, 4096)}
+	p.cur = p.conn
 	run := &Run{Conns: []*Conn{p.conn}, Agent: true}
 	readDone := make(chan struct{})
 	go func() {
@@ -80,7 +87,7 @@ func (t AgentTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 		for {
 			line, err := r.ReadBytes('\n')
 			if len(bytes.TrimSpace(line)) > 0 {
-				p.conn.Add(conformance.FromAgent, line)
+				p.recording().Add(conformance.FromAgent, line)
 				p.msgs <- decodeEnvelope(line)
 			}
 			if err != nil {
@@ -89,6 +96,9 @@ func (t AgentTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 		}
 	}()
 	playErr := p.play(ctx)
+	if playErr == nil && t.History {
+		run.History, playErr = p.history(ctx)
+	}
 	// What the agent still writes is recorded, not waited for.
 	go func() {
 		for range p.msgs {
@@ -114,11 +124,36 @@ func (p *agentPlay) send(msgs ...[]byte) error {
 	defer p.wmu.Unlock()
 	var buf []byte
 	for _, m := range msgs {
-		p.conn.Add(conformance.FromClient, m)
+		p.recording().Add(conformance.FromClient, m)
 		buf = append(append(buf, m...), '\n')
 	}
 	_, err := p.stdin.Write(buf)
 	return err
+}
+
+// recording returns the transcript messages are recorded in.
+func (p *agentPlay) recording() *Conn {
+	p.cmu.Lock()
+	defer p.cmu.Unlock()
+	return p.cur
+}
+
+// history replays the session once more, recording the load's messages
+// in a transcript of their own. The agent's history lives in its process,
+// so the replay is on the same connection.
+func (p *agentPlay) history(ctx context.Context) (*Conn, error) {
+	h := &Conn{}
+	p.cmu.Lock()
+	p.cur = h
+	p.cmu.Unlock()
+	method, params := loadRequest(p.sc.Client.Version, p.sid)
+	if _, err := p.call(ctx, method, params, nil); err != nil {
+		return h, fmt.Errorf("history: %w", err)
+	}
+	p.cmu.Lock()
+	p.cur = p.conn
+	p.cmu.Unlock()
+	return h, nil
 }
 
 // call sends a request and waits for its response, answering the agent's

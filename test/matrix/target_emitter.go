@@ -6,10 +6,10 @@ import (
 	"fmt"
 
 	"github.com/acpcompact/acpcompact/capability"
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
-	"github.com/acpcompact/acpcompact/test/conformance"
 )
 
 // EmitterTarget plays scenarios on package emitter alone. The emitter sends
@@ -21,6 +21,11 @@ import (
 type EmitterTarget struct {
 	// Options are added to every connection's emitter.
 	Options []emitter.Option
+	// History asks for Run.History: after the scenario, a new connection
+	// whose session/load replays the runtime's records of every
+	// compaction it reported (Compaction.Record, plus what it streamed
+	// when the record says the completion kept it).
+	History bool
 }
 
 // Name implements Target.
@@ -38,6 +43,7 @@ type emitterPlay struct {
 	nextID  int
 	marks   int
 	version int
+	hist    history
 }
 
 // Play implements Target.
@@ -59,7 +65,29 @@ func (t EmitterTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 		}
 		p.turn(ctx, ti, turn)
 	}
+	if t.History {
+		p.history(ctx)
+	}
 	return p.run, nil
+}
+
+// history plays the history replay on a connection of its own, kept out
+// of Run.Conns.
+func (p *emitterPlay) history(ctx context.Context) {
+	conns := p.run.Conns
+	p.run.Conns = nil
+	defer func() { p.run.Conns = conns }()
+	if err := p.connect(false); err != nil {
+		p.run.StepErrors = append(p.run.StepErrors, fmt.Sprintf("history: %v", err))
+		return
+	}
+	errs := len(p.run.StepErrors)
+	p.turn(ctx, len(p.sc.Turns), Turn{Kind: Load, Steps: p.hist.replaySteps()})
+	for i := errs; i < len(p.run.StepErrors); i++ {
+		p.run.StepErrors[i] = "history: " + p.run.StepErrors[i]
+	}
+	p.run.History = p.run.Conns[0]
+	p.run.Reported = p.hist.IDs()
 }
 
 func (p *emitterPlay) id() int { p.nextID++; return p.nextID - 1 }
@@ -96,6 +124,7 @@ func (p *emitterPlay) connect(first bool) error {
 			return p.rec.Notify(ctx, sessionID, u)
 		},
 		version: p.version,
+		hist:    &p.hist,
 	}
 	if first {
 		id := p.id()

@@ -13,9 +13,9 @@ import (
 	"sync"
 
 	"github.com/acpcompact/acpcompact/agentkit"
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
-	"github.com/acpcompact/acpcompact/test/conformance"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -30,6 +30,10 @@ import (
 type KitTarget struct {
 	// Options are added to the kit's.
 	Options []agentkit.Option
+	// History asks for Run.History: after the scenario, a new connection
+	// whose session/load replays, through the kit, the runtime's records
+	// of every compaction it reported.
+	History bool
 }
 
 // Name implements Target.
@@ -44,6 +48,8 @@ type kitPlay struct {
 	turn       int // the scenario turn the client is playing
 	marks      int
 	cancelWant chan struct{} // the agent asks the client to send session/cancel
+	hist       history       // the runtime's history, across connections
+	replaying  []Step        // the history replay's steps, while it plays
 }
 
 // Play implements Target.
@@ -55,13 +61,16 @@ func (t KitTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 		agentkit.WithLogger(slog.New(slog.DiscardHandler)),
 		agentkit.WithCancelGrace(-1),
 	}
+	// The scenario names its fallback, empty for none; the kit's own
+	// default (a tool call) must not stand in for "none".
+	var r emitter.Renderer = fallback.None{}
 	if sc.Fallback != "" {
-		r, err := fallback.ByName(sc.Fallback)
-		if err != nil {
+		var err error
+		if r, err = fallback.ByName(sc.Fallback); err != nil {
 			return nil, err
 		}
-		opts = append(opts, agentkit.WithFallback(r))
 	}
+	opts = append(opts, agentkit.WithFallback(r))
 	p := &kitPlay{sc: sc, run: &Run{}, kit: agentkit.New(append(opts, t.Options...)...), cancelWant: make(chan struct{}, 1)}
 	c, err := p.connect(ctx, true)
 	if err != nil {
@@ -93,7 +102,44 @@ func (t KitTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 		}
 	}
 	c.close()
+	if t.History {
+		return p.run, p.history(ctx)
+	}
 	return p.run, nil
+}
+
+// history plays the history replay on a new connection, kept out of
+// Run.Conns.
+func (p *kitPlay) history(ctx context.Context) error {
+	p.mu.Lock()
+	p.replaying = p.hist.replaySteps()
+	p.turn = len(p.sc.Turns)
+	p.mu.Unlock()
+	conns := p.run.Conns
+	p.run.Conns = nil
+	defer func() { p.run.Conns = conns }()
+	c, err := p.connect(ctx, false)
+	if err != nil {
+		return fmt.Errorf("matrix: history: %w", err)
+	}
+	defer c.close()
+	p.mu.Lock()
+	before := len(p.run.StepErrors)
+	p.mu.Unlock()
+	method, params := loadRequest(p.sc.Client.Version, sessionID)
+	var res json.RawMessage
+	if err := c.client.Call(ctx, method, params, &res); err != nil {
+		return fmt.Errorf("matrix: history: %s: %w", method, err)
+	}
+	c.close()
+	p.run.History = p.run.Conns[0]
+	p.mu.Lock()
+	for i := before; i < len(p.run.StepErrors); i++ {
+		p.run.StepErrors[i] = "history: " + p.run.StepErrors[i]
+	}
+	p.run.Reported = p.hist.IDs()
+	p.mu.Unlock()
+	return nil
 }
 
 // kitConn is one connection: the agent's end behind the kit and the
@@ -290,7 +336,15 @@ func (a *kitAgent) notify(ctx context.Context, conn *jsonrpc2.Conn, u json.RawMe
 
 func (a *kitAgent) steps(ctx context.Context, conn *jsonrpc2.Conn, ti int) {
 	p := a.p
-	if ti < 0 || ti >= len(p.sc.Turns) {
+	steps := []Step(nil)
+	switch {
+	case ti >= 0 && ti < len(p.sc.Turns):
+		steps = p.sc.Turns[ti].Steps
+	case ti == len(p.sc.Turns):
+		p.mu.Lock()
+		steps = p.replaying
+		p.mu.Unlock()
+	default:
 		return
 	}
 	sess := p.kit.Session(conn, sessionID)
@@ -309,8 +363,9 @@ func (a *kitAgent) steps(ctx context.Context, conn *jsonrpc2.Conn, ti int) {
 			return conn.Notify(context.WithoutCancel(ctx), "session/update", map[string]any{"sessionId": sessionID, "update": u})
 		},
 		version: p.sc.Client.Version,
+		hist:    &p.hist,
 	}
-	for si, s := range p.sc.Turns[ti].Steps {
+	for si, s := range steps {
 		switch s.Op {
 		case OpUserCancel:
 			p.cancelWant <- struct{}{}

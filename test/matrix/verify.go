@@ -8,9 +8,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema"
-	"github.com/acpcompact/acpcompact/test/conformance"
 )
+
+// Schema is the official ACP schema Verify checks against, one validator
+// per protocol version. A nil validator accepts everything: it is what
+// schematest.For returns when the schema is not installed, and then Verify
+// checks everything but the schema.
+type Schema struct {
+	V1, V2 *acpschema.Validator
+}
 
 // Verify judges a run of sc. It returns one error per problem:
 //   - a step that did not return the error it wanted (Run.StepErrors);
@@ -26,20 +34,13 @@ import (
 //     same whether the client kept its timeline or rebuilt it;
 //   - a timeline, at an OpExpect step or at the end, that differs from the
 //     scenario's (Want, WantCompactions, WantReplay, or the AgentScript's).
-func Verify(sc Scenario, r *Run) []error {
+func Verify(sc Scenario, r *Run, official Schema) []error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for _, s := range r.StepErrors {
 		fail("step: %s", s)
 	}
-	v1, err := acpschema.For(1)
-	if err != nil {
-		return append(errs, err)
-	}
-	v2, err := acpschema.For(2)
-	if err != nil {
-		return append(errs, err)
-	}
+	v1, v2 := official.V1, official.V2
 	var expects [][]string
 	if !r.Agent {
 		expects = expectRows(sc)
@@ -53,7 +54,7 @@ func Verify(sc Scenario, r *Run) []error {
 		if held == nil || held.Version() != version {
 			held = conformance.NewReducer(version)
 		}
-		chk := conformance.NewChecker(conformance.WithSchema(v1, v2))
+		chk := conformance.NewChecker(conformance.WithSchema(v1, v2), conformance.WithStrictReplay())
 		var vs []conformance.Violation
 		schema := v1
 		if version == 2 {
@@ -360,4 +361,204 @@ func quoteAll(rows []string) []string {
 		return []string{"(empty)"}
 	}
 	return out
+}
+
+// VerifyLiveReplay judges a run's history replay (Run.History): what a
+// client holds of each compaction at the end of the live transcript must be
+// what a client that only sees the replay holds. It compares, per
+// compaction ID, the status, summary (as a client shows it: adjacent text
+// blocks joined, since chunks split text arbitrarily) and error; for a
+// client without the capability, the status of each fallback tool call
+// ("compact-<ID>"). Every compaction the runtime reported must be replayed,
+// and every update of the replay must be valid against the official schema
+// and respect the capability gate.
+//
+// skip is set, with errs nil, when there is nothing to compare: the run has
+// no history, or the scenario's client holds no compaction entity (a v1
+// client without the capability and without a tool-call fallback), or no
+// compaction of the scenario went through the emitter (a runtime has no
+// record of what it sent verbatim).
+func VerifyLiveReplay(sc Scenario, r *Run, official Schema) (errs []error, skip string) {
+	if r.History == nil {
+		return nil, "the run has no history replay"
+	}
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for _, s := range r.StepErrors {
+		if strings.HasPrefix(s, "history: ") {
+			fail("step: %s", s)
+		}
+	}
+	var live *conformance.Reducer
+	for _, c := range r.Conns {
+		lines, _ := stripMarks(c.Lines())
+		if v := negotiated(lines); live == nil || live.Version() != v {
+			live = conformance.NewReducer(v)
+		}
+		for _, l := range lines {
+			if l.Dir == conformance.FromAgent {
+				_ = live.ApplyMessage(l.Raw) // Verify reports what cannot be applied
+			}
+		}
+	}
+	hlines, _ := stripMarks(r.History.Lines())
+	version := live.Version()
+	if hasInitialize(hlines) {
+		version = negotiated(hlines)
+	}
+	schema := official.V1
+	if version == 2 {
+		schema = official.V2
+	}
+	fresh := conformance.NewReducer(version)
+	for _, l := range hlines {
+		if l.Dir != conformance.FromAgent {
+			continue
+		}
+		if u, kind, ok := update(l.Raw); ok {
+			if err := schema.Update(u); err != nil {
+				fail("history line %d: update fails the v%d schema: %v", l.N, version, err)
+			}
+			if !sc.Client.Capable() && (kind == "compaction_update" || kind == "compaction_summary_chunk") {
+				fail("history line %d: %s sent to a v1 client without the capability", l.N, kind)
+			}
+		}
+		if err := fresh.ApplyMessage(l.Raw); err != nil {
+			fail("history line %d: the reducer cannot apply %s: %v", l.N, l.Raw, err)
+		}
+	}
+
+	liveItems, freshItems := replayable(live), replayable(fresh)
+	reported := r.Reported
+	if r.Agent {
+		reported = nil
+		for _, key := range liveItems.order {
+			reported = append(reported, strings.TrimPrefix(strings.TrimPrefix(key, "compaction "), "tool_call compact-"))
+		}
+	}
+	compared := 0
+	seen := map[string]bool{}
+	for _, id := range reported {
+		key := "compaction " + id
+		if !sc.Client.Capable() {
+			key = "tool_call compact-" + id
+		}
+		seen[key] = true
+		l, inLive := liveItems.m[key]
+		f, inFresh := freshItems.m[key]
+		switch {
+		case !inLive && !inFresh:
+			continue // the client shows this compaction neither way
+		case !inFresh:
+			fail("%s: the client held it live (%s), the replay does not carry it", key, l)
+		case !inLive:
+			fail("%s: the replay carries it (%s), the live client never held it", key, f)
+		case l != f:
+			fail("%s: the live client holds %s, a client that only sees the replay holds %s", key, l, f)
+		}
+		compared++
+	}
+	for _, key := range freshItems.order {
+		if _, ok := liveItems.m[key]; !ok && !seen[key] {
+			fail("%s: the replay carries it (%s), the live client never held it", key, freshItems.m[key])
+		}
+	}
+	if compared == 0 && len(errs) == 0 {
+		switch {
+		case !sc.Client.Capable():
+			return nil, "the client holds no compaction entity: a v1 client without the capability gets " + fallbackName(sc.Fallback)
+		case len(reported) == 0:
+			return nil, "no compaction of this scenario went through the emitter: the runtime has no record of what it sent verbatim"
+		}
+		return nil, "the client holds none of the reported compactions"
+	}
+	return errs, ""
+}
+
+func fallbackName(name string) string {
+	if name == "" {
+		return "nothing of compaction"
+	}
+	return "the " + name + " fallback, which has no compaction entity to compare"
+}
+
+// items are the replayable items of a timeline by key, in timeline order.
+type items struct {
+	m     map[string]string
+	order []string
+}
+
+// replayable renders the compactions ("compaction <ID>": status, summary
+// as a client shows it, error) and the fallback tool calls ("tool_call
+// compact-<ID>": status) of a reducer's first session.
+func replayable(r *conformance.Reducer) items {
+	out := items{m: map[string]string{}}
+	ss := r.Sessions()
+	if len(ss) == 0 {
+		return out
+	}
+	for _, it := range r.Timeline(ss[0]) {
+		var key, val string
+		switch {
+		case it.Kind == conformance.KindCompaction:
+			key, val = "compaction "+it.ID, shown(it)
+		case it.Kind == "tool_call" && strings.HasPrefix(it.ID, "compact-"):
+			key, val = "tool_call "+it.ID, strconv.Quote(it.Status)
+		default:
+			continue
+		}
+		if _, ok := out.m[key]; !ok {
+			out.order = append(out.order, key)
+		}
+		out.m[key] = val
+	}
+	return out
+}
+
+// shown renders a compaction as a client shows it: status, summary with
+// adjacent text blocks joined, error.
+func shown(it conformance.Item) string {
+	var b strings.Builder
+	b.WriteString(strconv.Quote(it.Status))
+	b.WriteString(" summary ")
+	if it.Summary == nil {
+		b.WriteString("none")
+	} else {
+		var parts []string
+		text := ""
+		for _, raw := range it.Summary {
+			var blk struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			if json.Unmarshal(raw, &blk) == nil && blk.Type == "text" {
+				text += blk.Text
+				continue
+			}
+			if text != "" {
+				parts = append(parts, strconv.Quote(text))
+				text = ""
+			}
+			parts = append(parts, string(raw))
+		}
+		if text != "" {
+			parts = append(parts, strconv.Quote(text))
+		}
+		b.WriteString("[" + strings.Join(parts, ",") + "]")
+	}
+	b.WriteString(" error ")
+	if it.Error == nil {
+		b.WriteString("none")
+	} else {
+		b.WriteString(strconv.Quote(*it.Error))
+	}
+	return b.String()
+}
+
+func hasInitialize(lines []conformance.Line) bool {
+	for _, l := range lines {
+		if l.Dir == conformance.FromClient && decodeEnvelope(l.Raw).Method == "initialize" {
+			return true
+		}
+	}
+	return false
 }

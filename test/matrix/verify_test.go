@@ -6,10 +6,18 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/capability"
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/emitter"
-	"github.com/acpcompact/acpcompact/test/conformance"
+	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/test/matrix"
 )
+
+// officialSchema is the schema Verify checks against: the official one, or
+// none when it is not installed (see schematest).
+func officialSchema(t *testing.T) matrix.Schema {
+	t.Helper()
+	return matrix.Schema{V1: schematest.For(t, 1), V2: schematest.For(t, 2)}
+}
 
 // TestEveryBulletHasScenariosOnEveryTarget guards the matrix itself: each
 // bullet of the Preview validation list has scenarios, every scenario has
@@ -115,7 +123,11 @@ func TestVerifyRejectsBrokenRuns(t *testing.T) {
 				}
 				c.Add(dir, []byte(l[2:]))
 			}
-			errs := matrix.Verify(matrix.Scenario{Name: tc.name, Client: tc.client, Want: tc.want}, &matrix.Run{Conns: []*matrix.Conn{c}})
+			schema := officialSchema(t)
+			if tc.expect == "schema" {
+				schema = matrix.Schema{V1: schematest.Require(t, 1), V2: schematest.Require(t, 2)}
+			}
+			errs := matrix.Verify(matrix.Scenario{Name: tc.name, Client: tc.client, Want: tc.want}, &matrix.Run{Conns: []*matrix.Conn{c}}, schema)
 			var all []string
 			for _, e := range errs {
 				all = append(all, e.Error())
@@ -124,6 +136,62 @@ func TestVerifyRejectsBrokenRuns(t *testing.T) {
 				t.Errorf("Verify did not report %q; it reported %q", tc.expect, all)
 			}
 		})
+	}
+}
+
+// TestVerifyLiveReplayRejectsALiveStateTheReplayDoesNotReproduce: the
+// live client keeps a partial summary after the failure while the history
+// replay says there is none (the /compact panic defect), and a replay that
+// leaves out a reported compaction: both are reported.
+func TestVerifyLiveReplayRejectsALiveStateTheReplayDoesNotReproduce(t *testing.T) {
+	const (
+		initCap = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`
+		initRes = `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`
+		prompt  = `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[]}}`
+		endTurn = `{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`
+		load    = `{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"sess_1","cwd":"/tmp","mcpServers":[]}}`
+		loaded  = `{"jsonrpc":"2.0","id":1,"result":{}}`
+	)
+	upd := func(u string) string {
+		return `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":` + u + `}}`
+	}
+	conn := func(lines ...string) *matrix.Conn {
+		c := &matrix.Conn{}
+		for _, l := range lines {
+			dir := conformance.FromAgent
+			if strings.HasPrefix(l, "c ") {
+				dir = conformance.FromClient
+			}
+			c.Add(dir, []byte(l[2:]))
+		}
+		return c
+	}
+	live := conn("c "+initCap, "a "+initRes, "c "+prompt,
+		"a "+upd(`{"sessionUpdate":"compaction_update","compactionId":"cmp_1","status":"in_progress"}`),
+		"a "+upd(`{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_1","content":{"type":"text","text":"partial"}}`),
+		"a "+upd(`{"sessionUpdate":"compaction_update","compactionId":"cmp_1","status":"failed","error":"boom"}`),
+		"a "+upd(`{"sessionUpdate":"compaction_update","compactionId":"cmp_2","status":"in_progress"}`),
+		"a "+upd(`{"sessionUpdate":"compaction_update","compactionId":"cmp_2","status":"completed"}`),
+		"a "+endTurn)
+	history := conn("c "+initCap, "a "+initRes, "c "+load,
+		"a "+upd(`{"sessionUpdate":"compaction_update","compactionId":"cmp_1","status":"failed","summary":null,"error":"boom"}`),
+		"a "+loaded)
+	sc := matrix.Scenario{Name: "broken", Client: matrix.V1Capable}
+	errs, skip := matrix.VerifyLiveReplay(sc, &matrix.Run{Conns: []*matrix.Conn{live}, History: history, Reported: []string{"cmp_1", "cmp_2"}}, officialSchema(t))
+	if skip != "" {
+		t.Fatalf("skipped: %s", skip)
+	}
+	var all []string
+	for _, e := range errs {
+		all = append(all, e.Error())
+	}
+	for _, want := range []string{
+		`compaction cmp_1: the live client holds "failed" summary ["partial"] error "boom", a client that only sees the replay holds "failed" summary none error "boom"`,
+		`compaction cmp_2: the client held it live`,
+	} {
+		if !strings.Contains(strings.Join(all, "\n"), want) {
+			t.Errorf("VerifyLiveReplay did not report %q; it reported %q", want, all)
+		}
 	}
 }
 
@@ -145,7 +213,7 @@ func TestMatrixCatchesAMisconfiguredEmitter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs := matrix.Verify(sc, run); len(errs) == 0 {
+	if errs := matrix.Verify(sc, run, officialSchema(t)); len(errs) == 0 {
 		t.Errorf("a standard update to a client that sent compaction: null went unnoticed:\n%s", run.Transcript())
 	}
 }

@@ -1,0 +1,74 @@
+// Package soak holds the process-level tests of the kit's and the scenario
+// agent's lifecycle and memory: real binaries (built with go build), real
+// pipes, real signals. What each test checks is a bound ("exits within
+// 10 s", "grows at most 16 MiB"), never a performance claim; the numbers
+// they measure are logged (go test -v) and, with ACPCOMPACT_SOAK_REPORT=1,
+// printed as REPORT lines.
+//
+// `make test` runs the short versions. `make soak` (ACPCOMPACT_SOAK=1)
+// runs the long ones: 1,000 signal runs, 10,000 soak sessions. See the
+// README, "Shutting an agent down" and "Memory bounds".
+package soak
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// soakEnv selects the long versions of the tests.
+const soakEnv = "ACPCOMPACT_SOAK"
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "acpcompact-soak-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buildDir = dir
+	code := 0
+	func() {
+		defer os.RemoveAll(dir)
+		// goleak.VerifyTestMain exits; run the check by hand so that the
+		// build directory is removed either way.
+		code = m.Run()
+		if code == 0 {
+			if err := goleak.Find(); err != nil {
+				fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+				code = 1
+			}
+		}
+	}()
+	os.Exit(code)
+}
+
+// long reports whether the long versions run.
+func long() bool { return os.Getenv(soakEnv) == "1" }
+
+// count returns the long count under ACPCOMPACT_SOAK=1, the short one
+// otherwise; env, when set to a number, overrides both.
+func count(env string, short, full int) int {
+	if v := os.Getenv(env); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
+	}
+	if long() {
+		return full
+	}
+	return short
+}
+
+// report logs a measurement, and prints it as a REPORT line when
+// ACPCOMPACT_SOAK_REPORT=1 (make soak sets it).
+func report(t testing.TB, format string, args ...any) {
+	t.Helper()
+	s := fmt.Sprintf(format, args...)
+	t.Log(s)
+	if os.Getenv("ACPCOMPACT_SOAK_REPORT") == "1" {
+		fmt.Printf("REPORT %s: %s\n", t.Name(), s)
+	}
+}
