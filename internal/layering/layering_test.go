@@ -1,0 +1,99 @@
+package layering_test
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/acpcompact/acpcompact"
+
+// imports lists every package of the module with the module packages it
+// imports (test files excluded: they may use test helpers).
+func imports(t *testing.T) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").Output()
+	if err != nil {
+		t.Skipf("go list is not available here: %v", err)
+	}
+	m := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")
+		var deps []string
+		for _, d := range f[1:] {
+			if rest, ok := strings.CutPrefix(d, module+"/"); ok {
+				deps = append(deps, rest)
+			}
+		}
+		m[pkg] = deps
+	}
+	return m
+}
+
+func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
+
+func TestNoProductionPackageImportsTest(t *testing.T) {
+	for pkg, deps := range imports(t) {
+		if under(pkg, "test") {
+			continue
+		}
+		for _, d := range deps {
+			if under(d, "test") {
+				t.Errorf("%s imports %s: production code never imports test/", pkg, d)
+			}
+		}
+	}
+}
+
+func TestImportsAreOneWay(t *testing.T) {
+	// What each lower layer may import from the module; anything else is
+	// an upward import.
+	allowed := map[string][]string{
+		"protocol":      nil,
+		"capability":    nil,
+		"internal/skim": nil,
+		"emitter":       {"protocol", "capability"},
+		"fallback":      {"protocol", "emitter", "capability"},
+		"internal/turn": {"capability", "emitter", "internal/skim"},
+		// The oracle is an independent implementation on purpose.
+		"conformance": nil,
+	}
+	all := imports(t)
+	for pkg, ok := range allowed {
+		deps, found := all[pkg]
+		if !found {
+			t.Errorf("package %s is gone: update this test", pkg)
+			continue
+		}
+		for _, d := range deps {
+			permitted := false
+			for _, a := range ok {
+				if d == a {
+					permitted = true
+				}
+			}
+			if !permitted {
+				t.Errorf("%s imports %s, which is above it (allowed: %v)", pkg, d, ok)
+			}
+		}
+	}
+}
+
+func TestHostsShareOneEngine(t *testing.T) {
+	all := imports(t)
+	for _, host := range []string{"agentkit/internal/tap", "proxy"} {
+		uses := false
+		for _, d := range all[host] {
+			if d == "internal/turn" {
+				uses = true
+			}
+		}
+		if !uses {
+			t.Errorf("%s does not host internal/turn: the wire state would live twice", host)
+		}
+	}
+}
