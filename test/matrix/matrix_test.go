@@ -20,6 +20,10 @@ var (
 	agentPath string
 	agentErr  error
 	agentOut  []byte
+	proxyOnce sync.Once
+	proxyPath string
+	proxyErr  error
+	proxyOut  []byte
 	binDir    string
 )
 
@@ -56,12 +60,35 @@ func scenarioAgent(t *testing.T) string {
 	return agentPath
 }
 
-// targets returns the three targets; the agent binary is built on first use.
+// proxyBinary builds cmd/acpcompact once for the package.
+func proxyBinary(t *testing.T) string {
+	t.Helper()
+	proxyOnce.Do(func() {
+		wd, err := os.Getwd()
+		if err != nil {
+			proxyErr = err
+			return
+		}
+		root := filepath.Join(wd, "..", "..")
+		proxyPath = filepath.Join(binDir, "acpcompact")
+		cmd := exec.Command("go", "build", "-o", proxyPath, "./cmd/acpcompact")
+		cmd.Dir = root
+		proxyOut, proxyErr = cmd.CombinedOutput()
+	})
+	if proxyErr != nil {
+		t.Fatalf("go build ./cmd/acpcompact: %v\n%s", proxyErr, proxyOut)
+	}
+	return proxyPath
+}
+
+// targets returns the targets; the binaries are built on first use.
 func targets(t *testing.T) []matrix.Target {
 	return []matrix.Target{
 		matrix.EmitterTarget{},
 		matrix.KitTarget{},
+		matrix.AcpsdkTarget{},
 		matrix.AgentTarget{Path: scenarioAgent(t)},
+		matrix.ProxyTarget{Proxy: proxyBinary(t), Agent: scenarioAgent(t)},
 	}
 }
 
@@ -94,7 +121,9 @@ func play(t *testing.T, b matrix.Bullet) {
 // target cannot express the scenario or the scenario is a known defect.
 func playOne(t *testing.T, tg matrix.Target, sc matrix.Scenario) *matrix.Run {
 	t.Helper()
-	if _, ok := tg.(matrix.AgentTarget); ok && sc.Agent != nil && sc.Agent.KnownDefect != "" && os.Getenv("MATRIX_KNOWN_DEFECTS") == "" {
+	_, isAgent := tg.(matrix.AgentTarget)
+	_, isProxy := tg.(matrix.ProxyTarget)
+	if (isAgent || isProxy) && sc.Agent != nil && sc.Agent.KnownDefect != "" && os.Getenv("MATRIX_KNOWN_DEFECTS") == "" {
 		t.Skip("KNOWN DEFECT (run with MATRIX_KNOWN_DEFECTS=1 to see it fail): " + sc.Agent.KnownDefect)
 	}
 	// A hang guard only: nothing asserts how long a run takes.
@@ -102,7 +131,11 @@ func playOne(t *testing.T, tg matrix.Target, sc matrix.Scenario) *matrix.Run {
 	defer cancel()
 	var stderr bytes.Buffer
 	target := tg
-	if a, ok := target.(matrix.AgentTarget); ok {
+	switch a := target.(type) {
+	case matrix.AgentTarget:
+		a.Stderr = &lockedWriter{w: &stderr}
+		target = a
+	case matrix.ProxyTarget:
 		a.Stderr = &lockedWriter{w: &stderr}
 		target = a
 	}
@@ -187,7 +220,9 @@ func TestLiveStateEqualsReplayedState(t *testing.T) {
 	targets := []matrix.Target{
 		matrix.EmitterTarget{History: true},
 		matrix.KitTarget{History: true},
+		matrix.AcpsdkTarget{History: true},
 		matrix.AgentTarget{Path: scenarioAgent(t), History: true},
+		matrix.ProxyTarget{Proxy: proxyBinary(t), Agent: scenarioAgent(t), History: true},
 	}
 	for _, tg := range targets {
 		for _, sc := range matrix.Scenarios() {

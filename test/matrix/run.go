@@ -17,7 +17,7 @@ const MarkMethod = "_matrix/mark"
 
 // Target plays scenarios.
 type Target interface {
-	// Name names the target in test names ("emitter", "agentkit", "agent").
+	// Name names the target in test names ("emitter", "agentkit", "acpsdk", "agent", "proxy").
 	Name() string
 	// Play runs the scenario and returns what went over the wire. An error
 	// wrapping ErrNotExpressible means the target cannot play it; a step

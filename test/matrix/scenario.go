@@ -1,6 +1,6 @@
 // Package matrix turns the "Preview validation" list of the Session
 // Compaction RFD into a scenario matrix: every bullet of the list is a set of
-// named scenarios, and every scenario runs against three targets that report
+// named scenarios, and every scenario runs against targets that report
 // compaction in different ways:
 //
 //   - EmitterTarget drives package emitter directly and records what it
@@ -8,8 +8,13 @@
 //     agent would have around it;
 //   - KitTarget runs a tiny agent on sourcegraph/jsonrpc2 behind package
 //     agentkit, over a net.Pipe, with a jsonrpc2 client peer;
+//   - AcpsdkTarget runs the same tiny agent on coder/acp-go-sdk behind
+//     agentkit/acpsdk, with the same client peer;
 //   - AgentTarget runs the scenario agent binary (examples/scenario-agent)
-//     over stdio with a line-oriented client.
+//     over stdio with a line-oriented client;
+//   - ProxyTarget runs the scenario agent behind `acpcompact proxy`, with
+//     AgentTarget's client and wants: the proxy is transparent for a
+//     correct agent.
 //
 // A target plays a Scenario and returns a Run: the transcript of every
 // connection ("client <json>" / "agent <json>"). Verify then judges it the
