@@ -139,8 +139,6 @@ var (
 		[]string{"params", "update", "toolCallId"}, []string{"params", "update", "title"},
 		[]string{"params", "update", "_meta", "claudeCode", "toolName"},
 		[]string{"params", "update", "_meta", opencodeMarkerKey},
-		[]string{"params", "update", "messageId"},
-		[]string{"params", "update", "_meta", "contextCompression"},
 	)
 )
 
@@ -173,8 +171,6 @@ const (
 	aTitle
 	aToolName
 	aMarker
-	aMessageID
-	aCompression
 )
 
 // envelope is what the proxy read of one message. Its raw values are

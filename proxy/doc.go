@@ -6,22 +6,30 @@
 //
 //   - Legacy signals (Claude's "Compacting..." text, the "Compact
 //     conversation" tool call, opencode's _meta marker, codex's "Context
-//     compacted" text and notice) become standard compaction_update updates,
-//     one ID-addressed entity per compaction, for a client that can read
-//     them (v1 with clientCapabilities.session.compaction, or v2). A v1
-//     client without the capability gets the legacy form untouched, or the
-//     fallback rendering configured with WithFallback instead of it. Each
-//     recogniser is a named Translator that can be switched off.
+//     compacted" text, Qwen Code's contextCompression chunks) become
+//     standard compaction_update updates, one ID-addressed entity per
+//     compaction, for a client that can read them (v1 with
+//     clientCapabilities.session.compaction, or v2). A v1 client without
+//     the capability gets the legacy form untouched, or the fallback
+//     rendering configured with WithFallback instead of it. Each recogniser
+//     is a named Translator. Which run is the agent's Profile's choice,
+//     picked from the agentInfo of its initialize answer: a text that is a
+//     signal in one agent's stream is prose in another's, so an agent
+//     without a profile gets no text matching unless WithTranslators names
+//     translators.
 //   - Standard updates an agent sends to a v1 client that did not advertise
 //     the capability are never forwarded; they are rewritten into a fallback
 //     rendering (WithGateFallback, a tool call by default). One whose
 //     envelope is malformed (a sessionId missing or not a string), or that
 //     sits inside a JSON-RPC batch, cannot be rewritten: it is dropped and
 //     logged, and the rest of the batch is forwarded.
-//   - Every compaction the client saw start is settled before the turn ends
-//     (v1: the running session/prompt's response; v2: the idle
+//   - Every compaction the client saw start is settled, once, before the
+//     turn ends (v1: the running session/prompt's response; v2: the idle
 //     state_update) and when the agent's output ends: cancelled when the
-//     client cancelled the turn, otherwise failed with a reason.
+//     client cancelled the turn, otherwise failed with a reason (a failed
+//     prompt's own error text). A second terminal update from the agent is
+//     dropped; while one is open and the agent is silent, its progress is
+//     re-sent (WithHeartbeat).
 //   - Nothing about compaction reaches the client after its turn ended: the
 //     agent's later updates of a compaction the proxy settled are dropped,
 //     and so is a signal of a compaction nobody saw start that arrives

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -134,6 +135,7 @@ func TestPeersReplay(t *testing.T) {
 		t.Skipf("no recordings under %s (test/peers/README.md records them)", peersGlob)
 	}
 	seen := map[string]map[string]bool{} // agent dir -> client modes replayed
+	ids := map[string][]string{}         // agent dir/scenario-mode/client mode -> compaction IDs the client holds
 	for _, f := range files {
 		agentDir := filepath.Base(filepath.Dir(f))
 		base := strings.TrimSuffix(filepath.Base(f), ".jsonl")
@@ -148,7 +150,7 @@ func TestPeersReplay(t *testing.T) {
 		}
 		for _, mode := range clientModes {
 			t.Run(agentDir+"/"+base+"/"+mode.name, func(t *testing.T) {
-				replayPeer(t, f, agentDir, scenario, recMode, mode, want)
+				ids[agentDir+"/"+scenario+"-"+recMode+"/"+mode.name] = replayPeer(t, f, agentDir, scenario, recMode, mode, want)
 			})
 			if seen[agentDir] == nil {
 				seen[agentDir] = map[string]bool{}
@@ -157,15 +159,19 @@ func TestPeersReplay(t *testing.T) {
 		}
 	}
 	for dir, modes := range seen {
-		t.Logf("%s: replayed %s", dir, strings.Join(slices.Sorted(mapKeys(modes)), ", "))
+		t.Logf("%s: replayed %s", dir, strings.Join(slices.Sorted(maps.Keys(modes)), ", "))
 	}
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
+	// Where the wire names the compaction the same live and on replay, the
+	// client holds one ID for it: load-before is the live connection, load
+	// the fresh process replaying it.
+	for _, dir := range []string{"codex-acp-ts-"} {
+		for key, replayed := range ids {
+			live, ok := ids[strings.Replace(key, "/load-", "/load-before-", 1)]
+			if !strings.HasPrefix(key, dir) || !strings.Contains(key, "/load-") || !ok || len(replayed) == 0 {
+				continue
+			}
+			if strings.Join(live, ",") != strings.Join(replayed, ",") {
+				t.Errorf("%s: the replay shows compaction IDs %v, live they were %v", key, replayed, live)
 			}
 		}
 	}
@@ -386,7 +392,9 @@ func runPeer(t *testing.T, path string, mode clientMode) *peerRun {
 	return run
 }
 
-func replayPeer(t *testing.T, path, agentDir, scenario, recMode string, mode clientMode, want peerWant) {
+// replayPeer replays one recording and checks it; it returns the IDs of the
+// compactions the client holds.
+func replayPeer(t *testing.T, path, agentDir, scenario, recMode string, mode clientMode, want peerWant) (ids []string) {
 	run := runPeer(t, path, mode)
 	defer func() {
 		if t.Failed() || os.Getenv("PEERS_DUMP") != "" {
@@ -466,6 +474,7 @@ func replayPeer(t *testing.T, path, agentDir, scenario, recMode string, mode cli
 	var gotS, wantS []string
 	for _, c := range got {
 		gotS = append(gotS, c.status)
+		ids = append(ids, strings.TrimPrefix(c.id, "compact-"))
 	}
 	for _, c := range expected {
 		s := c.status
@@ -511,6 +520,7 @@ func replayPeer(t *testing.T, path, agentDir, scenario, recMode string, mode cli
 			t.Errorf("the continuation's compaction carries a summary under the default summary policy")
 		}
 	}
+	return ids
 }
 
 func joinLines(ls [][]byte) string {
@@ -524,9 +534,9 @@ func joinLines(ls [][]byte) string {
 
 // seenCompaction is a compaction the client holds.
 type seenCompaction struct {
-	status, err string
-	summary     bool
-	record      map[string]any
+	id, status, err string
+	summary         bool
+	record          map[string]any
 }
 
 // clientCompactions lists the compactions in the client's timelines: the
@@ -538,7 +548,7 @@ func clientCompactions(r *conformance.Reducer, capable bool) []seenCompaction {
 		for _, it := range r.Timeline(sid) {
 			switch {
 			case capable && it.Kind == conformance.KindCompaction:
-				c := seenCompaction{status: it.Status, summary: len(it.Summary) > 0}
+				c := seenCompaction{id: it.ID, status: it.Status, summary: len(it.Summary) > 0}
 				if it.Error != nil {
 					c.err = *it.Error
 				}
@@ -547,7 +557,7 @@ func clientCompactions(r *conformance.Reducer, capable bool) []seenCompaction {
 				}
 				out = append(out, c)
 			case !capable && it.Kind == "tool_call" && (it.Text == "Compact conversation" || strings.HasPrefix(it.ID, "compact-")):
-				c := seenCompaction{status: it.Status}
+				c := seenCompaction{id: it.ID, status: it.Status}
 				var u struct {
 					Content []struct {
 						Content struct {

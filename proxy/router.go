@@ -154,6 +154,14 @@ func (r *router) learn(k trackKey, sig signal) {
 	}
 }
 
+// hasFacts reports whether the agent reported facts about k.
+func (r *router) hasFacts(k trackKey) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.tracks[k]
+	return ok && t.facts != nil
+}
+
 // keepRecord keeps the record the agent sent for k itself.
 func (r *router) keepRecord(k trackKey, rec json.RawMessage) {
 	r.mu.Lock()

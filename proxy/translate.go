@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,7 +68,16 @@ const (
 var (
 	headsUpMark      = []byte(codexHeadsUp)
 	continuationMark = []byte(`"` + continuationIntro)
+	compressionMark  = []byte(`"contextCompression"`)
+	messageIDMark    = []byte(`"messageId"`)
 )
+
+// hasMessageID reports whether an update carries a messageId. It is asked
+// only of the few chunks that may be a signal, so the line's one pick does
+// not read it for every chunk. Inside a JSON string a quote is escaped, so
+// the quoted name matches only a member name (or a value spelt so, which
+// only makes the check more careful).
+func hasMessageID(update []byte) bool { return bytes.Contains(update, messageIDMark) }
 
 type sigKind int
 
@@ -110,15 +120,37 @@ type signal struct {
 // trSet is a set of translators, one bit each.
 type trSet uint16
 
+const (
+	bitClaudeText trSet = 1 << iota
+	bitToolCall
+	bitOpencodeMarker
+	bitCodexText
+	bitCodexNotice
+	bitQwen
+	bitClaudeContinuation
+)
+
 func trBit(t Translator) trSet {
-	for i, x := range Translators() {
-		if x == t {
-			return 1 << i
-		}
+	switch t {
+	case ClaudeText:
+		return bitClaudeText
+	case ToolCall:
+		return bitToolCall
+	case OpencodeMarker:
+		return bitOpencodeMarker
+	case CodexText:
+		return bitCodexText
+	case CodexNotice:
+		return bitCodexNotice
+	case Qwen:
+		return bitQwen
+	case ClaudeContinuation:
+		return bitClaudeContinuation
 	}
 	return 0
 }
 
+// has reports whether t is in the set; the hot path tests the bits.
 func (s trSet) has(t Translator) bool { return s&trBit(t) != 0 }
 
 // profState is the connection's profile and what the profiles' signals
@@ -267,20 +299,18 @@ func (c *conn) recognise(sid, kind string, msg []byte, env *envelope) (Translato
 	on := c.ps.on
 	switch kind {
 	case "agent_message_chunk":
-		if env.v[aMessageID] != nil {
-			break
-		}
-		if env.v[aCompression] != nil {
-			if on.has(Qwen) {
-				if sig, ok := c.qwenSignal(sid, env); ok {
-					return Qwen, sig, true
-				}
+		if on&bitQwen != 0 && bytes.Contains(env.v[aUpdate], compressionMark) {
+			if hasMessageID(env.v[aUpdate]) {
+				break
+			}
+			if sig, ok := c.qwenSignal(sid, env); ok {
+				return Qwen, sig, true
 			}
 			break
 		}
 		t := env.v[aContentText]
-		if c.ps.quirks&quirkErrorText != 0 && on.has(ToolCall) {
-			c.noteToolError(sid, t)
+		if c.ps.quirks&quirkErrorText != 0 && on&bitToolCall != 0 {
+			c.noteToolError(sid, t, env.v[aUpdate])
 		}
 		// Every signal text starts with C (Compacting, Context), I
 		// (IMPORTANT), H (Heads up), a \n escape or *; most message chunks
@@ -293,11 +323,11 @@ func (c *conn) recognise(sid, kind string, msg []byte, env *envelope) (Translato
 		default:
 			return "", signal{}, false
 		}
-		if typ, _ := skim.String(env.v[aContentType]); typ != "text" {
+		if typ, _ := skim.String(env.v[aContentType]); typ != "text" || hasMessageID(env.v[aUpdate]) {
 			break
 		}
 		text, _ := skim.String(t)
-		if on.has(ClaudeText) {
+		if on&bitClaudeText != 0 {
 			// This project's text fallback ends an outcome with a
 			// separator too, so that the next message does not run into it.
 			outcome := strings.TrimSuffix(text, claudeSeparator)
@@ -314,7 +344,7 @@ func (c *conn) recognise(sid, kind string, msg []byte, env *envelope) (Translato
 				return ClaudeText, signal{kind: sigAborted}, true
 			}
 		}
-		if on.has(CodexText) {
+		if on&bitCodexText != 0 {
 			switch {
 			case text == codexText:
 				return CodexText, signal{kind: sigHold}, true
@@ -325,39 +355,42 @@ func (c *conn) recognise(sid, kind string, msg []byte, env *envelope) (Translato
 				c.releaseHeld()
 			}
 		}
-		if on.has(CodexNotice) && text == codexNoticeText {
+		if on&bitCodexNotice != 0 && text == codexNoticeText {
 			return CodexNotice, signal{kind: sigDone}, true
 		}
-		if on.has(Qwen) {
+		if on&bitQwen != 0 {
 			if sig, ok := qwenAutoSignal(text); ok {
 				return Qwen, sig, true
 			}
 		}
 	case "user_message_chunk":
-		if on.has(ClaudeContinuation) && bytes.HasPrefix(env.v[aContentText], continuationMark) {
+		if on&bitClaudeContinuation != 0 && bytes.HasPrefix(env.v[aContentText], continuationMark) {
 			text, _ := skim.String(env.v[aContentText])
-			id, _ := skim.String(env.v[aMessageID])
+			var u struct {
+				MessageID string `json:"messageId"`
+			}
+			_ = json.Unmarshal(env.v[aUpdate], &u)
 			sig := signal{kind: sigContinuation, summary: continuationSummary(text)}
-			if id != "" {
+			if id := u.MessageID; id != "" {
 				sig.id = derivedID(sid, string(ClaudeContinuation), id)
 			}
 			return ClaudeContinuation, sig, true
 		}
 	case "notice":
-		if !on.has(CodexNotice) || len(env.v[aTitle]) > maxSignalBytes {
+		if on&bitCodexNotice == 0 || len(env.v[aTitle]) > maxSignalBytes {
 			break
 		}
 		if title, _ := skim.String(env.v[aTitle]); strings.TrimSpace(title) == codexNoticeTitle {
 			return CodexNotice, signal{kind: sigDone}, true
 		}
 	case "tool_call", "tool_call_update":
-		if on.has(ToolCall) {
+		if on&bitToolCall != 0 {
 			if sig, ok := c.toolSignal(sid, kind, env); ok {
 				return ToolCall, sig, true
 			}
 		}
 	case "session_info_update":
-		if on.has(OpencodeMarker) {
+		if on&bitOpencodeMarker != 0 {
 			if sig, ok := opencodeSignal(env.v[aMarker], msg); ok {
 				return OpencodeMarker, sig, true
 			}
@@ -462,9 +495,9 @@ func toolFailure(content []toolContent) string {
 // noteToolError keeps the text of a message chunk said while a compaction
 // tool call of the session is open (quirkErrorText): codex-acp's provider
 // error, which a failure the proxy settles then carries.
-func (c *conn) noteToolError(sid string, raw []byte) {
+func (c *conn) noteToolError(sid string, raw, update []byte) {
 	ts, ok := c.trans[sid]
-	if !ok || len(ts.tools) == 0 || len(raw) < 3 || len(raw) > maxSignalBytes {
+	if !ok || len(ts.tools) == 0 || len(raw) < 3 || len(raw) > maxSignalBytes || hasMessageID(update) {
 		return
 	}
 	for id := range ts.tools {
@@ -866,7 +899,7 @@ func (c *conn) apply(ctx context.Context, n int, sid string, tr Translator, sig 
 	} else {
 		c.router.learn(k, sig)
 	}
-	if status == protocol.Completed && tr == ToolCall && c.ps.quirks&quirkRawOutput != 0 && !verbatim && sig.facts == nil {
+	if status == protocol.Completed && tr == ToolCall && c.ps.quirks&quirkRawOutput != 0 && !verbatim && sig.facts == nil && !c.router.hasFacts(k) {
 		// Its facts follow in the next tool_call_update: the completion
 		// waits for them, briefly, so that the record carries them.
 		c.deferComplete(k)
@@ -1096,13 +1129,13 @@ func (c *conn) beforeSettle(ctx context.Context, sid string, reason error) {
 	if !ok {
 		return
 	}
-	for _, id := range slices.Sorted(mapsKeys(ts.deferred)) {
+	for _, id := range slices.Sorted(maps.Keys(ts.deferred)) {
 		c.completeDeferred(ctx, trackKey{sid, id})
 	}
 	if ts.toolErr != "" && !errors.Is(reason, emitter.ErrCancelled) {
 		text := ts.toolErr
 		ts.toolErr = ""
-		for _, id := range slices.Sorted(mapsKeys(ts.tools)) {
+		for _, id := range slices.Sorted(maps.Keys(ts.tools)) {
 			k := trackKey{sid, protocol.ID(id)}
 			if c.router.status(k) != trackOpen {
 				continue
@@ -1111,16 +1144,6 @@ func (c *conn) beforeSettle(ctx context.Context, sid string, reason error) {
 			// proxy's, with the agent's words.
 			if err := c.em.Session(sid).Fail(ctx, k.id, errors.New(text)); err != nil {
 				c.log.Debug("settling failed", "session", sid, "compaction", id, "error", err)
-			}
-		}
-	}
-}
-
-func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
 			}
 		}
 	}

@@ -47,7 +47,9 @@ func TestProxyWithTypeScriptSDK(t *testing.T) {
 		fs[i] = launch(interop.Options{
 			Protocol: 1, Capability: interop.CapObject,
 			Steps: []interop.Step{{Prompt: "go", Cancel: tc.cancel}},
-			Agent: []string{proxyCmd, "proxy", "--", fake, "-behavior", tc.behavior},
+			// The fake agent sends no agentInfo, so no profile reads its
+			// legacy signals: name them all.
+			Agent: []string{proxyCmd, "proxy", "--translate=all", "--", fake, "-behavior", tc.behavior},
 		})
 	}
 	plain := []string{"ignore-gate", "open-standard"}
@@ -56,7 +58,7 @@ func TestProxyWithTypeScriptSDK(t *testing.T) {
 		pfs[i] = launch(interop.Options{
 			Protocol: 1, Capability: interop.CapAbsent,
 			Steps: []interop.Step{{Prompt: "go"}},
-			Agent: []string{proxyCmd, "proxy", "--", fake, "-behavior", behavior},
+			Agent: []string{proxyCmd, "proxy", "--translate=all", "--", fake, "-behavior", behavior},
 		})
 	}
 	for i, tc := range cases {
