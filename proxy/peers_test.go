@@ -76,6 +76,32 @@ var peerWants = map[string]map[string]peerWant{
 		// they came.
 		"load": {cmps: completed, nocap: nothingFor},
 	},
+	// Claude ACP 0.74.0 (profile claude-acp-text): the texts "Compacting...",
+	// then "\n\nCompacting completed." or "\n\nCompacting failed: <err>", in
+	// both modes. Its Claude Code refuses to compact a single exchange; the
+	// other scenarios were recorded after two prompts (test/peers/README.md).
+	"claude-acp-0.74.": {
+		"compact":        {cmps: completed},
+		"load-before":    {cmps: completed},
+		"compact-fail":   {cmps: []cmp{{"failed", "529 Overloaded"}}},
+		"compact-cancel": {cmps: []cmp{{status: "cancelled"}}},
+		"compact-early":  {cmps: []cmp{{"failed", "Not enough messages to compact."}}},
+		// auto, auto-fail: its Claude Code never compacted automatically
+		// here (no summary request reached the mock), nothing is reported.
+		"load": {cmps: completed, nocap: nothingFor},
+	},
+	// Claude ACP 0.100.0 (profile claude-acp-toolcall): on the wire as 0.101.0
+	// (compaction_update to a capable client, the tool call otherwise, its
+	// rawOutput update, the continuation message on session/load).
+	"claude-acp-0.100.": {
+		"compact":        {cmps: completed},
+		"load-before":    {cmps: completed},
+		"auto":           {cmps: completed},
+		"compact-fail":   {cmps: []cmp{{"failed", "529 Overloaded"}}},
+		"auto-fail":      {cmps: []cmp{{"failed", "529 Overloaded"}}},
+		"compact-cancel": {cmps: []cmp{{status: "cancelled"}}},
+		"load":           {cmps: completed, nocap: nothingFor},
+	},
 	"codex-acp-ts-": {
 		"compact":        {cmps: completed},
 		"load-before":    {cmps: completed},
@@ -106,17 +132,22 @@ var peerWants = map[string]map[string]peerWant{
 	"gemini-cli-":   {},
 }
 
+// wantFor picks the longest agent directory prefix that matches.
 func wantFor(agentDir, scenario string) (peerWant, bool) {
-	for prefix, m := range peerWants {
-		if strings.HasPrefix(agentDir, prefix) {
-			w, ok := m[scenario]
-			if !ok {
-				w = peerWant{cmps: noneAtAll}
-			}
-			return w, true
+	best := ""
+	for prefix := range peerWants {
+		if strings.HasPrefix(agentDir, prefix) && len(prefix) > len(best) {
+			best = prefix
 		}
 	}
-	return peerWant{}, false
+	if best == "" {
+		return peerWant{}, false
+	}
+	w, ok := peerWants[best][scenario]
+	if !ok {
+		w = peerWant{cmps: noneAtAll}
+	}
+	return w, true
 }
 
 // TestPeersReplay replays the agent side of every recording through

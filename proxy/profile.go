@@ -80,17 +80,22 @@ const (
 var profiles = []Profile{
 	{
 		Name: "claude-acp-text", Agent: agentClaude, Versions: "<= 0.74",
-		Sends:       "agent_message_chunk texts: \"Compacting...\", then \"\\n\\nCompacting completed.\" or \"\\n\\nCompacting failed: <err>\"",
-		Gets:        "one compaction entity per compaction instead of the texts; a fallback form without the capability",
-		Translators: []Translator{ClaudeText},
-		below:       semver{0, 75, 0, ""},
+		Sends: "agent_message_chunk texts: \"Compacting...\", then \"\\n\\nCompacting completed.\" or \"\\n\\nCompacting failed: <err>\"",
+		Gets:  "one compaction entity per compaction instead of the texts; a fallback form without the capability",
+		// Recorded from 0.74.0: it also sends the continuation message on
+		// session/load, as 0.101 does.
+		Translators: []Translator{ClaudeText, ClaudeContinuation},
+		below:       semver{0, 75, 0, ""}, Seen: "0.74.0",
 	},
 	{
 		Name: "claude-acp-toolcall", Agent: agentClaude, Versions: "0.75 - 0.100",
-		Sends:       "a \"Compact conversation\" tool call, left in_progress on cancel; standard updates to a capable client (0.78+)",
-		Gets:        "standard updates instead of the tool call; the tool call settled when the agent leaves it open",
-		Translators: []Translator{ToolCall},
-		min:         semver{0, 75, 0, ""}, below: semver{0, 101, 0, ""},
+		Sends: "a \"Compact conversation\" tool call, left in_progress on cancel; standard updates to a capable client (0.78+)",
+		Gets:  "standard updates instead of the tool call; the tool call settled when the agent leaves it open",
+		// Recorded from 0.100.0: on the wire as 0.101 (the rawOutput update,
+		// the continuation message on session/load).
+		Translators: []Translator{ToolCall, ClaudeContinuation},
+		min:         semver{0, 75, 0, ""}, below: semver{0, 101, 0, ""}, Seen: "0.100.0",
+		quirks: quirkRawOutput,
 	},
 	{
 		Name: "claude-acp", Agent: agentClaude, Versions: ">= 0.101", Seen: "0.101.0",

@@ -46,26 +46,43 @@ request_max_retries = 0
 stream_max_retries = 0
 `;
 
-export const agents = {
-  claude: {
-    dir: "claude-acp-0.101.0",
-    mock: "anthropic",
-    command: ["node", nm("@agentclientprotocol/claude-agent-acp/dist/index.js")],
-    compact: "/compact",
-    autoUsage: 990000, // its default model has a 1M-token window
-    scenarios: ALL,
-    setup: ({ port }) => ({
-      env: {
-        ANTHROPIC_BASE_URL: `http://127.0.0.1:${port}`,
-        ANTHROPIC_API_KEY: "dummy",
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-        DISABLE_TELEMETRY: "1",
-        DISABLE_AUTOUPDATER: "1",
-        DISABLE_ERROR_REPORTING: "1",
-        CLAUDE_CODE_MAX_RETRIES: "1",
-      },
-    }),
+// Claude Agent ACP: every release bundles its own agent SDK (Claude Code as
+// a native binary from the SDK's npm optional dependency); one offline setup.
+const claudeSetup = ({ port }) => ({
+  env: {
+    ANTHROPIC_BASE_URL: `http://127.0.0.1:${port}`,
+    ANTHROPIC_API_KEY: "dummy",
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+    DISABLE_TELEMETRY: "1",
+    DISABLE_AUTOUPDATER: "1",
+    DISABLE_ERROR_REPORTING: "1",
+    CLAUDE_CODE_MAX_RETRIES: "1",
   },
+});
+const claudeAgent = (dir, pkg, extra = {}) => ({
+  dir,
+  mock: "anthropic",
+  command: ["node", nm(`${pkg}/dist/index.js`)],
+  compact: "/compact",
+  autoUsage: 990000, // its default model has a 1M-token window
+  scenarios: ALL,
+  setup: claudeSetup,
+  ...extra,
+});
+
+export const agents = {
+  claude: claudeAgent("claude-acp-0.101.0", "@agentclientprotocol/claude-agent-acp"),
+  // Older releases, installed under npm aliases (package.json).
+  // Its Claude Code (agent SDK 0.3.257) answers /compact after a single
+  // exchange with "Not enough messages to compact." (fewer than two message
+  // groups) and never asks the model: two prompts before compacting (auto*:
+  // one before the overflowing prompt), and the one-prompt refusal recorded
+  // as compact-early.
+  "claude-074": claudeAgent("claude-acp-0.74.0", "claude-acp-074", {
+    warmup: ["Say hello.", "Say hello again."],
+    scenarios: [...ALL, "compact-early"],
+  }),
+  "claude-0100": claudeAgent("claude-acp-0.100.0", "claude-acp-0100"),
   "codex-ts": {
     dir: "codex-acp-ts-2.6.0",
     mock: "responses",

@@ -164,6 +164,20 @@ function client(conn, ctx) {
   };
 }
 
+// The prompts before a manual compaction: one, or the agent's `warmup` (Claude
+// ACP 0.74's Claude Code refuses to compact a single exchange).
+async function warmup(c, s, agent) {
+  for (const text of agent.warmup ?? ["Say hello."]) await c.prompt(s, text);
+}
+
+// Before the overflowing prompt of auto*: all but the last warmup prompt, so
+// that it is the second exchange for an agent with a two-prompt warmup.
+async function autoWarmup(c, s, ctx) {
+  const pre = (ctx.agent.warmup ?? []).slice(0, -1);
+  for (const text of pre) await c.prompt(s, text);
+  if (pre.length) ctx.conn.lines.push(`# ${pre.length} warmup prompt(s) before the overflowing one (agents.mjs warmup)`);
+}
+
 const scenarios = {
   async hello(c) {
     const s = await c.init().then(() => c.newSession());
@@ -171,19 +185,25 @@ const scenarios = {
   },
   async compact(c, { agent }) {
     const s = await c.init().then(() => c.newSession());
-    await c.prompt(s, "Say hello.");
+    await warmup(c, s, agent);
     await c.prompt(s, agent.compact);
     return s;
   },
-  async "compact-fail"(c, ctx) {
+  // the manual command after a single exchange, for an agent with a warmup.
+  async "compact-early"(c, { agent }) {
     const s = await c.init().then(() => c.newSession());
     await c.prompt(s, "Say hello.");
+    await c.prompt(s, agent.compact);
+  },
+  async "compact-fail"(c, ctx) {
+    const s = await c.init().then(() => c.newSession());
+    await warmup(c, s, ctx.agent);
     ctx.state.summaryMode = "fail";
     await c.prompt(s, ctx.agent.compact);
   },
   async "compact-cancel"(c, ctx) {
     const s = await c.init().then(() => c.newSession());
-    await c.prompt(s, "Say hello.");
+    await warmup(c, s, ctx.agent);
     ctx.state.summaryMode = "slow";
     const p = c.prompt(s, ctx.agent.compact);
     const seen = await waitFor(ctx.state, (e) => e.summary, 30000);
@@ -194,6 +214,7 @@ const scenarios = {
   },
   async auto(c, ctx) {
     const s = await c.init().then(() => c.newSession());
+    await autoWarmup(c, s, ctx);
     ctx.state.bigUsage = ctx.agent.autoUsage ?? 190000;
     ctx.conn.lines.push("# mock: the next reply reports a nearly full context window");
     await c.prompt(s, "Say hello.");
@@ -202,6 +223,7 @@ const scenarios = {
   },
   async "auto-fail"(c, ctx) {
     const s = await c.init().then(() => c.newSession());
+    await autoWarmup(c, s, ctx);
     ctx.state.bigUsage = ctx.agent.autoUsage ?? 190000;
     ctx.state.summaryMode = "fail";
     ctx.conn.lines.push("# mock: the next reply reports a nearly full context window; every summary request fails");
