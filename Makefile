@@ -52,6 +52,19 @@ bench:
 	-$(GO) run golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION) $(BENCH_OUT)
 	@echo; cat $(BENCH_OUT).table
 
+# The long lifecycle and memory soak (test/soak; README, "Shutting an agent
+# down" and "Memory bounds"): 1,000 SIGINT/SIGTERM runs of the scenario agent
+# binary, 10,000 sessions (in process, and through `acpcompact proxy`),
+# 50,000 prompts for unknown sessions and 100,000 pipelined prompts, on real
+# pipes; then the measurements, one REPORT line each. `make test` runs the
+# short versions (ACPCOMPACT_SOAK unset). About 1-2 minutes on 2 cores.
+.PHONY: soak
+SOAK_OUT ?= $(or $(TMPDIR),/tmp)/acpcompact-soak.txt
+soak:
+	@rm -f $(SOAK_OUT)
+	ACPCOMPACT_SOAK=1 ACPCOMPACT_SOAK_REPORT=$(SOAK_OUT) $(GO) test -count=1 -timeout 30m ./test/soak
+	@cat $(SOAK_OUT)
+
 # Re-records the real-agent transcripts in test/peers/testdata (see
 # test/peers/README.md): installs the pinned npm releases, runs each agent
 # offline against a loopback mock of its model API, inside a network

@@ -115,11 +115,58 @@
 // returns: the kit never answers a request on the agent's behalf, since a
 // second response to the same id would break the client.
 //
-// The connection closing (the peer hanging up, Conn.Close, or the context
-// given to NewConn ending) settles what is open before the stream is
-// closed, so an agent-side close still delivers the terminal updates:
-// `cancelled` in a session whose turn the client had cancelled, otherwise
-// `failed` (emitter.ErrConnectionClosed).
+// The connection closing (the peer hanging up, Kit.Shutdown,
+// Kit.CloseConn, Conn.Close, or the context given to NewConn ending)
+// settles what is open before the stream is closed, so an agent-side close
+// still delivers the terminal updates: `cancelled` in a session whose turn
+// the client had cancelled, otherwise `failed`
+// (emitter.ErrConnectionClosed).
+//
+// # Shutting down
+//
+// An agent about to exit (SIGINT, SIGTERM, the end of its input) calls
+// Kit.Shutdown: on every connection the kit refuses new compactions,
+// settles every one still open as above, ends the prompt handlers'
+// contexts (cause emitter.ErrConnectionClosed) after the settlement, writes
+// everything queued, the settlements last, and closes the connection; it
+// returns when that is done, so the process exits without losing a
+// terminal update. Kit.CloseConn does the same for one connection. Without
+// it, an exit races jsonrpc2's own close, which fires DisconnectNotify and
+// ends the handlers' contexts before it closes the stream, where the kit
+// writes. When the client hangs up (the end of the input), the kit settles
+// and writes before jsonrpc2 learns of it; Shutdown (or CloseConn) then
+// also waits for the stream to be closed.
+//
+// Every close is bounded: by the context given to Shutdown and by
+// CloseTimeout (5 s), counted from the close or, if earlier, from the start
+// of a write the client has not taken. A client that does not read is
+// waited for no longer: what it has not taken is dropped, and every write
+// still waiting (a runtime streaming a summary, a response) returns at
+// once with an error. So neither the end of stdin nor a signal can leave
+// the agent hanging on a client that stopped reading.
+//
+// Give NewConn a context that outlives the signal (context.Background()),
+// and stop on the signal with Shutdown: a cancelled NewConn context makes
+// jsonrpc2 close the connection on its own, handlers first, so the
+// handlers see context.Canceled rather than emitter.ErrConnectionClosed
+// (the settlement is still written).
+//
+// # Memory
+//
+// What the kit keeps for a connection ends with it: the wire engine's
+// state, the emitter and the output queue. Within a connection, the
+// emitter keeps a tracker only for a session in which a compaction was
+// opened, reported or replayed through Session, until the answer to its
+// session/close (or the connection's end); a turn without compactions, or
+// a prompt for a session the agent does not know, leaves nothing behind.
+// The emitter's no-reuse guarantee for compaction IDs covers that span,
+// from a session's first compaction to its close (see
+// emitter.Emitter.CloseSession): an agent that lets a closed session be
+// loaded again on the same connection must mint IDs that do not repeat
+// the old ones (a counter kept with the session's history, or the
+// emitter's random default). Once Kit.Emitter has handed the emitter out,
+// every turn's end settles its session in the emitter, which then keeps a
+// tracker of each session that had a turn, until it closes.
 //
 // # Clients without the capability
 //
@@ -142,6 +189,16 @@
 // in AsyncHandler): a synchronous prompt handler cannot be cancelled, since
 // jsonrpc2 reads the next message only after it returns.
 //
+// AsyncHandler runs at most DefaultMaxConcurrent (256) handlers of a
+// connection at once (MaxConcurrent sets it): at the limit the read loop
+// waits, so a client that pipelines requests faster than they are handled
+// fills its own pipe rather than the agent's memory. The kit still sees
+// each message in wire order as it is read. A handler waiting for the
+// client's answer to a request of its own (session/request_permission)
+// does not count while it waits, so that answer is always read; a handler
+// that waits for any other message of the client's holds its slot (see
+// AsyncHandler).
+//
 // # Output
 //
 // Every message the connection writes, the agent's and the kit's, goes
@@ -152,7 +209,8 @@
 // request of the agent's) returns only once it is written, behind
 // everything sent before it. A notification's write error is returned by a
 // later write. Closing the connection writes what is queued first (waiting
-// at most a few seconds for a client that does not read).
+// at most CloseTimeout for a client that does not read; see "Shutting
+// down").
 //
 // Use NewStream instead of jsonrpc2.NewPlainObjectStream (same framing) to
 // let the kit write the bytes itself: notifications that queue up while a

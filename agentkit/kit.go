@@ -218,7 +218,10 @@ func (k *Kit) Session(conn *jsonrpc2.Conn, sessionID string) *Session {
 // Emitter returns conn's emitter, for what Session does not cover
 // (Emitter.ChildSession, Mode, Negotiation). Compactions opened through it
 // bypass the kit's refusal of starts while a turn is being settled, but are
-// still settled at the end of their session's turn.
+// still settled at the end of their session's turn: from the first call
+// on, every turn's end settles its session in the emitter, which then
+// keeps a tracker of each session that had a turn until it closes (see
+// "Memory" in the package documentation).
 func (k *Kit) Emitter(conn *jsonrpc2.Conn) (*emitter.Emitter, error) {
 	t := k.tap(conn)
 	if t == nil {

@@ -15,8 +15,13 @@ import (
 const helperEnv = "AGENTKIT_TEST_AGENT"
 
 // runHelperAgent is the agent process of the panic tests: its prompt
-// handler opens a compaction, streams a chunk, then panics.
+// handler opens a compaction, streams a chunk, then panics. Mode "signal"
+// is the signal tests' agent instead (runSignalAgent).
 func runHelperAgent(mode string) {
+	if mode == "signal" {
+		runSignalAgent()
+		return
+	}
 	in, out := kittest.ChildStdio()
 	kit := agentkit.New(quiet)
 	a := &agent{kit: kit}

@@ -123,6 +123,22 @@
 // the client cancelled, else failed with emitter.ErrConnectionClosed)
 // before the SDK sees the end of its input.
 //
+// An agent about to exit (SIGINT, SIGTERM) calls Kit.Shutdown (or
+// Kit.CloseConn for one connection): the kit refuses new compactions,
+// settles what is open as above, ends the prompts' contexts (cause
+// emitter.ErrConnectionClosed) and writes everything queued, the
+// settlements last, before it returns, so the process exits without
+// losing a terminal update. It is bounded by its context and by
+// CloseTimeout (5 s, counted from the close or, if earlier, from the start
+// of a write the client has not taken): a client that does not read is
+// waited for no longer, what it has not taken is dropped, and every write
+// still waiting returns at once. The SDK's connection runs on (the kit
+// cannot close it), but no compaction opens on it any more. Memory is
+// bounded as in package agentkit ("Memory"): the emitter keeps a tracker
+// only for sessions with a compaction, until their session/close or the
+// connection's end. The SDK dispatches each request on a goroutine of its
+// own; unlike agentkit.AsyncHandler, the kit does not bound them.
+//
 // A v1 client without the compaction capability is shown compaction as
 // the fallback.ToolCall() tool call unless WithFallback says otherwise:
 // the one form every observed client displays, and the default of the
@@ -136,7 +152,7 @@
 // next one; a response returns only once it is written, behind everything
 // sent before it. A notification's write error is returned by a later
 // write. When the peer's input ends, what is queued is written before the
-// SDK learns of it (waiting at most a few seconds for a client that does
+// SDK learns of it (waiting at most CloseTimeout for a client that does
 // not read).
 //
 // # Panics

@@ -258,7 +258,9 @@ func (k *Kit) Session(conn *Conn, sessionID string) *Session {
 // Emitter returns conn's emitter, for what Session does not cover
 // (Emitter.ChildSession, Mode, Negotiation). Compactions opened through it
 // bypass the turn guard (see Session), but are still settled at the end of
-// their session's turn.
+// their session's turn: from the first call on, every turn's end settles
+// its session in the emitter, which then keeps a tracker of each session
+// that had a turn until it closes.
 func (k *Kit) Emitter(conn *Conn) (*emitter.Emitter, error) {
 	t := k.tap(conn)
 	if t == nil {

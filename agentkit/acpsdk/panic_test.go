@@ -15,8 +15,13 @@ import (
 const helperEnv = "ACPSDK_TEST_AGENT"
 
 // runHelperAgent is the agent process of the panic tests: its prompt opens
-// a compaction, streams a chunk, then panics.
+// a compaction, streams a chunk, then panics. Mode "signal" is the signal
+// tests' agent instead (runSignalAgent).
 func runHelperAgent(mode string) {
+	if mode == "signal" {
+		runSignalAgent()
+		return
+	}
 	in, out := kittest.ChildStdio()
 	kit := acpsdk.New(quiet)
 	switch mode {

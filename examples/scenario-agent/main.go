@@ -27,7 +27,15 @@
 //	--log-level LEVEL        debug, info, warn or error (default info)
 //
 // Sessions live in memory: session/load replays sessions of this process
-// only.
+// only, and session/close ends one.
+//
+// SIGINT or SIGTERM shuts the agent down (agentkit's Kit.Shutdown): every
+// compaction still open is settled (failed, "connection closed", or
+// cancelled in a turn the client cancelled) and written to stdout before
+// the process exits, within 5 s for a client that does not read; a second
+// signal ends it at once. At the end of stdin the agent first answers the
+// requests it has read (for at most 5 s), then settles and exits the same
+// way.
 package main
 
 import (

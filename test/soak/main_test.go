@@ -2,8 +2,8 @@
 // agent's lifecycle and memory: real binaries (built with go build), real
 // pipes, real signals. What each test checks is a bound ("exits within
 // 10 s", "grows at most 16 MiB"), never a performance claim; the numbers
-// they measure are logged (go test -v) and, with ACPCOMPACT_SOAK_REPORT=1,
-// printed as REPORT lines.
+// they measure are logged (go test -v) and, with ACPCOMPACT_SOAK_REPORT
+// naming a file, appended to it as REPORT lines.
 //
 // `make test` runs the short versions. `make soak` (ACPCOMPACT_SOAK=1)
 // runs the long ones: 1,000 signal runs, 10,000 soak sessions. See the
@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -62,13 +63,23 @@ func count(env string, short, full int) int {
 	return short
 }
 
-// report logs a measurement, and prints it as a REPORT line when
-// ACPCOMPACT_SOAK_REPORT=1 (make soak sets it).
+// report logs a measurement and, when ACPCOMPACT_SOAK_REPORT names a
+// file (make soak sets it), appends it there as a REPORT line.
 func report(t testing.TB, format string, args ...any) {
 	t.Helper()
 	s := fmt.Sprintf(format, args...)
 	t.Log(s)
-	if os.Getenv("ACPCOMPACT_SOAK_REPORT") == "1" {
-		fmt.Printf("REPORT %s: %s\n", t.Name(), s)
+	if path := os.Getenv("ACPCOMPACT_SOAK_REPORT"); path != "" {
+		reportMu.Lock()
+		defer reportMu.Unlock()
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Errorf("report: %v", err)
+			return
+		}
+		defer f.Close()
+		fmt.Fprintf(f, "REPORT %s: %s\n", t.Name(), s)
 	}
 }
+
+var reportMu sync.Mutex

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,7 @@ func unknownSession(m *msg) error {
 // scenario agent's RSS after 50,000 of them (after a warm-up of 5,000) is
 // within unknownGrowthMiB of what it was before.
 func TestUnknownSessionPromptsDoNotGrowMemory(t *testing.T) {
+	t.Parallel()
 	n := count("ACPCOMPACT_SOAK_UNKNOWN", 50_000, 50_000)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -122,6 +124,7 @@ func TestUnknownSessionPromptsDoNotGrowMemory(t *testing.T) {
 // RSS stays within pipelinedPeakMiB. Then the client reads, and every
 // prompt is answered.
 func TestPipelinedPromptsAreBounded(t *testing.T) {
+	t.Parallel()
 	n := count("ACPCOMPACT_SOAK_PIPELINED", 100_000, 100_000)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -155,10 +158,14 @@ func TestPipelinedPromptsAreBounded(t *testing.T) {
 			}
 		}
 	}()
+	params, err := json.Marshal(promptParams(sid, "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	err = pipeline(ctx, c, n, 0, "session/prompt", func(int) any {
 		written.Add(1)
-		return promptParams(sid, "hello")
+		return json.RawMessage(params)
 	}, func(m *msg) error {
 		answered.Add(1)
 		if m.Error != nil {

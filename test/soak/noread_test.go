@@ -53,6 +53,7 @@ func (p *pausable) resume() {
 // agentkit.CloseTimeout, 5 s, for a client that does not read, after the
 // scenario agent's DrainTimeout for the end of input).
 func TestNonReadingClientDoesNotHangTheAgent(t *testing.T) {
+	t.Parallel()
 	bin := agentBinary(t)
 	for _, tc := range []struct {
 		name string

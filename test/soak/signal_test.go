@@ -69,6 +69,20 @@ func (r *record) last() (string, string) {
 	return status, b.String()
 }
 
+// lastRecord returns the status in the _meta record of the compaction's
+// last report that carries one.
+func (r *record) lastRecord() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	status := ""
+	for _, m := range r.msgs {
+		if st := m.Params.Update.Meta.Record.Status; st != "" {
+			status = st
+		}
+	}
+	return status
+}
+
 func terminalStatus(s string) bool { return s == "completed" || s == "failed" || s == "cancelled" }
 
 // TestSignalWritesTheTerminalUpdate: an agent that gets SIGINT or SIGTERM
@@ -82,10 +96,11 @@ func terminalStatus(s string) bool { return s == "completed" || s == "failed" ||
 // compaction capability (standard updates) and one without (the fallback
 // tool call).
 //
-// 50 runs in `make test`; 1,000 under ACPCOMPACT_SOAK=1 (make soak), or
+// 100 runs in `make test`; 1,000 under ACPCOMPACT_SOAK=1 (make soak), or
 // ACPCOMPACT_SOAK_SIGNAL_RUNS=N.
 func TestSignalWritesTheTerminalUpdate(t *testing.T) {
-	runs := count("ACPCOMPACT_SOAK_SIGNAL_RUNS", 50, 1000)
+	t.Parallel()
+	runs := count("ACPCOMPACT_SOAK_SIGNAL_RUNS", 100, 1000)
 	bin := agentBinary(t)
 	var lost, slow atomic.Int64
 	var failures []string
@@ -158,5 +173,63 @@ func signalRun(t *testing.T, bin string, sig syscall.Signal, script string, capa
 	if status, wire := rec.last(); !terminalStatus(status) {
 		return fmt.Errorf("the agent exited (%v) with the compaction still %q on the wire:\n%s\nstderr:\n%s", p.err, status, wire, p.stderr)
 	}
+	if p.err != nil {
+		return fmt.Errorf("exit status after %v: %v\nstderr:\n%s", sig, p.err, p.stderr)
+	}
 	return nil
+}
+
+// acpxKill is how long acpx waits after its SIGTERM before it sends
+// SIGKILL.
+const acpxKill = 1500 * time.Millisecond
+
+// TestAcpxStopSequence plays how acpx (0.19.1) stops a one-shot run that
+// the user interrupts: session/cancel, 2.5 s, stdin closed, SIGTERM 100 ms
+// later, SIGKILL 1.5 s after that. The compaction (/compact hang, which
+// never reports again; the cancel grace is the default 5 s, longer than
+// acpx waits) must be settled cancelled on the wire, and the agent gone,
+// before the SIGKILL would come.
+func TestAcpxStopSequence(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := startProc(t, agentBinary(t), "--log-level", "warn")
+	rec := newRecord()
+	c := newClient(p.stdout, p.stdin, rec.add)
+	if err := c.initialize(ctx, false); err != nil { // acpx has no compaction capability
+		t.Fatal(err)
+	}
+	sid, err := c.newSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.start("session/prompt", promptParams(sid, "/compact hang")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rec.open:
+	case <-ctx.Done():
+		t.Fatal("the compaction did not start")
+	}
+	if err := c.notify("session/cancel", map[string]any{"sessionId": sid}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	_ = p.stdin.Close()
+	time.Sleep(100 * time.Millisecond)
+	if err := p.signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	took, ok := p.waitExit(acpxKill)
+	report(t, "acpx's stop sequence: exited=%v %v after the SIGTERM", ok, took.Round(time.Millisecond))
+	if !ok {
+		t.Fatalf("the agent was still running %v after the SIGTERM: acpx would SIGKILL it now\nstderr:\n%s", took, p.stderr)
+	}
+	<-c.done
+	// The fallback tool call ends `failed` ("Compaction cancelled"); its
+	// record says what the compaction became.
+	status, wire := rec.last()
+	if record := rec.lastRecord(); !terminalStatus(status) || record != "cancelled" {
+		t.Errorf("the compaction ended %q (record %q), want a terminal update recording cancelled:\n%s\nstderr:\n%s", status, record, wire, p.stderr)
+	}
 }

@@ -23,6 +23,11 @@ type msg struct {
 			CompactionID  string `json:"compactionId"`
 			Status        string `json:"status"`
 			ToolCallID    string `json:"toolCallId"`
+			Meta          struct {
+				Record struct {
+					Status string `json:"status"`
+				} `json:"acpcompact/record"`
+			} `json:"_meta"`
 		} `json:"update"`
 	} `json:"params"`
 	Result json.RawMessage `json:"result"`
@@ -31,12 +36,6 @@ type msg struct {
 		Message string `json:"message"`
 	} `json:"error"`
 	raw []byte
-}
-
-// terminal reports whether m is a compaction's terminal update.
-func (m *msg) terminal() bool {
-	u := m.Params.Update
-	return u.SessionUpdate == "compaction_update" && (u.Status == "completed" || u.Status == "failed" || u.Status == "cancelled")
 }
 
 // client is a bare ACP client on a pair of pipes: it writes requests as
@@ -142,6 +141,16 @@ func (c *client) startFunc(method string, params any, f func(*msg)) (string, err
 	id := strconv.Itoa(n)
 	c.pending[id] = f
 	c.mu.Unlock()
+	if raw, ok := params.(json.RawMessage); ok {
+		// Pre-encoded params: no marshalling per request.
+		b := make([]byte, 0, len(raw)+len(method)+48)
+		b = fmt.Appendf(b, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":`, n, method)
+		b = append(append(b, raw...), "}\n"...)
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
+		_, err := c.w.Write(b)
+		return id, err
+	}
 	return id, c.line(map[string]any{"jsonrpc": "2.0", "id": n, "method": method, "params": params})
 }
 

@@ -45,8 +45,9 @@ func (t *Tap) Close(reason error) {
 // (see out.go): what the client has not taken is dropped, and every write
 // still waiting returns at once, so nothing of the close waits longer. A
 // second call, while or after the first runs, waits for the first to
-// finish, within its own ctx. It returns nil when everything queued was
-// written, else the output's error (errAbandoned, or the transport's).
+// finish (bounded by its own ctx too) and returns the first one's result:
+// nil when everything queued was written, else the output's error
+// (errAbandoned, or the transport's).
 func (t *Tap) Shutdown(ctx context.Context, reason error) error {
 	stop := t.out.abandonAt(ctx, CloseTimeout)
 	defer stop()
@@ -55,7 +56,7 @@ func (t *Tap) Shutdown(ctx context.Context, reason error) error {
 		done := t.closing
 		t.mu.Unlock()
 		<-done // bounded: abandonment releases whatever the close waits on
-		return t.out.drain()
+		return t.closeErr
 	}
 	t.closed = true
 	t.closing = make(chan struct{})
@@ -87,7 +88,8 @@ func (t *Tap) Shutdown(ctx context.Context, reason error) error {
 	// The settlements, and anything queued before them, are on the wire
 	// when Shutdown returns, or the client stopped reading and they were
 	// abandoned.
-	return t.out.drain()
+	t.closeErr = t.out.drain()
+	return t.closeErr
 }
 
 // Detach ends the output once the transport is closed: every write from

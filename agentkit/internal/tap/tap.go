@@ -89,7 +89,10 @@ type Tap struct {
 	mu      sync.Mutex
 	closed  bool
 	closing chan struct{} // closed when the first Shutdown has finished
-	onClose []func()
+	// closeErr is the first Shutdown's result, set before closing is
+	// closed.
+	closeErr error
+	onClose  []func()
 }
 
 // New returns a tap that writes each message through out, without its

@@ -111,7 +111,9 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Logger, settled: newSettlements(), sessions: map[string]*session{}}
 
 	eopts := []emitter.Option{
-		emitter.WithRecords(""),
+		// The key spelled out: WithRecords("") writes the default into its
+		// closure, which races when connections start at once.
+		emitter.WithRecords(emitter.DefaultRecordKey),
 		emitter.WithUsageUpdates(),
 		emitter.WithObserver(emitter.Observers(a.settled, emitter.NewSlogObserver(a.log))),
 	}

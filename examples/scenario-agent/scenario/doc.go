@@ -70,8 +70,12 @@
 // does not get their content twice.
 //
 // session/close stops a running turn as session/cancel does (the runtime
-// sees emitter.ErrCancelled) and keeps the session for a later load;
-// session/list lists the process's sessions.
+// sees emitter.ErrCancelled) and ends the session: the agent forgets it,
+// so a later load or resume does not find it, and its memory is bounded by
+// the sessions still open; session/list lists the process's open
+// sessions. Agent.Shutdown (on SIGINT or SIGTERM in examples/scenario-agent)
+// settles and writes what is open on every connection before the process
+// exits.
 //
 // History lives in memory, in the Agent: sessions outlive a connection only
 // within one process (the demo reconnects in process; an editor that restarts

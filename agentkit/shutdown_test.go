@@ -1,0 +1,371 @@
+package agentkit_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/agentkit"
+	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// runSignalAgent is the agent process of the signal tests, written as the
+// package documentation says an agent should stop: its prompt handler
+// opens cmp_1 and waits for its context; SIGINT or SIGTERM shuts the kit
+// down, then the process exits.
+func runSignalAgent() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	in, out := kittest.ChildStdio()
+	kit := agentkit.New(quiet)
+	a := &agent{kit: kit}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		if _, err := kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable()); err != nil {
+			return nil, err
+		}
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}
+	conn := kit.NewConn(context.Background(), agentkit.NewStream(rwc{in, out}), agentkit.AsyncHandler(jsonrpc2.HandlerWithError(a.handle)))
+	select {
+	case <-ctx.Done():
+	case <-conn.DisconnectNotify():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), agentkit.CloseTimeout)
+	defer cancel()
+	_ = kit.Shutdown(sctx)
+}
+
+// TestSignalSettlesThenTheAgentExits: an agent on agentkit that gets SIGINT
+// or SIGTERM with a compaction open writes its terminal update before it
+// exits (a real process, real pipes, a real signal).
+func TestSignalSettlesThenTheAgentExits(t *testing.T) {
+	for _, sig := range []os.Signal{syscall.SIGTERM, os.Interrupt} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			kittest.CheckSignalSettles(t, helperEnv+"=signal", session, sig)
+		})
+	}
+}
+
+// hangPrompt opens cmp_1 and waits for the handler's context, recording
+// its cause.
+func hangPrompt(kit *agentkit.Kit, cause chan<- error) func(context.Context, *jsonrpc2.Conn, string) (any, error) {
+	return func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		if _, err := kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable()); err != nil {
+			return nil, err
+		}
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil, context.Cause(ctx)
+	}
+}
+
+func waitStarted(t *testing.T, r *rig) {
+	t.Helper()
+	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.CompactionID == "cmp_1" && e.Status == "in_progress" }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShutdownSettlesWritesThenCloses: Shutdown settles the open
+// compaction as failed (emitter.ErrConnectionClosed), ends the prompt
+// handler's context with that cause after the settlement, writes it, and
+// closes the connection, before it returns; the kit then forgets the
+// connection, and a connection made after Shutdown closes at once.
+func TestShutdownSettlesWritesThenCloses(t *testing.T) {
+	cause := make(chan error, 1)
+	a := &agent{}
+	r := newRig(t, a)
+	a.prompt = hangPrompt(r.kit, cause)
+	r.initialize(1, true)
+	if _, err := r.client.Conn.DispatchCall(r.ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitStarted(t, r)
+	if err := r.kit.Shutdown(r.ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case <-r.agent.DisconnectNotify():
+	default:
+		t.Error("the connection is still open after Shutdown")
+	}
+	if err := <-cause; !errors.Is(err, emitter.ErrConnectionClosed) {
+		t.Errorf("the prompt's context ended with %v, want ErrConnectionClosed", err)
+	}
+	<-r.client.Conn.DisconnectNotify()
+	evs := r.client.Wire.Events()
+	if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
+		t.Errorf("statuses %v\n%s", got, kittest.Dump(evs))
+	}
+	if _, err := r.kit.Session(r.agent, session).Start(r.ctx); !errors.Is(err, agentkit.ErrUnknownConn) {
+		t.Errorf("Start after Shutdown = %v, want ErrUnknownConn", err)
+	}
+	kittest.Validate(t, evs, 1)
+
+	agentSide, clientSide := net.Pipe()
+	defer clientSide.Close()
+	late := r.kit.NewConn(context.Background(), agentkit.NewStream(agentSide), agentkit.AsyncHandler(jsonrpc2.HandlerWithError(a.handle)))
+	select {
+	case <-late.DisconnectNotify():
+	case <-r.ctx.Done():
+		t.Error("a connection made after Shutdown stays open")
+	}
+}
+
+// TestHangUpSettlesBeforeHandlersSeeTheEnd: when the client's input ends,
+// the kit settles and writes before jsonrpc2 ends its handlers' contexts,
+// so the prompt handler's context ends with ErrConnectionClosed (not
+// jsonrpc2's context.Canceled), and CloseConn, called once
+// DisconnectNotify fires, returns once the stream is closed.
+func TestHangUpSettlesBeforeHandlersSeeTheEnd(t *testing.T) {
+	kit := agentkit.New(quiet)
+	cause := make(chan error, 1)
+	a := &agent{kit: kit, prompt: hangPrompt(kit, cause)}
+	inR, inW := io.Pipe()   // client -> agent
+	outR, outW := io.Pipe() // agent -> client
+	conn := kit.NewConn(context.Background(), agentkit.NewStream(rwc{inR, outW}),
+		agentkit.AsyncHandler(jsonrpc2.HandlerWithError(a.handle)), jsonrpc2.SetLogger(nopLogger{}))
+	client := kittest.NewClient(context.Background(), rwc{outR, inW})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := client.Initialize(ctx, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Conn.DispatchCall(ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Wire.Wait(ctx, func(e kittest.Event) bool { return e.CompactionID == "cmp_1" }); err != nil {
+		t.Fatal(err)
+	}
+	_ = inW.Close() // the client's end of input; it still reads
+	<-conn.DisconnectNotify()
+	if err := kit.CloseConn(ctx, conn); err != nil && !errors.Is(err, agentkit.ErrUnknownConn) {
+		t.Errorf("CloseConn = %v", err)
+	}
+	if err := <-cause; !errors.Is(err, emitter.ErrConnectionClosed) {
+		t.Errorf("the prompt's context ended with %v, want ErrConnectionClosed", err)
+	}
+	<-client.Conn.DisconnectNotify()
+	if got := kittest.Statuses(client.Wire.Events(), "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
+		t.Errorf("statuses %v", got)
+	}
+}
+
+// pausedReader stops passing reads on once paused: a client that stops
+// reading.
+type pausedReader struct {
+	io.ReadCloser
+	paused atomic.Bool
+	resume chan struct{}
+}
+
+func (p *pausedReader) Read(b []byte) (int, error) {
+	if p.paused.Load() {
+		<-p.resume
+	}
+	return p.ReadCloser.Read(b)
+}
+
+// TestShutdownIsBoundedWhenTheClientDoesNotRead: the client stops reading
+// while a runtime streams chunks as fast as it can; Shutdown returns once
+// its context ends, with an error, and the runtime's calls return.
+func TestShutdownIsBoundedWhenTheClientDoesNotRead(t *testing.T) {
+	kit := agentkit.New(quiet)
+	flooded := make(chan error, 1)
+	a := &agent{kit: kit}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		c, err := kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
+		if c == nil {
+			return nil, err
+		}
+		for {
+			if err := c.Chunk(ctx, protocol.Text("chunk of a flood\n")); err != nil {
+				flooded <- err
+				return nil, err
+			}
+		}
+	}
+	agentSide, clientSide := net.Pipe()
+	conn := kit.NewConn(context.Background(), agentkit.NewStream(agentSide),
+		agentkit.AsyncHandler(jsonrpc2.HandlerWithError(a.handle)), jsonrpc2.SetLogger(nopLogger{}))
+	in := &pausedReader{ReadCloser: clientSide, resume: make(chan struct{})}
+	client := kittest.NewClient(context.Background(), rwcConn{in, clientSide})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := client.Initialize(ctx, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Conn.DispatchCall(ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Wire.Wait(ctx, func(e kittest.Event) bool { return e.CompactionID == "cmp_1" }); err != nil {
+		t.Fatal(err)
+	}
+	in.paused.Store(true)
+	time.Sleep(50 * time.Millisecond) // the pipe and the queue fill
+	sctx, scancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer scancel()
+	start := time.Now()
+	err := kit.Shutdown(sctx)
+	if took := time.Since(start); took > agentkit.CloseTimeout {
+		t.Errorf("Shutdown took %v with a client that does not read", took)
+	}
+	if err == nil {
+		t.Error("Shutdown reported everything written to a client that reads nothing")
+	}
+	select {
+	case <-flooded:
+	case <-ctx.Done():
+		t.Fatal("the runtime is still blocked after Shutdown")
+	}
+	close(in.resume)
+	_ = clientSide.Close()
+	<-client.Conn.DisconnectNotify()
+	<-conn.DisconnectNotify()
+}
+
+type rwcConn struct {
+	io.Reader
+	net.Conn
+}
+
+func (r rwcConn) Read(p []byte) (int, error) { return r.Reader.Read(p) }
+
+// TestAsyncHandlerBoundsConcurrentHandlers: with MaxConcurrent(2), a third
+// request is handled only once one of the first two returns: the read
+// loop waits meanwhile.
+func TestAsyncHandlerBoundsConcurrentHandlers(t *testing.T) {
+	kit := agentkit.New(quiet)
+	var running, most atomic.Int32
+	release := make(chan struct{})
+	started := make(chan struct{}, 16)
+	h := jsonrpc2.HandlerWithError(func(ctx context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+		if req.Method != "x/block" {
+			return nil, nil
+		}
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		started <- struct{}{}
+		<-release
+		running.Add(-1)
+		return "ok", nil
+	})
+	agentSide, clientSide := net.Pipe()
+	conn := kit.NewConn(context.Background(), agentkit.NewStream(agentSide), agentkit.AsyncHandler(h, agentkit.MaxConcurrent(2)), jsonrpc2.SetLogger(nopLogger{}))
+	client := kittest.NewClient(context.Background(), clientSide)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The writes block once the agent stops reading: dispatch them aside.
+	calls := make(chan jsonrpc2.Waiter, 5)
+	go func() {
+		defer close(calls)
+		for range 5 {
+			c, err := client.Conn.DispatchCall(ctx, "x/block", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			calls <- c
+		}
+	}()
+	<-started
+	<-started
+	select {
+	case <-started:
+		t.Fatal("a third handler started while two ran with MaxConcurrent(2)")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	for c := range calls {
+		var res string
+		if err := c.Wait(ctx, &res); err != nil || res != "ok" {
+			t.Fatalf("answer %q, %v", res, err)
+		}
+	}
+	if m := most.Load(); m != 2 {
+		t.Errorf("at most %d handlers ran at once, want 2", m)
+	}
+	_ = clientSide.Close()
+	<-conn.DisconnectNotify()
+	<-client.Conn.DisconnectNotify()
+}
+
+// TestAsyncHandlerDoesNotCountHandlersWaitingForTheClient: with
+// MaxConcurrent(1), two prompts whose handlers each ask the client
+// (session/request_permission) before they answer, and a client that
+// answers only once it has both requests. The first request frees its
+// handler's slot while unanswered, so the second prompt is read and
+// handled, and the read loop then reads both answers: no deadlock.
+func TestAsyncHandlerDoesNotCountHandlersWaitingForTheClient(t *testing.T) {
+	kit := agentkit.New(quiet)
+	h := jsonrpc2.HandlerWithError(func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+		switch req.Method {
+		case "initialize":
+			return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
+		case "session/prompt":
+			var res struct {
+				Outcome string `json:"outcome"`
+			}
+			if err := conn.Call(ctx, "session/request_permission", map[string]any{"sessionId": session}, &res); err != nil {
+				return nil, err
+			}
+			return map[string]any{"stopReason": "end_turn"}, nil
+		}
+		return nil, nil
+	})
+	agentSide, clientSide := net.Pipe()
+	conn := kit.NewConn(context.Background(), agentkit.NewStream(agentSide), agentkit.AsyncHandler(h, agentkit.MaxConcurrent(1)), jsonrpc2.SetLogger(nopLogger{}))
+	// The client answers the agent's requests once it has two of them.
+	var mu sync.Mutex
+	asked := 0
+	both := make(chan struct{})
+	ch := jsonrpc2.AsyncHandler(jsonrpc2.HandlerWithError(func(ctx context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+		mu.Lock()
+		if asked++; asked == 2 {
+			close(both)
+		}
+		mu.Unlock()
+		select {
+		case <-both:
+		case <-ctx.Done():
+		}
+		return map[string]any{"outcome": "allowed"}, nil
+	}))
+	client := jsonrpc2.NewConn(context.Background(), jsonrpc2.NewPlainObjectStream(clientSide), ch, jsonrpc2.SetLogger(nopLogger{}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := client.Call(ctx, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var waits []jsonrpc2.Waiter
+	for _, sid := range []string{"sess_a", "sess_b"} {
+		w, err := client.DispatchCall(ctx, "session/prompt", kittest.PromptParams(sid, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waits = append(waits, w)
+	}
+	for _, w := range waits {
+		var res map[string]any
+		if err := w.Wait(ctx, &res); err != nil || res["stopReason"] != "end_turn" {
+			t.Fatalf("prompt: %v, %v (a deadlock: the read loop waited for a slot while both handlers waited for the client)", res, err)
+		}
+	}
+	_ = clientSide.Close()
+	<-conn.DisconnectNotify()
+	<-client.DisconnectNotify()
+}
