@@ -266,15 +266,6 @@ func (p *Profile) covers(v semver) bool {
 	return p.below.zero() || v.compare(p.below) < 0
 }
 
-func (p *Profile) has(t Translator) bool {
-	for _, x := range p.Translators {
-		if x == t {
-			return true
-		}
-	}
-	return false
-}
-
 // semver is a release version: major.minor.patch and an optional
 // pre-release tag (which sorts before the release itself).
 type semver struct {
