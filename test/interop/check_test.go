@@ -135,12 +135,28 @@ func checkCommon(t *testing.T, res *interop.Result, capable bool) *conformance.R
 		}
 	}
 	wire := conformance.NewReducer(version)
-	for _, l := range res.AgentLines() {
+	// What the wire carried up to the last prompt response: the harness
+	// stops once its prompts are answered, so the SDK may not get to
+	// deliver what an agent sends after that (a late message of an agent
+	// that carries on after its turn).
+	turnsOnly := conformance.NewReducer(version)
+	lines := res.AgentLines()
+	last := -1
+	for i, l := range lines {
+		if strings.Contains(l, `"stopReason"`) && !strings.Contains(l, `"method"`) {
+			last = i
+		}
+	}
+	for i, l := range lines {
 		if err := wire.ApplyMessage(json.RawMessage(l)); err != nil {
 			t.Errorf("wire line %s: %v", l, err)
 		}
+		if i <= last {
+			_ = turnsOnly.ApplyMessage(json.RawMessage(l))
+		}
 	}
-	if got, want := render(delivered, res.SessionID), render(wire, res.SessionID); got != want {
+	got, want := render(delivered, res.SessionID), render(wire, res.SessionID)
+	if got != want && (last < 0 || got != render(turnsOnly, res.SessionID)) {
 		t.Errorf("the SDK delivered another timeline than the wire carries:\ndelivered:\n%s\nwire:\n%s", got, want)
 	}
 
