@@ -49,3 +49,19 @@ func TestClosedSessionsDoNotAccumulate(t *testing.T) {
 	}
 	assert.Zero(t, em.Sessions())
 }
+
+func TestOneRecordsOptionServesEmittersCreatedConcurrently(t *testing.T) {
+	// A kit applies the same options to every connection's emitter; under
+	// -race this fails if applying the option writes shared state.
+	opt := emitter.WithRecords("")
+	done := make(chan struct{})
+	for range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error { return nil }), opt)
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+}

@@ -77,12 +77,12 @@ func WithDetails(d Details) SettleOption {
 // means DefaultRecordKey. Off by default: records can name models and
 // message ranges an operator may not want to share with the client.
 func WithRecords(key string) Option {
-	return func(c *config) {
-		if key == "" {
-			key = DefaultRecordKey
-		}
-		c.recordKey = key
+	// Defaulted once, here: the option may be applied by many emitters at
+	// once (a kit applies its options to every connection's emitter).
+	if key == "" {
+		key = DefaultRecordKey
 	}
+	return func(c *config) { c.recordKey = key }
 }
 
 // WithUsageUpdates sends a `usage_update` after a completed compaction
