@@ -663,20 +663,6 @@ func (e *Engine) Replaying(sid string) (replaying bool, epoch uint64) {
 	return true, s.replayEpoch
 }
 
-// Live returns the sessions with a turn under way or whose last turn was
-// cancelled, each with whether the client cancelled its turn.
-func (e *Engine) Live() map[string]bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make(map[string]bool, len(e.sessions))
-	for id, s := range e.sessions {
-		if s.active {
-			out[id] = s.cancelled
-		}
-	}
-	return out
-}
-
 // Close ends the connection: starts are refused from now on and grace
 // timers are stopped. It returns the sessions that had a turn under way,
 // each with whether the client cancelled it, for the host to settle, and
