@@ -158,3 +158,21 @@ func TestBenchLines(t *testing.T) {
 		t.Error("not a compaction_update")
 	}
 }
+
+var keySink string
+
+// BenchmarkIDKey: the ids a host keys on every request and response.
+func BenchmarkIDKey(b *testing.B) {
+	for _, id := range []struct{ name, raw string }{
+		{"int", `7`}, {"int6", `123456`}, {"negzero", `-0`}, {"frac", `2.5`}, {"exp", `1e3`},
+		{"bigint", `12345678901234567890`}, {"string", `"prompt-7"`}, {"escaped", `"init-\u00e9"`},
+	} {
+		raw := []byte(id.raw)
+		b.Run(id.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				keySink = IDKey(raw)
+			}
+		})
+	}
+}

@@ -40,8 +40,12 @@
 // struct the earlier one filled, merging the two, where a fold set reads
 // the last one only, as a map decode does.
 //
-// Request ids are compared with [IDKey], by JSON value: "init-é" and
-// "init-\u00e9" are the same id, 1 and "1" are not.
+// Request ids are compared with [IDKey], by JSON value as the clients
+// compare them: "init-é" and "init-\u00e9" are the same id; numbers are
+// compared by the double they round to, as JavaScript's JSON.parse and a
+// Map (and encoding/json's float64) compare them, so 1, 1.0 and 1e0 are one
+// id, 0 and -0 are one id, and integers beyond 2^53 that round to the same
+// double are one id; 1 and "1" are not.
 //
 // # Implementation
 //
