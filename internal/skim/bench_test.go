@@ -108,6 +108,36 @@ func BenchmarkDeep(b *testing.B) {
 	}
 }
 
+// BenchmarkDeepUnbounded: a Picker without the nesting limit reading a
+// message whose member is nested 20,000 and 1,000,000 deep, in arrays and
+// in objects: past depth 10000 the values are read by skipDeep.
+func BenchmarkDeepUnbounded(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		value string
+	}{
+		{"arrays-20000", nested(20000, "")},
+		{"arrays-1000000", nested(1000000, "")},
+		{"objects-1000000", strings.Repeat(`{"a":`, 1000000) + "1" + strings.Repeat("}", 1000000)},
+	} {
+		msg := []byte(`{"params":{"update":{"sessionUpdate":"plan","_meta":` + tc.value + `}},"id":7}`)
+		b.Run(tc.name, func(b *testing.B) {
+			p := Picker{Unbounded: true}
+			b.SetBytes(int64(len(msg)))
+			b.ReportAllocs()
+			c0 := cpuNow()
+			for b.Loop() {
+				v, err := p.Pick(msg, agentSet)
+				if err != nil {
+					b.Fatal(err)
+				}
+				benchSink = v
+			}
+			reportCPU(b, c0)
+		})
+	}
+}
+
 var headSink Head
 
 // BenchmarkHead: ReadHead on the 200-byte line; scanHead is the kit's

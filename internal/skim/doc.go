@@ -10,7 +10,8 @@
 // json.RawMessage; a [Picker] instead validates the message once, with
 // encoding/json's grammar and nesting limit (10000), and hands out raw
 // sub-slices of the members asked for, so that only those small values are
-// decoded ([String], [IsNull], [IDKey]).
+// decoded ([String], [IsNull], [IDKey]). In the unbounded mode (a Picker
+// with Unbounded set, [PickPrefixUnbounded]) there is no nesting limit.
 //
 // # What is accepted
 //
@@ -20,6 +21,17 @@
 // 10000 arrays and objects is refused with [ErrTooDeep], as encoding/json
 // refuses it. Invalid input is reported with an error that wraps
 // [ErrSyntax]; a valid JSON value that is not an object with [ErrNotObject].
+//
+// JavaScript's JSON.parse has no nesting limit, so a peer that reads with
+// it (the TypeScript SDK) reads a message nested 10001 deep that
+// encoding/json refuses; a host that must see what such a peer sees (the
+// proxy, which would otherwise pass the message on unexamined) reads in
+// the unbounded mode: [Picker.Unbounded], [PickPrefixUnbounded]. The
+// grammar and the values picked are the same; nesting is not limited, and
+// the values deeper than 10000 levels are read without recursion, with a
+// bit of memory per level. The zero Picker, [PickPrefix] and [ReadHead]
+// keep encoding/json's limit, for hosts whose stacks decode with it (the
+// agent kits).
 //
 // # How member names match
 //

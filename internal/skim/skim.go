@@ -12,7 +12,8 @@ import (
 )
 
 // MaxDepth is encoding/json's nesting limit, which a message is held to:
-// 10000 nested arrays and objects are accepted, 10001 are not.
+// 10000 nested arrays and objects are accepted, 10001 are not. The
+// unbounded mode (Picker.Unbounded, PickPrefixUnbounded) has no limit.
 const MaxDepth = 10000
 
 // Errors, for errors.Is.
@@ -21,7 +22,7 @@ var (
 	// JSON, as encoding/json.Valid judges it.
 	ErrSyntax = errors.New("invalid JSON")
 	// ErrTooDeep is wrapped, along with ErrSyntax, by the error for input
-	// nested deeper than MaxDepth.
+	// nested deeper than MaxDepth (never in the unbounded mode).
 	ErrTooDeep = errors.New("JSON nested too deeply")
 	// ErrNotObject is the error for valid JSON that is not an object.
 	ErrNotObject = errors.New("JSON value is not an object")
@@ -245,9 +246,19 @@ func foldRune(r rune) rune {
 
 // Picker picks members out of messages with scratch memory it keeps for
 // reuse, so that most picks allocate nothing. The zero Picker is ready to
-// use. A Picker is not safe for concurrent use: give each goroutine that
-// reads messages its own.
+// use, and holds messages to encoding/json's nesting limit. A Picker is not
+// safe for concurrent use: give each goroutine that reads messages its own.
 type Picker struct {
+	// Unbounded: no nesting limit, as JavaScript's JSON.parse has none. A
+	// host whose peers read messages with JSON.parse (the TypeScript SDK)
+	// sets it, so that a message nested deeper than MaxDepth, which they
+	// read, is read (validated and picked) here too rather than refused.
+	// Pick then validates and picks exactly as without it, and never
+	// returns ErrTooDeep; the values nested deeper than MaxDepth are read
+	// without recursion, in memory of a bit or two per level past MaxDepth
+	// (a 1,000,000-deep array, a 2 MB line, takes about 3 ms and 256 KB).
+	Unbounded bool
+
 	impl handPicker
 }
 
@@ -258,8 +269,10 @@ type Picker struct {
 // slice is p's and is valid until p's next Pick.
 //
 // An invalid message is an error wrapping ErrSyntax (and ErrTooDeep when it
-// is nested too deeply); a valid one that is not an object is ErrNotObject.
+// is nested too deeply, unless p is Unbounded); a valid one that is not an
+// object is ErrNotObject.
 func (p *Picker) Pick(msg []byte, set *Paths) ([][]byte, error) {
+	p.impl.unbounded = p.Unbounded
 	return p.impl.pick(msg, set)
 }
 
