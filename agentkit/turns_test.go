@@ -114,3 +114,32 @@ func TestErrorsNameTheirPackage(t *testing.T) {
 		}
 	}
 }
+
+// TestNothingAboutCompactionBetweenTurns: a runtime whose event pump
+// outlives its prompt's handler reports after the prompt's response. A
+// plain start is refused (emitter.ErrOutsideTurn), the handle the turn's
+// end settled refuses more, and a compaction started with
+// emitter.Background reaches the client terminal-first when the next turn
+// begins; nothing about compaction is on the wire between turns.
+func TestNothingAboutCompactionBetweenTurns(t *testing.T) {
+	for _, capable := range []bool{true, false} {
+		t.Run(map[bool]string{true: "capable", false: "fallback"}[capable], func(t *testing.T) {
+			o := kittest.NewOutlive()
+			a := &agent{}
+			a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+				stop, err := o.Prompt(ctx, a.kit.Session(conn, sid))
+				if err != nil {
+					return nil, rpcError(err)
+				}
+				return map[string]any{"stopReason": stop}, nil
+			}
+			r := newRig(t, a)
+			r.initialize(1, capable)
+			o.Play(r.ctx, t, r.client, session)
+			evs := r.finish(1)
+			if capable {
+				o.Check(t, evs, 1)
+			}
+		})
+	}
+}

@@ -73,9 +73,13 @@ type Negotiation struct {
 	// RequestedVersion is the protocolVersion the client asked for (0 when
 	// absent or unreadable).
 	RequestedVersion int
-	// Version is the negotiated protocol version: the one the agent
-	// answered, or the requested one while no answer was seen. Unknown or
-	// unreadable versions count as V1, the conservative reading.
+	// Version is the protocol version the client speaks on this
+	// connection: the one the agent answered when that is the client's or
+	// an older one, the requested one while no answer was seen. An answer
+	// newer than the client's request does not change what the client
+	// speaks (a diagnostic says so), and a client that named no version is
+	// taken to speak v1. Unknown or unreadable versions count as V1, the
+	// conservative reading: the v1 capability gate applies.
 	Version int
 	// Compaction reports that the client advertised
 	// clientCapabilities.session.compaction as a JSON object (v1). It is
@@ -99,7 +103,21 @@ func Parse(request, response json.RawMessage) Negotiation {
 	n.RequestedVersion = n.version(req["protocolVersion"], "protocolVersion")
 	n.Version = n.RequestedVersion
 	if res, ok := object(response); ok {
-		if v := n.version(res["protocolVersion"], "result.protocolVersion"); v != 0 {
+		v := n.version(res["protocolVersion"], "result.protocolVersion")
+		switch {
+		case v == 0:
+		case n.RequestedVersion == 0 && v > V1:
+			// Which version the client speaks is unknown: the conservative
+			// reading (v1, with its capability gate) holds, whatever the
+			// agent claims.
+			n.diag("result.protocolVersion", fmt.Sprintf("the agent answered protocolVersion %d to a client that named no version; treating the client as v1", v))
+			n.Version = V1
+		case n.RequestedVersion != 0 && v > n.RequestedVersion:
+			// An agent may only answer the client's version or an older
+			// one. The client speaks what it asked for, so the gate
+			// follows the client, not the agent's claim.
+			n.diag("result.protocolVersion", fmt.Sprintf("the agent answered protocolVersion %d to a client that asked for %d; the client speaks %d", v, n.RequestedVersion, n.RequestedVersion))
+		default:
 			n.Version = v
 		}
 	} else if len(bytes.TrimSpace(response)) > 0 && !isNull(response) {

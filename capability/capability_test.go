@@ -129,3 +129,26 @@ func ExampleParse() {
 	// 1 false fallback
 	// clientCapabilities.session.compaction: false is not an object; only an object (such as {}) advertises support
 }
+
+// The client's request decides what the client speaks: an agent that answers
+// a newer version than the client asked for does not make a v1 client read
+// standard updates it never advertised.
+func TestTheClientsVersionDecidesTheGateNotTheAgentsAnswer(t *testing.T) {
+	v1NoCap := `{"protocolVersion":1,"clientCapabilities":{}}`
+	n := capability.Parse(json.RawMessage(v1NoCap), json.RawMessage(`{"protocolVersion":2}`))
+	assert.Equal(t, capability.V1, n.Version, "the client asked for v1")
+	assert.False(t, n.Compaction, "a v1 client without the capability is gated")
+	if assert.NotEmpty(t, n.Diagnostics) {
+		assert.Contains(t, n.Diagnostics[0].Message, "asked for 1")
+	}
+
+	v1Cap := `{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}`
+	n = capability.Parse(json.RawMessage(v1Cap), json.RawMessage(`{"protocolVersion":2}`))
+	assert.Equal(t, capability.V1, n.Version)
+	assert.True(t, n.Compaction, "the v1 capability still counts")
+
+	n = capability.Parse(json.RawMessage(`{"clientCapabilities":{}}`), json.RawMessage(`{"protocolVersion":2}`))
+	assert.Equal(t, capability.V1, n.Version, "a client that names no version is taken to speak v1")
+	assert.False(t, n.Compaction)
+	assert.NotEmpty(t, n.Diagnostics)
+}

@@ -482,7 +482,13 @@ func (c *Checker) negotiate(line int, req *request, m object) []Violation {
 	var out []Violation
 	if req.requested >= 0 && v > req.requested {
 		out = append(out, Violation{line, RuleProtocol, fmt.Sprintf(
-			"agent answered protocolVersion %d to a client that asked for %d; it may only pick the client's version or a lower one", v, req.requested)})
+			"agent answered protocolVersion %d to a client that asked for %d; it may only pick the client's version or a lower one (checking with the client's version)", v, req.requested)})
+		// The client speaks what it asked for: its gate holds.
+		v = req.requested
+	} else if req.requested < 0 && v == 2 {
+		out = append(out, Violation{line, RuleProtocol,
+			"agent answered protocolVersion 2 to a client that named no version; checking with v1 rules"})
+		v = 1
 	}
 	if v != 1 && v != 2 {
 		out = append(out, Violation{line, RuleProtocol, fmt.Sprintf(

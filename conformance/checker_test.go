@@ -77,6 +77,18 @@ func TestRuleProtocol(t *testing.T) {
 		)
 		expect(t, got, want{2, conformance.RuleProtocol, "answered protocolVersion 2 to a client that asked for 1"})
 	})
+	t.Run("the client's version decides the gate when the agent answers a newer one", func(t *testing.T) {
+		got := check(t, nil,
+			`client {"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`,
+			`agent {"jsonrpc":"2.0","id":0,"result":{"protocolVersion":2,"info":{"name":"a","version":"1"}}}`,
+			prompt(2, "s1"),
+			upd(cu("cmp_1", "completed")),
+			answer(2, "end_turn"),
+		)
+		expect(t, got,
+			want{2, conformance.RuleProtocol, "answered protocolVersion 2 to a client that asked for 1"},
+			want{4, conformance.RuleCapability, `compaction "cmp_1"`})
+	})
 	t.Run("the response must carry an integer protocolVersion", func(t *testing.T) {
 		got := check(t, nil,
 			`client {"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":1}}`,

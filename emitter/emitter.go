@@ -49,6 +49,13 @@ var (
 	// returns nil; the observer sees it (EventWithheld per block, and
 	// Event.Withheld on the settled event).
 	ErrWithheld = errors.New("emitter: summary withheld by the summary policy (the default passes only compactions started with emitter.UserDisplayable()); nothing was sent")
+	// ErrOutsideTurn: Start was called for a session with no turn running
+	// (WithTurns with RefuseOutsideTurn, as in the agent kits), typically
+	// from a goroutine that outlived its prompt's handler. Nothing was
+	// opened or sent: the client is not in a turn and must not see a
+	// compaction begin. Start a compaction that may outlive its turn with
+	// Background; report one that belongs to a turn while the turn runs.
+	ErrOutsideTurn = errors.New("emitter: no turn of the session is running (start a compaction that may outlive its turn with emitter.Background())")
 )
 
 // Reasons for SettleAll. They decide the terminal status:
@@ -185,7 +192,7 @@ func (e *Emitter) CloseSession(ctx context.Context, sessionID string, reason err
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
-		n, err := s.SettleAll(ctx, reason)
+		n, err := s.settleAll(ctx, reason, true)
 		total += n
 		if first == nil {
 			first = err
@@ -202,7 +209,8 @@ func (e *Emitter) Sessions() int {
 }
 
 // SettleAll settles every open compaction of every session for reason (see
-// ErrCancelled); it is what a connection close calls. It returns how many
+// ErrCancelled), those started with Background included; it is what a
+// connection close calls. It returns how many
 // compactions it settled and the first delivery error.
 func (e *Emitter) SettleAll(ctx context.Context, reason error) (int, error) {
 	e.mu.Lock()
@@ -214,7 +222,7 @@ func (e *Emitter) SettleAll(ctx context.Context, reason error) (int, error) {
 	total := 0
 	var first error
 	for _, s := range ss {
-		n, err := s.SettleAll(ctx, reason)
+		n, err := s.settleAll(ctx, reason, true)
 		total += n
 		if first == nil {
 			first = err
@@ -254,6 +262,29 @@ type Session struct {
 	open   []*Compaction // open compactions, oldest first
 	used   idSet         // every ID used in the session, open, settled or replayed
 	closed bool          // Emitter.CloseSession ran
+	// unseen are the compactions the client has not seen start, in start
+	// order: held between turns or started with Background, open or
+	// settled and waiting for a turn to deliver their terminal update.
+	unseen []*Compaction
+}
+
+// inTurnLocked reports whether the session has a turn running, as the
+// host says (WithTurns); without WithTurns it always has.
+func (s *Session) inTurnLocked() bool {
+	return s.e.cfg.inTurn == nil || s.e.cfg.inTurn(s.id)
+}
+
+// removeUnseen removes c from the unseen compactions, keeping their order.
+func (s *Session) removeUnseen(c *Compaction) {
+	for i, o := range s.unseen {
+		if o == c {
+			s.unseen = slices.Delete(s.unseen, i, i+1)
+			if len(s.unseen) == 0 {
+				s.unseen = nil
+			}
+			return
+		}
+	}
 }
 
 // findOpen returns the open compaction with id, or nil.
@@ -331,6 +362,12 @@ func (s *Session) Open() int {
 // an empty WithID with protocol.ErrInvalidID. When only delivery fails,
 // the compaction is open and returned together with an error wrapping
 // ErrUndeliverable.
+//
+// Nothing about compaction is sent between turns (WithTurns): outside a
+// turn Start is refused with ErrOutsideTurn, or, with HoldOutsideTurn, the
+// compaction opens held and the client sees it when the session's next
+// turn begins. A compaction started with Background is shown only when it
+// settles, in or outside a turn.
 func (s *Session) Start(ctx context.Context, opts ...StartOption) (*Compaction, error) {
 	var so startOptions
 	for _, o := range opts {
@@ -342,7 +379,12 @@ func (s *Session) Start(ctx context.Context, opts ...StartOption) (*Compaction, 
 	if err != nil {
 		return nil, err
 	}
-	return c, s.emitLocked(ctx, c.event(EventStarted))
+	ev := c.event(EventStarted)
+	if !c.shown {
+		s.observeLocked(ctx, ev)
+		return c, nil
+	}
+	return c, s.emitLocked(ctx, ev)
 }
 
 func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction, error) {
@@ -366,13 +408,23 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 		s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
 		return nil, err
 	}
+	inTurn := s.inTurnLocked()
+	if !inTurn && !so.background && s.e.cfg.outside == RefuseOutsideTurn {
+		err := fmt.Errorf("%w: session %s, compaction %s", ErrOutsideTurn, s.id, id)
+		s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
+		return nil, err
+	}
 	trigger := so.trigger
 	if trigger == "" {
 		trigger = protocol.Manual
 	}
-	c := &Compaction{s: s, id: id, trigger: trigger, displayable: so.displayable, meta: so.meta, started: time.Now()}
+	c := &Compaction{s: s, id: id, trigger: trigger, displayable: so.displayable, meta: so.meta, started: time.Now(),
+		background: so.background, shown: inTurn && !so.background}
 	s.used.add(id)
 	s.open = append(s.open, c)
+	if !c.shown {
+		s.unseen = append(s.unseen, c)
+	}
 	if d := s.e.cfg.maxDuration; d > 0 {
 		c.watchdog = time.AfterFunc(d, func() {
 			c.settle(context.Background(), protocol.Failed, fmt.Errorf("%w after %s", ErrTimeout, d), settleOptions{by: SettledByWatchdog})
@@ -463,7 +515,12 @@ func (s *Session) Fail(ctx context.Context, id protocol.ID, cause error, opts ..
 		}
 		// Start and failure are sent under one hold of the lock, so no
 		// concurrent SettleAll can slip in and replace the runtime's cause.
-		startErr := s.emitLocked(ctx, c.event(EventStarted))
+		var startErr error
+		if ev := c.event(EventStarted); c.shown {
+			startErr = s.emitLocked(ctx, ev)
+		} else {
+			s.observeLocked(ctx, ev)
+		}
 		if err := c.settleLocked(ctx, protocol.Failed, cause, collect(opts)); startErr == nil {
 			return err
 		}
@@ -474,12 +531,26 @@ func (s *Session) Fail(ctx context.Context, id protocol.ID, cause error, opts ..
 
 // SettleAll ends every open compaction of the session: cancelled when
 // reason is (or wraps) ErrCancelled, otherwise failed with reason's text.
+// A compaction started with Background is left open: it outlives the turn
+// by design, and the client has not seen it.
 // Agentkit calls it when a turn ends; runtimes may call it on their own
 // interruptions. It returns how many it settled and the first delivery error.
 func (s *Session) SettleAll(ctx context.Context, reason error) (int, error) {
+	return s.settleAll(ctx, reason, false)
+}
+
+// settleAll is SettleAll; background says whether compactions started with
+// Background and not yet shown are settled too (the connection's end, the
+// session's close), or left to outlive the turn.
+func (s *Session) settleAll(ctx context.Context, reason error, background bool) (int, error) {
 	s.mu.Lock()
 	// Oldest first, so the client sees them end in start order.
-	open := slices.Clone(s.open)
+	open := make([]*Compaction, 0, len(s.open))
+	for _, c := range s.open {
+		if background || !c.background {
+			open = append(open, c)
+		}
+	}
 	s.mu.Unlock()
 	status := protocol.Failed
 	if errors.Is(reason, ErrCancelled) {
@@ -567,6 +638,14 @@ func (s *Session) filterLocked(ctx context.Context, ev Event, blocks []protocol.
 // emitLocked renders ev and reports it to the observer; s.mu must be held so
 // the session's notifications leave in order.
 func (s *Session) emitLocked(ctx context.Context, ev Event) error {
+	err := s.renderLocked(ctx, ev)
+	s.observeLocked(ctx, ev)
+	return err
+}
+
+// renderLocked renders ev without showing it to the observer, which saw it
+// when it happened: a held event delivered later.
+func (s *Session) renderLocked(ctx context.Context, ev Event) error {
 	if ev.Version == 0 {
 		ev.Version = s.e.cfg.negotiation.Version
 	}
@@ -576,8 +655,43 @@ func (s *Session) emitLocked(ctx context.Context, ev Event) error {
 		err = fmt.Errorf("%w: session %s, compaction %s, %s: %w", ErrUndeliverable, s.id, ev.ID, ev.Kind, err)
 		s.observeLocked(ctx, Event{Kind: EventUndeliverable, SessionID: s.id, ID: ev.ID, Status: ev.Status, Err: err})
 	}
-	s.observeLocked(ctx, ev)
 	return err
+}
+
+// Deliver sends what the session held while no turn ran (see WithTurns):
+// the host calls it when the session's turn begins. A held compaction that
+// settled meanwhile gets one terminal update, its first (terminal-first,
+// with the summary its chunks streamed); one still running gets its
+// in_progress update and the chunks it streamed, and from then on is an
+// ordinary compaction of the turn, which the turn's end settles. A
+// compaction started with Background stays unseen until it settles. It
+// returns the first delivery error.
+func (s *Session) Deliver(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first error
+	keep := s.unseen[:0]
+	for _, c := range s.unseen {
+		var err error
+		switch {
+		case c.settled:
+			err = c.deliverEndLocked(ctx)
+		case c.background:
+			keep = append(keep, c)
+			continue
+		default:
+			err = c.showLocked(ctx)
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	clear(s.unseen[len(keep):])
+	s.unseen = keep
+	if len(s.unseen) == 0 {
+		s.unseen = nil
+	}
+	return first
 }
 
 func (s *Session) observeLocked(ctx context.Context, ev Event) {
@@ -607,6 +721,13 @@ type Compaction struct {
 	displayable bool
 	settled     bool
 	active      bool // a chunk went out since the last heartbeat check
+	// background: started with Background, shown only when it settles.
+	background bool
+	// shown: the client saw the compaction start; until then its chunks
+	// are kept in held and its terminal update in late.
+	shown bool
+	held  []protocol.ContentBlock
+	late  *Event
 }
 
 // ending is what a compaction keeps once settled, for Record. It is
@@ -665,10 +786,55 @@ func (c *Compaction) Chunk(ctx context.Context, block protocol.ContentBlock) err
 		return err
 	}
 	ev.Content = b
+	if !c.shown {
+		// Kept for the client, which sees it when the compaction is
+		// shown: memory follows what is live, the summary of an open
+		// compaction.
+		c.held = append(c.held, b)
+		s.observeLocked(ctx, ev)
+		return nil
+	}
 	c.streamed = hashBlock(c.streamed, b, c.chunks == 0)
 	c.chunks++
 	c.active = true
 	return s.emitLocked(ctx, ev)
+}
+
+// showLocked shows a held compaction that still runs: its in_progress
+// update, then the chunks it streamed meanwhile.
+func (c *Compaction) showLocked(ctx context.Context) error {
+	s := c.s
+	c.shown = true
+	first := s.renderLocked(ctx, c.event(EventStarted))
+	for _, b := range c.held {
+		ev := Event{Kind: EventChunk, SessionID: s.id, ID: c.id, Trigger: c.trigger, Status: protocol.InProgress, Content: b}
+		c.streamed = hashBlock(c.streamed, b, c.chunks == 0)
+		c.chunks++
+		if err := s.renderLocked(ctx, ev); first == nil {
+			first = err
+		}
+	}
+	c.held = nil
+	c.active = true
+	return first
+}
+
+// deliverEndLocked sends the terminal update of a compaction that settled
+// unseen: the client's first sight of it.
+func (c *Compaction) deliverEndLocked(ctx context.Context) error {
+	ev := c.late
+	c.late = nil
+	c.shown = true
+	if ev == nil {
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.s.e.cfg.settleTimeout)
+	defer cancel()
+	err := c.s.renderLocked(dctx, *ev)
+	if err == nil && ev.Status == protocol.Completed {
+		err = c.s.usageLocked(dctx, ev.Details)
+	}
+	return err
 }
 
 // Complete settles the compaction as completed. Without options the summary
@@ -775,7 +941,17 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 		ev.Details = &d
 		end.details = &d
 	}
-	ev.Meta = terminalMeta(ev.Version, c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
+	if c.shown {
+		ev.Meta = terminalMeta(ev.Version, c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
+	} else {
+		// The terminal update is the client's first sight of the entity:
+		// v1 and v2 alike get the whole _meta, as a replay does.
+		ev.Unseen = true
+		ev.Meta = terminalMeta(1, c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
+		if ev.Meta == nil && len(c.meta) > 0 {
+			ev.Meta = c.meta
+		}
+	}
 	// The summary patch leaves the client holding exactly what the record
 	// keeps, so that a replay of Record reproduces it (live = replay):
 	// the final summary, or nothing. The one exception is a completion
@@ -803,6 +979,16 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 		ev.Summary = protocol.Null[[]protocol.ContentBlock]()
 	case summaryKeep:
 		switch {
+		case !c.shown:
+			// The client saw none of it: a completion shows what was
+			// streamed as its summary, and the record keeps it; a failed
+			// or cancelled one retained none.
+			if status == protocol.Completed && len(c.held) > 0 {
+				end.summary = c.held
+				ev.Summary = protocol.Set(c.held)
+			} else {
+				ev.Summary = protocol.Null[[]protocol.ContentBlock]()
+			}
 		case c.chunks == 0:
 			// Nothing streamed: omission leaves the client with none.
 		case status == protocol.Completed:
@@ -819,6 +1005,18 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 	if status == protocol.Failed {
 		end.errText = s.e.cfg.errorText(cause)
 		ev.Error = protocol.Set(end.errText)
+	}
+	c.held = nil
+	if !c.shown && !s.inTurnLocked() {
+		// Between turns: the observer learns of the settlement now, the
+		// client when the session's next turn begins (Deliver).
+		c.late = &ev
+		s.observeLocked(ctx, ev)
+		return nil
+	}
+	if !c.shown {
+		s.removeUnseen(c)
+		c.shown = true
 	}
 	// Terminal updates must reach the client even when the turn's context
 	// is already cancelled, so send on a detached, bounded context.
@@ -852,6 +1050,12 @@ func (c *Compaction) beat() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c.settled {
+		return
+	}
+	if !c.shown || !s.inTurnLocked() {
+		// Nothing is sent about a compaction the client has not seen, nor
+		// between turns.
+		c.heartbeat.Reset(s.e.cfg.heartbeat)
 		return
 	}
 	if c.active {

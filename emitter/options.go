@@ -26,6 +26,9 @@ type config struct {
 	childStreams  bool
 	recordKey     string
 	usageUpdates  bool
+	// inTurn and outside are WithTurns'.
+	inTurn  func(sessionID string) bool
+	outside OutsideTurn
 }
 
 func defaults() config {
@@ -49,6 +52,36 @@ func WithNegotiation(n capability.Negotiation) Option {
 			c.negotiation.Version = capability.V1
 		}
 	}
+}
+
+// OutsideTurn says what Start does in a session with no turn running
+// (WithTurns).
+type OutsideTurn uint8
+
+const (
+	// RefuseOutsideTurn: Start is refused with ErrOutsideTurn unless the
+	// compaction is started with Background. The agent kits use it: a
+	// runtime that reports from a goroutine that outlived its prompt learns
+	// so, rather than reaching a client that is not waiting for anything.
+	RefuseOutsideTurn OutsideTurn = iota
+	// HoldOutsideTurn: the compaction opens, but nothing about it is sent
+	// until the session's next turn begins (Session.Deliver). The proxy
+	// uses it: the agent it carries has already started the compaction,
+	// and nothing it reports may be lost.
+	HoldOutsideTurn
+)
+
+// WithTurns ties the emitter to the host's prompt turns: inTurn reports
+// whether session sessionID has a turn running. Between turns nothing
+// about compaction is sent: a start is refused or held (outside), the
+// events of a held compaction are kept, and the host calls Session.Deliver
+// when the session's next turn begins, which sends them (see Background
+// for a compaction that may outlive its turn). inTurn is called with the
+// session's lock held; it must not call back into the emitter. Without
+// WithTurns every session counts as being in a turn, as suits a runtime
+// that drives the transport itself.
+func WithTurns(inTurn func(sessionID string) bool, outside OutsideTurn) Option {
+	return func(c *config) { c.inTurn, c.outside = inTurn, outside }
 }
 
 // WithPolicy overrides capability.DefaultPolicy.
@@ -175,6 +208,7 @@ func AllSummaries(_ Info, b protocol.ContentBlock) (protocol.ContentBlock, bool)
 type StartOption func(*startOptions)
 
 type startOptions struct {
+	background  bool
 	id          protocol.ID
 	idSet       bool
 	trigger     protocol.Trigger
@@ -199,6 +233,18 @@ func WithTrigger(t protocol.Trigger) StartOption { return func(o *startOptions) 
 // option every chunk returns ErrWithheld and nothing of the summary is
 // sent, live or on replay (Record.Displayable carries the mark).
 func UserDisplayable() StartOption { return func(o *startOptions) { o.displayable = true } }
+
+// Background starts a compaction that may outlive its turn, as a runtime
+// that compacts on its own goroutine does (Kimi Code answers /compact with
+// "it runs in the background" and ends the turn). The client sees it only
+// when it settles: its terminal update, with the summary its chunks
+// streamed, is the first update the client gets, in the turn running then
+// or, when it settles between turns, at the start of the session's next
+// turn. It is never shown half-way, so the end of a turn does not settle
+// it, and it never holds up a turn's end; the connection's end and the
+// session's close do settle it. It may be started outside a turn (see
+// WithTurns).
+func Background() StartOption { return func(o *startOptions) { o.background = true } }
 
 // WithStartMeta sends m as the _meta of the in_progress update.
 func WithStartMeta(m protocol.Meta) StartOption { return func(o *startOptions) { o.meta = m } }

@@ -70,6 +70,10 @@ type Event struct {
 	// itself, a SettleAll (the turn's end, a cancel's wind-down, the
 	// connection closing), or the watchdog.
 	SettledBy SettledBy
+	// Unseen (Settled) says the client never saw the compaction start: it
+	// settled while held between turns, or was started with Background.
+	// The terminal update is its first sight, as a replayed one is.
+	Unseen bool
 	// Withheld counts the summary blocks the SummaryPolicy withheld
 	// (Settled: over the compaction's life, chunks and final summary;
 	// Replayed: of the record's summary). Zero when nothing was withheld.

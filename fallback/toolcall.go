@@ -120,6 +120,11 @@ func (t *toolCallRenderer) Render(ctx context.Context, ev emitter.Event, n emitt
 			SessionUpdate: "tool_call_update", ToolCallID: id, Content: protocol.Set(contentOf(all)),
 		})
 	case emitter.EventSettled:
+		if ev.Unseen {
+			// The client never saw the tool call start: it gets it whole,
+			// in its terminal status, as a replay shows it.
+			return t.firstSight(ctx, ev, id, n)
+		}
 		u := &toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: id, Status: toolCompleted, Meta: copyMeta(ev.Meta)}
 		if t.content {
 			t.streamed.take(ev)
@@ -134,19 +139,26 @@ func (t *toolCallRenderer) Render(ctx context.Context, ev emitter.Event, n emitt
 		}
 		return n.Notify(ctx, ev.SessionID, u)
 	case emitter.EventReplayed:
-		c := &toolCall{
-			SessionUpdate: "tool_call", ToolCallID: id, Title: t.w.Title, Kind: "think",
-			Status: toolCompleted, Meta: copyMeta(ev.Meta),
-		}
-		if ev.Status != protocol.Completed {
-			c.Status = toolFailed
-			c.Content = contentOf([]protocol.ContentBlock{protocol.Text(t.w.reason(ev))})
-		} else if t.content {
-			c.Content = contentOf(summaryOf(ev, nil))
-		}
-		return n.Notify(ctx, ev.SessionID, c)
+		return t.firstSight(ctx, ev, id, n)
 	}
 	return nil
+}
+
+// firstSight renders a settled compaction the client has not seen start
+// (a replay, or one held between turns) as one tool call in its terminal
+// status.
+func (t *toolCallRenderer) firstSight(ctx context.Context, ev emitter.Event, id string, n emitter.Notifier) error {
+	c := &toolCall{
+		SessionUpdate: "tool_call", ToolCallID: id, Title: t.w.Title, Kind: "think",
+		Status: toolCompleted, Meta: copyMeta(ev.Meta),
+	}
+	if ev.Status != protocol.Completed {
+		c.Status = toolFailed
+		c.Content = contentOf([]protocol.ContentBlock{protocol.Text(t.w.reason(ev))})
+	} else if t.content {
+		c.Content = contentOf(summaryOf(ev, nil))
+	}
+	return n.Notify(ctx, ev.SessionID, c)
 }
 
 func contentOf(bs []protocol.ContentBlock) []toolCallContent {

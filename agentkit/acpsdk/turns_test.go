@@ -185,3 +185,30 @@ var (
 	_ func(*acpsdk.Conn, string) *acpsdk.Session = (*acpsdk.Kit)(nil).Session
 	_ func(*acpsdk.Conn)                         = (*acpsdk.Kit)(nil).Recover
 )
+
+// TestNothingAboutCompactionBetweenTurns: a runtime whose event pump
+// outlives its prompt's handler reports after the prompt's response. A
+// plain start is refused (emitter.ErrOutsideTurn), the handle the turn's
+// end settled refuses more, and a compaction started with
+// emitter.Background reaches the client terminal-first when the next turn
+// begins; nothing about compaction is on the wire between turns.
+func TestNothingAboutCompactionBetweenTurns(t *testing.T) {
+	for _, capable := range []bool{true, false} {
+		t.Run(map[bool]string{true: "capable", false: "fallback"}[capable], func(t *testing.T) {
+			o := kittest.NewOutlive()
+			a := &agent{}
+			a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+				stop, err := o.Prompt(ctx, a.session(p.SessionId))
+				return acp.PromptResponse{StopReason: acp.StopReason(stop)}, err
+			}
+			r := newRig(t)
+			r.serve(a)
+			r.initialize(1, capable)
+			o.Play(r.ctx, t, r.client, session)
+			evs := r.finish(1)
+			if capable {
+				o.Check(t, evs, 1)
+			}
+		})
+	}
+}

@@ -29,7 +29,9 @@
 //
 // Starts of compactions are admitted through Admit, which refuses them while
 // a turn's end is being settled, so that nothing opens between the
-// settlement and the message that ends the turn.
+// settlement and the message that ends the turn; between turns the session
+// has no turn running (InTurn), and an emitter tied to the engine's turns
+// (emitter.WithTurns) holds or refuses what would reach the client.
 //
 // State is kept only for what is live: requests in flight, sessions with a
 // turn running or ending (or whose last turn was cancelled, until the next

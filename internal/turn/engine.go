@@ -39,6 +39,13 @@ type Config struct {
 	// OnGrace is called, on a timer's goroutine, when a cancelled turn's
 	// grace has run out. The host confirms with GraceDue before settling.
 	OnGrace func(Grace)
+	// OnBegin is called when a turn of a session begins (a prompt, a
+	// queued prompt whose turn comes, a v2 running state), on the
+	// goroutine of the call that began it, with no lock of the engine
+	// held: the host delivers what it held for the session between turns
+	// (emitter.Session.Deliver), so nothing about compaction reaches the
+	// client outside a turn and nothing is lost.
+	OnBegin func(sessionID string)
 }
 
 // Grace names a cancelled turn whose grace ran out.
@@ -93,6 +100,8 @@ type Engine struct {
 	requests   map[string]*request
 	sessions   map[string]*session
 	timersLive sync.WaitGroup
+	// begun are the sessions whose turn began under the lock, for OnBegin.
+	begun []string
 }
 
 // request is a client request in flight that the engine follows.
@@ -161,6 +170,7 @@ func (e *Engine) v2Locked() bool { return e.neg != nil && e.neg.Version == capab
 // returns the raw ids of the pending session/prompt requests that this
 // message cancelled, for a host whose stack cancels requests only by id.
 func (e *Engine) Client(m *Msg) (cancelled []json.RawMessage) {
+	defer e.notifyBegun()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed || m.Method == "" {
@@ -256,8 +266,26 @@ func (e *Engine) promptLocked(m *Msg) {
 	}
 }
 
+// notifyBegun calls OnBegin for the turns that began under the lock the
+// caller has just released.
+func (e *Engine) notifyBegun() {
+	if e.cfg.OnBegin == nil {
+		return
+	}
+	e.mu.Lock()
+	begun := e.begun
+	e.begun = nil
+	e.mu.Unlock()
+	for _, sid := range begun {
+		e.cfg.OnBegin(sid)
+	}
+}
+
 // beginLocked starts a turn; in v1 prompt is the prompt that runs it.
 func (e *Engine) beginLocked(s *session, prompt string) {
+	if e.cfg.OnBegin != nil {
+		e.begun = append(e.begun, s.id)
+	}
 	e.lastTurn++
 	s.turn = e.lastTurn
 	s.active, s.cancelled, s.afterCancel = true, false, false
@@ -452,6 +480,7 @@ func (e *Engine) response(m *Msg) Effect {
 }
 
 func (e *Engine) stateUpdate(m *Msg) Effect {
+	defer e.notifyBegun()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.v2Locked() {
@@ -506,6 +535,7 @@ func (e *Engine) Ended(end *End) {
 	if end == nil {
 		return
 	}
+	defer e.notifyBegun()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := e.sessions[end.Session]
@@ -555,14 +585,20 @@ func (e *Engine) Bind(id string, cancel func(error)) emitter.TraceContext {
 	return r.trace
 }
 
-// Admit gates a call that may open a compaction in session sid. While the
-// session's turn end is being settled and written, a start is refused
-// (emitter.ErrTurnEnded): nothing may open between the settlement and the
-// message that ends the turn. When a prompt is queued behind that turn,
-// the start is for the next turn, so Admit waits for the end to be written
-// (the host's write is bounded) or for ctx. It refuses after Close
-// (ErrClosed) and before initialize (ErrNotInitialized). On success the
-// caller opens the compaction, calls release, and Started when one opened.
+// Admit gates a call that may open a compaction in session sid. A turn's
+// end waits for the calls it admitted (the settlement sees what they
+// opened). While the session's turn end is being settled and written, a
+// call waits for the end to be written (the host's write is bounded) or
+// for ctx, so nothing opens between the settlement and the message that
+// ends the turn; then it is judged as the next turn's (a prompt was
+// queued) or as a call between turns, which the emitter
+// (emitter.WithTurns) holds or refuses, since the session has no turn
+// running (InTurn). A call made with a context of the settlement itself
+// (Settling: the settlement's observer) is refused at once with an error
+// wrapping emitter.ErrOutsideTurn and emitter.ErrTurnEnded, since the end
+// it would wait for waits on it. Admit refuses after Close (ErrClosed)
+// and before initialize (ErrNotInitialized). On success the caller opens
+// the compaction, calls release, and Started when one opened.
 func (e *Engine) Admit(ctx context.Context, sid string) (release func(), err error) {
 	for {
 		e.mu.Lock()
@@ -582,7 +618,6 @@ func (e *Engine) Admit(ctx context.Context, sid string) (release func(), err err
 		e.mu.Lock()
 		ending := s.ending != 0 && s.ending == s.turn && !s.active
 		wait := s.endDone
-		queued := len(s.queue) > 0
 		closed := e.closed
 		e.mu.Unlock()
 		done := func() {
@@ -596,7 +631,17 @@ func (e *Engine) Admit(ctx context.Context, sid string) (release func(), err err
 		case closed:
 			done()
 			return nil, fmt.Errorf("session %s: %w", sid, ErrClosed)
-		case ending && queued && wait != nil:
+		case ending && ctx.Value(settlingKey{}) != nil:
+			// A call from inside the settlement (its observer) must not
+			// wait for the end it is part of: refused before the emitter,
+			// which the settlement holds, is reached.
+			done()
+			return nil, fmt.Errorf("session %s: %w (%w)", sid, emitter.ErrOutsideTurn, emitter.ErrTurnEnded)
+		case ending && wait != nil:
+			// The turn is over; whether the call is for the next turn (a
+			// prompt is queued) or for no turn, it is judged once the end
+			// is written, so nothing opens between the settlement and the
+			// message that ends the turn.
 			done()
 			select {
 			case <-wait:
@@ -604,12 +649,18 @@ func (e *Engine) Admit(ctx context.Context, sid string) (release func(), err err
 			case <-ctx.Done():
 				return nil, fmt.Errorf("session %s: %w", sid, context.Cause(ctx))
 			}
-		case ending:
-			done()
-			return nil, fmt.Errorf("session %s: %w", sid, emitter.ErrTurnEnded)
 		}
 		return done, nil
 	}
+}
+
+type settlingKey struct{}
+
+// Settling marks ctx as the context of a turn end's settlement, which the
+// host passes to the emitter: a call that reaches Admit with it (from the
+// emitter's observer) is refused rather than made to wait for the end.
+func Settling(ctx context.Context) context.Context {
+	return context.WithValue(ctx, settlingKey{}, true)
 }
 
 // Trace returns the trace context of session sid's running turn.

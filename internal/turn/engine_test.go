@@ -219,7 +219,10 @@ func TestSessionStateEndsWithTheTurn(t *testing.T) {
 	assert.Empty(t, w.e.requests)
 }
 
-func TestAdmitRefusesStartsWhileTheTurnEndIsSettled(t *testing.T) {
+// Once a turn's end is marked the session has no turn running: a call
+// waits until the end is written (the settlement's own is refused), and
+// between turns Admit lets the call through for the emitter to judge.
+func TestTurnEndMarksTheSessionOutsideATurnBeforeItIsWritten(t *testing.T) {
 	w := newWire(t, DefaultCancelGrace)
 	ctx := context.Background()
 	_, err := w.e.Admit(ctx, "s")
@@ -228,14 +231,27 @@ func TestAdmitRefusesStartsWhileTheTurnEndIsSettled(t *testing.T) {
 	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
 	rel, err := w.e.Admit(ctx, "s")
 	require.NoError(t, err)
+	assert.True(t, w.e.InTurn("s"))
 	rel()
 	end := w.e.Agent(w.parse(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)).End
 	require.NotNil(t, end)
-	_, err = w.e.Admit(ctx, "s")
+	assert.False(t, w.e.InTurn("s"), "the turn is over once its end is marked")
+	_, err = w.e.Admit(Settling(ctx), "s")
+	assert.ErrorIs(t, err, emitter.ErrOutsideTurn, "the settlement's own call is refused at once")
 	assert.ErrorIs(t, err, emitter.ErrTurnEnded)
+	admitted := make(chan error, 1)
+	go func() {
+		rel, err := w.e.Admit(ctx, "s")
+		if err == nil {
+			rel()
+		}
+		admitted <- err
+	}()
 	w.e.Ended(end)
+	require.NoError(t, <-admitted, "another call waits for the end to be written, then is admitted")
+	assert.False(t, w.e.InTurn("s"))
 	rel, err = w.e.Admit(ctx, "s")
-	require.NoError(t, err, "between turns a start is admitted")
+	require.NoError(t, err, "between turns a call is admitted; the emitter judges it")
 	rel()
 }
 
@@ -370,4 +386,39 @@ func TestV2HandlerContextEndsWithTheTurnNotWithTheAnswer(t *testing.T) {
 	assert.Nil(t, cause, "the v2 answer comes as the turn begins")
 	w.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"idle"}}}`)
 	assert.ErrorIs(t, cause, emitter.ErrTurnEnded)
+}
+
+// OnBegin tells the host each turn's beginning, once, with no lock held:
+// the prompt that starts one, a queued prompt when its turn comes, a v2
+// running state; never a prompt queued behind a running turn.
+func TestOnBeginReportsEachTurnsBeginningOnce(t *testing.T) {
+	var mu sync.Mutex
+	var begun []string
+	var e *Engine
+	e = New(Config{OnBegin: func(sid string) {
+		assert.False(t, e.InTurn("nonexistent"), "the engine's lock is not held: it answers")
+		mu.Lock()
+		begun = append(begun, sid)
+		mu.Unlock()
+	}})
+	w := &wire{t: t, e: e}
+	t.Cleanup(func() { e.Close(emitter.ErrConnectionClosed) })
+	w.init(1, true)
+	got := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), begun...) }
+
+	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1"}}`)
+	assert.Equal(t, []string{"s1"}, got())
+	assert.True(t, e.InTurn("s1"))
+	w.client(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1"}}`)
+	assert.Equal(t, []string{"s1"}, got(), "queued behind the running turn: no new turn yet")
+	w.agent(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
+	assert.Equal(t, []string{"s1", "s1"}, got(), "the queued prompt's turn begins once the first has ended")
+
+	v2 := New(Config{OnBegin: func(sid string) { mu.Lock(); begun = append(begun, "v2:"+sid); mu.Unlock() }})
+	w2 := &wire{t: t, e: v2}
+	t.Cleanup(func() { v2.Close(emitter.ErrConnectionClosed) })
+	w2.init(2, false)
+	w2.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s9","update":{"sessionUpdate":"state_update","state":"running"}}}`)
+	w2.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s9","update":{"sessionUpdate":"state_update","state":"running"}}}`)
+	assert.Equal(t, []string{"s1", "s1", "v2:s9"}, got())
 }

@@ -11,10 +11,13 @@ import (
 )
 
 // The reporting calls of a runtime. Those that open or settle a compaction
-// run inside the engine's turn guard (Admit): they are refused while the
-// session's turn end is being settled and written, so nothing opens or
-// changes between the settlement and the message that ends the turn, and
-// the turn's end waits for one in progress.
+// run inside the engine's turn guard (Admit): while the session's turn end
+// is being settled and written they wait for it to be written (one from
+// the settlement's own observer is refused), so nothing opens or changes
+// between the settlement and the message that ends the turn, and the
+// turn's end waits for one in progress. Between turns the emitter judges
+// them (emitter.WithTurns with RefuseOutsideTurn): a start is refused with
+// emitter.ErrOutsideTurn unless it is a background one.
 
 // guarded runs f on the session's emitter inside the turn guard, with ctx
 // carrying the turn's trace context. A call for the turn of a prompt queued

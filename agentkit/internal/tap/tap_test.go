@@ -74,15 +74,20 @@ func TestStartIsRefusedWhileTheTurnIsBeingSettled(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = tp.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`))
-	if !errors.Is(refused, emitter.ErrTurnEnded) {
-		t.Errorf("Start during settlement = %v, want ErrTurnEnded", refused)
+	if !errors.Is(refused, emitter.ErrOutsideTurn) {
+		t.Errorf("Start during settlement = %v, want ErrOutsideTurn", refused)
 	}
 	if tp.Open("s") != 0 {
 		t.Errorf("%d compactions open after the turn", tp.Open("s"))
 	}
-	// After the turn, starts are welcome again (idle housekeeping).
-	if _, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_idle")); err != nil {
-		t.Errorf("start after the turn: %v", err)
+	// After the turn, nothing about compaction may reach the client: a
+	// start is refused, unless it may outlive its turn (Background), which
+	// shows it when it settles.
+	if _, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_idle")); !errors.Is(err, emitter.ErrOutsideTurn) {
+		t.Errorf("start after the turn = %v, want ErrOutsideTurn", err)
+	}
+	if _, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_bg"), emitter.Background()); err != nil {
+		t.Errorf("background start after the turn: %v", err)
 	}
 	tp.Close(emitter.ErrConnectionClosed)
 	if tp.Open("s") != 0 {
@@ -175,7 +180,7 @@ func TestCloseSettlesEachTurnForItsReason(t *testing.T) {
 
 // TestSessionCloseSettlesAndForgetsTheSession: the agent's answer to
 // session/close is written after what the session still has open (here a
-// compaction started between turns) is settled as cancelled, and the
+// compaction of the turn the close ends) is settled as cancelled, and the
 // emitter forgets the session.
 func TestSessionCloseSettlesAndForgetsTheSession(t *testing.T) {
 	var lines []string
@@ -191,7 +196,8 @@ func TestSessionCloseSettlesAndForgetsTheSession(t *testing.T) {
 	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_idle")); err != nil {
+	tp.Receive([]byte(`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
+	if _, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_open")); err != nil {
 		t.Fatal(err)
 	}
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":5,"method":"session/close","params":{"sessionId":"s"}}`))

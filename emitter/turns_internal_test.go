@@ -1,0 +1,46 @@
+package emitter
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/capability"
+	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The heartbeat re-sends progress only to a client in a turn that has seen
+// the compaction start. (beat is called directly: the timer's interval is
+// an hour, so no tick races the assertions.)
+func TestNoHeartbeatOutsideATurnOrForAnUnseenCompaction(t *testing.T) {
+	ctx := context.Background()
+	var on atomic.Bool
+	rec := &wiretest.Recorder{}
+	em := New(rec, WithNegotiation(capability.Negotiation{Version: 1, Compaction: true}), WithHeartbeat(time.Hour),
+		WithTurns(func(string) bool { return on.Load() }, HoldOutsideTurn))
+	s := em.Session("s1")
+
+	held, err := s.Start(ctx, WithID("held"))
+	require.NoError(t, err)
+	on.Store(true)
+	bg, err := s.Start(ctx, WithID("bg"), Background())
+	require.NoError(t, err)
+	shown, err := s.Start(ctx, WithID("shown"))
+	require.NoError(t, err)
+	require.Len(t, rec.Lines(), 1, "only the compaction started in the turn is shown")
+
+	bg.beat()
+	held.beat()
+	shown.beat()
+	assert.Len(t, rec.Lines(), 2, "the shown compaction's heartbeat only")
+
+	on.Store(false)
+	shown.beat()
+	assert.Len(t, rec.Lines(), 2, "no heartbeat between turns")
+	for _, c := range []*Compaction{held, bg, shown} {
+		c.heartbeat.Stop()
+	}
+}
