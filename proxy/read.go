@@ -1,5 +1,10 @@
 package proxy
 
+// Reading, the first stage of each side's line path (read -> classify ->
+// act): a line is framed as the peers frame it, and handed on as the bytes
+// that came (what is forwarded) and the message a peer reads in them (what
+// is classified, and what the checker sees).
+
 import (
 	"bufio"
 	"bytes"
@@ -7,6 +12,30 @@ import (
 	"io"
 	"unsafe"
 )
+
+// line is one line of one side, as read.
+type line struct {
+	// n is the side's line number (from 1), for log positions and the
+	// checker.
+	n int
+	// raw is the line as it came, terminator included: what is forwarded.
+	raw []byte
+	// msg is the message a peer reads in raw: raw without its line
+	// terminator. For a long line it is the head as read.
+	msg []byte
+	// long: raw is only the head of a line longer than the inspection
+	// limit; the rest follows (lineReader.copyRest).
+	long bool
+}
+
+// readLine frames what next returned.
+func readLine(n int, raw []byte, long bool) line {
+	l := line{n: n, raw: raw, long: long, msg: raw}
+	if !long {
+		l.msg = trimEOL(raw)
+	}
+	return l
+}
 
 // readBufSize is the bufio buffer of each side. A line longer than it is
 // collected in lineReader.acc, which is kept for the next line while it is
@@ -182,63 +211,19 @@ func (l *lineReader) ready() bool {
 	return bytes.IndexByte(b, '\n') >= 0
 }
 
-// writeBufSize bounds what a lineWriter holds back: a line that does not
-// fit is written through, so a slow reader still slows its writer down.
-const writeBufSize = 64 << 10
-
-// lineWriter writes whole lines to one side. A write to a pipe costs a
-// system call however small, so lines are collected in a bounded buffer
-// and the owner decides when they must leave (flush): the wire order is
-// the order of the calls either way. It remembers whether the last
-// forwarded line lacked its terminator (an agent's final line), so that a
-// line the proxy adds afterwards does not run into it.
-type lineWriter struct {
-	w       io.Writer
-	bw      *bufio.Writer
-	midLine bool
-	err     error
+// isBatch reports a JSON-RPC batch: a message that is a JSON array.
+func isBatch(msg []byte) bool {
+	t := bytes.TrimLeft(msg, " \t\r\n")
+	return len(t) > 0 && t[0] == '['
 }
 
-func newLineWriter(w io.Writer) lineWriter {
-	return lineWriter{w: w, bw: bufio.NewWriterSize(w, writeBufSize)}
-}
+func isBlank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
 
-// forward queues b as it was read, terminator or not.
-func (w *lineWriter) forward(b []byte) error {
-	if w.err != nil {
-		return w.err
+// clip shortens a line for a log message.
+func clip(b []byte) string {
+	const n = 120
+	if len(b) > n {
+		return string(bytes.ToValidUTF8(b[:n], nil)) + "…"
 	}
-	if len(b) == 0 {
-		return nil
-	}
-	_, w.err = w.bw.Write(b)
-	w.midLine = b[len(b)-1] != '\n'
-	return w.err
-}
-
-// line queues msg, a message the proxy made, as one line.
-func (w *lineWriter) line(msg []byte) error {
-	if w.err != nil {
-		return w.err
-	}
-	if w.midLine {
-		w.err = w.bw.WriteByte('\n')
-	}
-	if w.err == nil {
-		_, w.err = w.bw.Write(msg)
-	}
-	if w.err == nil {
-		w.err = w.bw.WriteByte('\n')
-	}
-	w.midLine = false
-	return w.err
-}
-
-// flush writes what is queued.
-func (w *lineWriter) flush() error {
-	if w.err != nil {
-		return w.err
-	}
-	w.err = w.bw.Flush()
-	return w.err
+	return string(bytes.ToValidUTF8(b, nil))
 }
