@@ -24,12 +24,18 @@ import (
 // handleAgent carries one agent line through classify and act. werr is a
 // failed write to the client, rerr a failed read of the remainder of an
 // overlong line.
-func (c *conn) handleAgent(ctx context.Context, lr *lineReader, l *line) (werr, rerr error) {
+func (c *conn) handleAgent(ctx context.Context, lr *lineReader, raw []byte, long bool) (werr, rerr error) {
 	c.emu.Lock()
 	defer c.emu.Unlock()
 	if c.stopped.Load() {
 		return nil, nil
 	}
+	l := readLine(lr.n, raw, long)
+	return c.actLine(ctx, lr, &l)
+}
+
+// actLine is handleAgent for a line read; callers hold emu.
+func (c *conn) actLine(ctx context.Context, lr *lineReader, l *line) (werr, rerr error) {
 	c.out.at = l.n
 	if l.long {
 		return c.actHead(ctx, lr, l)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -27,25 +28,19 @@ func (c *conn) pumpClient(ctx context.Context, r io.Reader) {
 			return
 		}
 		if len(raw) > 0 {
-			l := readLine(lr.n, raw, long)
-			if l.long {
-				c.clientHead(&l)
-				if c.ain.write(l.raw, false) != nil {
-					return
-				}
-				if err := lr.copyRest(func(b []byte) error { return c.ain.write(b, false) }); err != nil {
-					rerr = err
-				}
-				if c.ain.write(nil, true) != nil {
-					return
-				}
-			} else {
-				// Holding the line back costs nothing when the next one is
-				// already here, and saves a write.
-				hold := c.fromClient(&l) && lr.ready()
-				if c.ain.write(l.raw, !hold) != nil {
-					return
-				}
+			huge := len(raw) >= collectAfter
+			ok, err := c.clientLine(lr, raw, long)
+			raw = nil
+			if err != nil {
+				rerr = err
+			}
+			if !ok {
+				return
+			}
+			if lr.release() && huge {
+				// As for the agent's lines (conn.releaseLine).
+				c.cpick, c.cenv = skim.Picker{}, envelope{}
+				runtime.GC()
 			}
 		}
 		if rerr != nil {
@@ -59,6 +54,25 @@ func (c *conn) pumpClient(ctx context.Context, r io.Reader) {
 			return
 		}
 	}
+}
+
+// clientLine notes a client line with the engine and forwards it. ok is
+// false once the agent's input is closed; err is a failed read of the
+// remainder of an overlong line.
+func (c *conn) clientLine(lr *lineReader, raw []byte, long bool) (ok bool, err error) {
+	l := readLine(lr.n, raw, long)
+	if !l.long {
+		// Holding the line back costs nothing when the next one is
+		// already here, and saves a write.
+		hold := c.fromClient(&l) && lr.ready()
+		return c.ain.write(l.raw, !hold) == nil, nil
+	}
+	c.clientHead(&l)
+	if c.ain.write(l.raw, false) != nil {
+		return false, nil
+	}
+	err = lr.copyRest(func(b []byte) error { return c.ain.write(b, false) })
+	return c.ain.write(nil, true) == nil, err
 }
 
 // agentInput is the agent's input: only the client pump writes to it,

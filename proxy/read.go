@@ -82,10 +82,8 @@ func newLineReader(r io.Reader, max int) *lineReader {
 // the remainder with copyRest. A line longer than max that has been read
 // whole anyway (it fit in the read buffer) is returned whole, long unset.
 func (l *lineReader) next() (line []byte, long bool, err error) {
-	if cap(l.acc) > keepAccMax {
-		l.acc = nil
-	}
-	l.acc, l.inAcc, l.gone = l.acc[:0], false, nil
+	l.release()
+	l.acc, l.inAcc = l.acc[:0], false
 	for {
 		frag, err := l.r.ReadSlice('\n')
 		if err == nil && len(l.acc) == 0 {
@@ -135,6 +133,20 @@ func (l *lineReader) add(frag []byte) {
 		frag = frag[k:]
 		l.size += k
 	}
+}
+
+// release lets go of the line next returned last, once it is handled: a
+// buffer that held a line longer than keepAccMax is not kept for the next
+// line, so that one huge message does not pin its memory, and a line
+// detach handed over is the holder's alone. It reports whether it let go
+// of such a line.
+func (l *lineReader) release() (big bool) {
+	big = cap(l.acc) > keepAccMax || cap(l.gone) > keepAccMax
+	if cap(l.acc) > keepAccMax {
+		l.acc = nil
+	}
+	l.gone = nil
+	return big
 }
 
 // whole returns the line collected so far as one slice: acc, or for a line

@@ -303,6 +303,24 @@ func (a *agent) prompt(id json.RawMessage, behavior string, bigSize int) {
 		a.out.WriteByte('\n')
 		a.out.Flush()
 		a.text("after the big line")
+	case "big-chunk-then-summary":
+		// A compaction with two lines of exactly bigSize bytes (terminator
+		// excluded) one after the other: a summary chunk, then the
+		// completed update with the final summary.
+		a.update(`{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"in_progress"}`)
+		for _, part := range [][2]string{
+			{fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_b1","content":{"type":"text","text":"`, a.sid), `"}}}}`},
+			{fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"completed","summary":[{"type":"text","text":"`, a.sid), `"}]}}}`},
+		} {
+			fill := max(bigSize-len(part[0])-len(part[1]), 0)
+			a.out.WriteString(part[0])
+			for i := 0; i < fill; i++ {
+				a.out.WriteByte('a' + byte(i%26))
+			}
+			a.out.WriteString(part[1])
+			a.out.WriteByte('\n')
+		}
+		a.out.Flush()
 	case "big-compaction", "big-summary-chunk":
 		// A compaction whose completed update (or whose one summary chunk,
 		// before a completed update) carries a summary text that makes
