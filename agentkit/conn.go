@@ -85,12 +85,12 @@ func (s *tapStream) WriteObject(v any) error {
 	call := req != nil && !req.Notif
 	if call {
 		// A request of the agent's: its handler now waits for the
-		// client, which AsyncHandler does not count.
-		s.b.lim.called(1)
+		// client, which AsyncHandler does not count (see limiter).
+		s.b.lim.sent(req)
 	}
 	err = s.t.Send(raw)
 	if err != nil && call {
-		s.b.lim.called(-1)
+		s.b.lim.answered(req)
 	}
 	return err
 }
@@ -170,6 +170,9 @@ type AsyncOption func(*asyncHandler)
 
 // MaxConcurrent sets how many of a connection's messages AsyncHandler
 // handles at once (default DefaultMaxConcurrent); n <= 0 means no limit.
+// A handler waiting for the client's answer to a request of its own does
+// not hold a slot; that exemption ends when the answer arrives or the
+// handler returns, whichever comes first (see AsyncHandler).
 func MaxConcurrent(n int) AsyncOption { return func(a *asyncHandler) { a.max = n } }
 
 // AsyncHandler is jsonrpc2.AsyncHandler for handlers behind a kit: each
@@ -185,16 +188,30 @@ func MaxConcurrent(n int) AsyncOption { return func(a *asyncHandler) { a.max = n
 // message (a session/cancel cancels its prompt in wire order all the same),
 // but the host's handler sees it only once a slot frees.
 //
-// A handler that waits for the client's answer to a request of its own
+// A handler waiting for the client's answer to a request of its own
 // (conn.Call: session/request_permission, fs/read_text_file, ...) does not
-// count while the request is unanswered, so the read loop always goes on to
-// read that answer: a full set of handlers asking the client cannot
-// deadlock the connection. The trade-off: a handler that waits for anything
-// else the client is yet to send (a later notification, another request)
-// holds its slot, so such a host must allow for as many at once, or use
-// MaxConcurrent(0). A request the client never answers lifts the limit by
-// one for the rest of the connection. Behind a Kit's connection only:
-// without the kit (a context NewConn did not make) there is no limit.
+// hold a slot, from the request's write until the answer arrives or the
+// handler returns, whichever comes first. So the read loop always goes on
+// to read that answer (a full set of handlers asking the client cannot
+// deadlock the connection), and the limit never erodes: a request the
+// client never answers (it cancelled the prompt instead, say) frees no
+// slot once its handler has returned, and an answer that comes after that
+// changes nothing. A handler waiting for several answers at once is
+// exempt once.
+//
+// jsonrpc2 shows the kit nothing of the context a request is made with,
+// so the kit tells which handler waits by the request's params.sessionId,
+// which ACP requires of every method of the client's: the request counts
+// for the handler running for that session (its latest session/prompt, if
+// several run). A request without a session, or about a session no
+// handler runs for (as one made outside any handler), frees no slot.
+//
+// The trade-off: a handler that waits for anything else the client is yet
+// to send (a later notification, another request, the answer to a request
+// that does not name its session) holds its slot, so such a host must
+// allow for as many at once, or use MaxConcurrent(0). Behind a Kit's
+// connection only: without the kit (a context NewConn did not make) there
+// is no limit.
 func AsyncHandler(h jsonrpc2.Handler, opts ...AsyncOption) jsonrpc2.Handler {
 	a := asyncHandler{h: h, max: DefaultMaxConcurrent}
 	for _, o := range opts {
@@ -212,12 +229,15 @@ type asyncHandler struct {
 
 func (a asyncHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	var lim *limiter
-	if b := bindingOf(ctx); b != nil && a.max > 0 && b.lim.acquire(a.max) {
-		lim = b.lim
+	var s *slot
+	if b := bindingOf(ctx); b != nil && a.max > 0 {
+		if s = b.lim.acquire(a.max, req); s != nil {
+			lim = b.lim
+		}
 	}
 	go func() {
 		if lim != nil {
-			defer lim.release()
+			defer lim.release(s)
 		}
 		returned := false
 		defer func() {

@@ -194,10 +194,12 @@
 // waits, so a client that pipelines requests faster than they are handled
 // fills its own pipe rather than the agent's memory. The kit still sees
 // each message in wire order as it is read. A handler waiting for the
-// client's answer to a request of its own (session/request_permission)
-// does not count while it waits, so that answer is always read; a handler
-// that waits for any other message of the client's holds its slot (see
-// AsyncHandler).
+// client's answer to a request of its own about its session
+// (session/request_permission, fs/read_text_file) does not hold a slot
+// until the answer arrives or the handler returns, whichever comes first,
+// so that answer is always read, and an answer that never comes does not
+// raise the limit; a handler that waits for any other message of the
+// client's holds its slot (see AsyncHandler).
 //
 // # Output
 //

@@ -115,7 +115,7 @@ func (b *binding) streamClosed() {
 // client's to a request of the agent's.
 func (b *binding) onRecv(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
 	if req != nil && resp != nil {
-		b.lim.called(-1)
+		b.lim.answered(req)
 	}
 }
 

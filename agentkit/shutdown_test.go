@@ -2,6 +2,7 @@ package agentkit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -317,10 +318,18 @@ func TestAsyncHandlerDoesNotCountHandlersWaitingForTheClient(t *testing.T) {
 		case "initialize":
 			return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
 		case "session/prompt":
+			var p struct {
+				SessionID string `json:"sessionId"`
+			}
+			if err := json.Unmarshal(*req.Params, &p); err != nil {
+				return nil, err
+			}
 			var res struct {
 				Outcome string `json:"outcome"`
 			}
-			if err := conn.Call(ctx, "session/request_permission", map[string]any{"sessionId": session}, &res); err != nil {
+			// About its own session, as ACP has it: that is how the kit
+			// knows which handler waits.
+			if err := conn.Call(ctx, "session/request_permission", map[string]any{"sessionId": p.SessionID}, &res); err != nil {
 				return nil, err
 			}
 			return map[string]any{"stopReason": "end_turn"}, nil

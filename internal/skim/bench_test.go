@@ -108,6 +108,36 @@ func BenchmarkDeep(b *testing.B) {
 	}
 }
 
+// BenchmarkDeepUnbounded: a Picker without the nesting limit reading a
+// message whose member is nested 20,000 and 1,000,000 deep, in arrays and
+// in objects: past depth 10000 the values are read by skipDeep.
+func BenchmarkDeepUnbounded(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		value string
+	}{
+		{"arrays-20000", nested(20000, "")},
+		{"arrays-1000000", nested(1000000, "")},
+		{"objects-1000000", strings.Repeat(`{"a":`, 1000000) + "1" + strings.Repeat("}", 1000000)},
+	} {
+		msg := []byte(`{"params":{"update":{"sessionUpdate":"plan","_meta":` + tc.value + `}},"id":7}`)
+		b.Run(tc.name, func(b *testing.B) {
+			p := Picker{Unbounded: true}
+			b.SetBytes(int64(len(msg)))
+			b.ReportAllocs()
+			c0 := cpuNow()
+			for b.Loop() {
+				v, err := p.Pick(msg, agentSet)
+				if err != nil {
+					b.Fatal(err)
+				}
+				benchSink = v
+			}
+			reportCPU(b, c0)
+		})
+	}
+}
+
 var headSink Head
 
 // BenchmarkHead: ReadHead on the 200-byte line; scanHead is the kit's
@@ -156,5 +186,23 @@ func TestBenchLines(t *testing.T) {
 	}
 	if !strings.Contains(string(bigUpdate(64<<10)), `"compaction_update"`) {
 		t.Error("not a compaction_update")
+	}
+}
+
+var keySink string
+
+// BenchmarkIDKey: the ids a host keys on every request and response.
+func BenchmarkIDKey(b *testing.B) {
+	for _, id := range []struct{ name, raw string }{
+		{"int", `7`}, {"int6", `123456`}, {"negzero", `-0`}, {"frac", `2.5`}, {"exp", `1e3`},
+		{"bigint", `12345678901234567890`}, {"string", `"prompt-7"`}, {"escaped", `"init-\u00e9"`},
+	} {
+		raw := []byte(id.raw)
+		b.Run(id.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				keySink = IDKey(raw)
+			}
+		})
 	}
 }

@@ -10,7 +10,8 @@
 // json.RawMessage; a [Picker] instead validates the message once, with
 // encoding/json's grammar and nesting limit (10000), and hands out raw
 // sub-slices of the members asked for, so that only those small values are
-// decoded ([String], [IsNull], [IDKey]).
+// decoded ([String], [IsNull], [IDKey]). In the unbounded mode (a Picker
+// with Unbounded set, [PickPrefixUnbounded]) there is no nesting limit.
 //
 // # What is accepted
 //
@@ -20,6 +21,17 @@
 // 10000 arrays and objects is refused with [ErrTooDeep], as encoding/json
 // refuses it. Invalid input is reported with an error that wraps
 // [ErrSyntax]; a valid JSON value that is not an object with [ErrNotObject].
+//
+// JavaScript's JSON.parse has no nesting limit, so a peer that reads with
+// it (the TypeScript SDK) reads a message nested 10001 deep that
+// encoding/json refuses; a host that must see what such a peer sees (the
+// proxy, which would otherwise pass the message on unexamined) reads in
+// the unbounded mode: [Picker.Unbounded], [PickPrefixUnbounded]. The
+// grammar and the values picked are the same; nesting is not limited, and
+// the values deeper than 10000 levels are read without recursion, with a
+// bit of memory per level. The zero Picker, [PickPrefix] and [ReadHead]
+// keep encoding/json's limit, for hosts whose stacks decode with it (the
+// agent kits).
 //
 // # How member names match
 //
@@ -40,8 +52,12 @@
 // struct the earlier one filled, merging the two, where a fold set reads
 // the last one only, as a map decode does.
 //
-// Request ids are compared with [IDKey], by JSON value: "init-é" and
-// "init-\u00e9" are the same id, 1 and "1" are not.
+// Request ids are compared with [IDKey], by JSON value as the clients
+// compare them: "init-é" and "init-\u00e9" are the same id; numbers are
+// compared by the double they round to, as JavaScript's JSON.parse and a
+// Map (and encoding/json's float64) compare them, so 1, 1.0 and 1e0 are one
+// id, 0 and -0 are one id, and integers beyond 2^53 that round to the same
+// double are one id; 1 and "1" are not.
 //
 // # Implementation
 //

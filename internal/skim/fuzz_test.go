@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -40,6 +41,12 @@ var pickSeeds = []string{
 // level by level into a map (Compile: exact names, the last duplicate) or
 // into a struct with one json.RawMessage field tagged with the name
 // (CompileFold: encoding/json's struct field matching).
+//
+// A Picker without the nesting limit (Unbounded) does exactly the same on
+// a message within the limit, and on one nested deeper agrees with
+// encoding/json's json.Decoder.Token, which has no limit (tokenValid,
+// tokenPick). The message is also read past the limit: as the element of an
+// array MaxDepth deep, and by skipDeep on its own from the top.
 func FuzzPick(f *testing.F) {
 	for _, s := range pickSeeds {
 		f.Add([]byte(s))
@@ -50,6 +57,12 @@ func FuzzPick(f *testing.F) {
 		isObject := valid && trimmed[0] == '{'
 		var cerr *json.SyntaxError
 		deep := errors.As(json.Compact(new(bytes.Buffer), b), &cerr) && strings.Contains(cerr.Error(), "exceeded max depth")
+		// Valid without the nesting limit.
+		validJS := tokenValid(b)
+		if !deep && validJS != valid {
+			t.Fatalf("%q: json.Valid %v, the Token oracle %v", b, valid, validJS)
+		}
+		isObjectJS := validJS && trimmed[0] == '{'
 
 		for _, mode := range []struct {
 			name string
@@ -83,6 +96,111 @@ func FuzzPick(f *testing.F) {
 			if len(results) == 2 && !reflect.DeepEqual(results[0], results[1]) {
 				t.Fatalf("%s: %q: hand %q, jsontext %q", mode.name, b, results[0], results[1])
 			}
+
+			// Unbounded.
+			p := Picker{Unbounded: true}
+			got, err := p.Pick(b, mode.set)
+			switch {
+			case errors.Is(err, ErrTooDeep):
+				t.Fatalf("unbounded/%s: %q: error %v", mode.name, b, err)
+			case !validJS && (!errors.Is(err, ErrSyntax) || errors.Is(err, ErrNotObject)):
+				t.Fatalf("unbounded/%s: %q: error %v, Token oracle: invalid", mode.name, b, err)
+			case validJS && !isObjectJS && (!errors.Is(err, ErrNotObject) || errors.Is(err, ErrSyntax)):
+				t.Fatalf("unbounded/%s: %q: error %v, valid but not an object", mode.name, b, err)
+			case isObjectJS && err != nil:
+				t.Fatalf("unbounded/%s: %q: error %v, Token oracle: valid", mode.name, b, err)
+			}
+			if err != nil {
+				continue
+			}
+			if !deep && !reflect.DeepEqual(got, results[0]) {
+				t.Fatalf("unbounded/%s: %q: %q, bounded %q", mode.name, b, got, results[0])
+			}
+			if deep {
+				wants := tokenPick(b, fuzzPaths, mode.set.fold)
+				for i, path := range fuzzPaths {
+					if want := wants[i]; !bytes.Equal(got[i], want) || (got[i] == nil) != (want == nil) {
+						t.Fatalf("unbounded/%s: %q: %v = %q, encoding/json's Token %q", mode.name, b, path, got[i], want)
+					}
+				}
+			}
+		}
+
+		// Past the limit: b the element of an array MaxDepth deep, its
+		// arrays and objects read by skipDeep.
+		inner := append(append([]byte("["), b...), ']')
+		wrapped := append(append([]byte(wrapOpen), inner...), wrapClose...)
+		innerValid := tokenValid(inner)
+		for _, set := range []*Paths{fuzzExact, fuzzFold} {
+			p := Picker{Unbounded: true}
+			got, err := p.Pick(wrapped, set)
+			if (err == nil) != innerValid || errors.Is(err, ErrTooDeep) {
+				t.Fatalf("unbounded: %q, %d deep: error %v, Token oracle: valid %v", b, MaxDepth, err, innerValid)
+			}
+			if err != nil {
+				continue
+			}
+			a := wrapped[len(`{"a":`) : len(wrapped)-len(`,"id":1}`)]
+			for i, path := range fuzzPaths {
+				var want []byte
+				switch strings.Join(path, ".") {
+				case "id":
+					want = []byte("1")
+				case "a":
+					want = a
+				}
+				if !bytes.Equal(got[i], want) || (got[i] == nil) != (want == nil) {
+					t.Fatalf("unbounded: %q, %d deep: %v = %.40q, want %.40q", b, MaxDepth, path, got[i], want)
+				}
+			}
+		}
+		// PickPrefixUnbounded reads it whole as Pick does, and no prefix
+		// of a valid one is an error (the exact set only: this is slow).
+		pre, err := PickPrefixUnbounded(wrapped, fuzzExact)
+		if (err == nil) != innerValid || errors.Is(err, ErrTooDeep) || err == nil && !pre.Whole {
+			t.Fatalf("unbounded prefix: %q, %d deep: error %v, whole %v, Token oracle: valid %v", b, MaxDepth, err, pre.Whole, innerValid)
+		}
+		if err == nil && (string(pre.Values[0]) != "1" || len(pre.Values[1]) != len(wrapped)-len(`{"a":,"id":1}`)) {
+			t.Fatalf("unbounded prefix: %q, %d deep: values %.40q", b, MaxDepth, pre.Values)
+		}
+		for k := 1; innerValid && k < 4; k++ {
+			cut := len(wrapOpen) + k*len(inner)/4
+			if _, err := PickPrefixUnbounded(wrapped[:cut], fuzzExact); err != nil {
+				t.Fatalf("unbounded prefix of %q, %d deep, cut %d bytes in: %v", b, MaxDepth, cut-len(wrapOpen), err)
+			}
+		}
+
+		// skipDeep on its own, from the top: a valid array or object is
+		// skipped whole; with cut, each prefix of it is errCut, or nil
+		// once the value is complete.
+		if len(trimmed) > 0 && (trimmed[0] == '[' || trimmed[0] == '{') {
+			s := skimmer{b: b}
+			s.ws()
+			err := s.skipDeep(false)
+			if err == nil {
+				if s.ws(); s.i != len(b) {
+					err = s.fail("data after the value")
+				}
+			}
+			if (err == nil) != validJS || err != nil && !errors.Is(err, ErrSyntax) {
+				t.Fatalf("skipDeep(%q): %v, Token oracle: valid %v", b, err, validJS)
+			}
+			step := 1
+			if len(b) > 256 {
+				step = len(b) / 64
+			}
+			for k := 0; validJS && k <= len(b); k += step {
+				s := skimmer{b: b[:k]}
+				if s.ws(); s.i == k {
+					continue
+				}
+				switch err := s.skipDeep(true); {
+				case err == errCut:
+				case err == nil && len(trimSpace(b[s.i:])) == 0:
+				default:
+					t.Fatalf("skipDeep(%q, cut): %v at byte %d, of %q", b[:k], err, s.i, b)
+				}
+			}
 		}
 
 		// ReadHead reads what the kits' envelope struct reads.
@@ -114,6 +232,13 @@ func FuzzPick(f *testing.F) {
 		}
 	})
 }
+
+// wrapOpen and wrapClose wrap an array in an object member and arrays, so
+// that the array is MaxDepth deep (FuzzPick).
+var (
+	wrapOpen  = `{"a":` + strings.Repeat("[", MaxDepth-2)
+	wrapClose = strings.Repeat("]", MaxDepth-2) + `,"id":1}`
+)
 
 // exactAt is the raw value at path by decoding into maps.
 func exactAt(b []byte, path []string) []byte {
@@ -153,12 +278,17 @@ var idSeeds = [][2]string{
 	{`"init-é"`, `"init-\u00e9"`}, {`"a<b&c"`, `"a\u003cb\u0026c"`}, {`1`, `"1"`}, {`1`, `1.0`}, {`null`, ``},
 	{` 7 `, `7`}, {`{"a":1,"b":2}`, `{"b":2,"a":1}`}, {`[1,"x"]`, `[1,"\u0078"]`}, {"\"\xff\"", `"\ufffd"`},
 	{`true`, `"true"`}, {`{"a":1,"a":2}`, `{"a":2}`}, {`-0`, `0`}, {`1e2`, `100`}, {`""`, `null`}, {`01`, `1`},
+	{`0.0`, `-0`}, {`2e0`, `2`}, {`9007199254740993`, `9007199254740992`}, {`1e400`, `2e400`}, {`-1e400`, `1e400`},
+	{`1e-400`, `-0`}, {`[1.0]`, `[1]`},
 }
 
 // FuzzIDKey: two ids that encoding/json accepts have the same key exactly
-// when it decodes them to the same value of the same JSON type (numbers by
-// their literals, json.Decoder.UseNumber); anything else has a key no
-// valid id has.
+// when a client takes them for one id: two strings when encoding/json
+// decodes them to the same string, two numbers when it decodes them to the
+// same float64 (0 == -0; a number too large for one is an infinity of its
+// sign, as JSON.parse makes it), two other values when it decodes them
+// (numbers by their literals, json.Decoder.UseNumber) to equal values;
+// anything else has a key no valid id has.
 func FuzzIDKey(f *testing.F) {
 	for _, s := range idSeeds {
 		f.Add([]byte(s[0]), []byte(s[1]))
@@ -182,10 +312,33 @@ func FuzzIDKey(f *testing.F) {
 		if !oka || !okb {
 			return
 		}
-		if same := reflect.DeepEqual(va, vb); same != (ka == kb) {
+		same := reflect.DeepEqual(va, vb)
+		na, isNumA := va.(json.Number)
+		nb, isNumB := vb.(json.Number)
+		if isNumA && isNumB {
+			same = numberValue(t, na) == numberValue(t, nb)
+		}
+		if same != (ka == kb) {
 			t.Fatalf("IDKey(%q) = %q, IDKey(%q) = %q; encoding/json decodes %#v and %#v", a, ka, b, kb, va, vb)
 		}
 	})
+}
+
+// numberValue is the float64 encoding/json decodes n to, or, for a number
+// it refuses as out of range, the infinity of n's sign (JSON.parse's).
+func numberValue(t *testing.T, n json.Number) float64 {
+	var f float64
+	if err := json.Unmarshal([]byte(n), &f); err != nil {
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
+			t.Fatalf("json.Unmarshal(%s): %v", n, err)
+		}
+		if strings.HasPrefix(string(n), "-") {
+			return math.Inf(-1)
+		}
+		return math.Inf(1)
+	}
+	return f
 }
 
 // decodeID decodes a raw id; an absent one (nothing but whitespace) is nil,

@@ -2,7 +2,9 @@ package skim
 
 // The hand-written skimmer, moved here from the proxy: a one-pass
 // validating reader with encoding/json's grammar and nesting limit, which
-// hands out sub-slices of the members asked for.
+// hands out sub-slices of the members asked for. Without the limit
+// (unbounded), it reads the values nested deeper than MaxDepth with
+// skipDeep, which does not recurse.
 
 import "encoding/binary"
 
@@ -20,9 +22,10 @@ var strPlain = func() (t [256]bool) {
 }()
 
 type skimmer struct {
-	b     []byte
-	i     int
-	depth int
+	b         []byte
+	i         int
+	depth     int
+	unbounded bool // no nesting limit: skipDeep reads past MaxDepth
 }
 
 func (s *skimmer) fail(msg string) error { return &syntaxError{off: int64(s.i), msg: msg} }
@@ -161,18 +164,20 @@ func (s *skimmer) str() error {
 	return s.fail("unterminated string")
 }
 
-func (s *skimmer) enter() error {
-	s.depth++
-	if s.depth > MaxDepth {
-		return &syntaxError{off: int64(s.i), msg: "exceeded max depth", deep: true}
-	}
-	return nil
+// tooDeep is the error for the array or object at s.i, nested deeper than
+// MaxDepth.
+func (s *skimmer) tooDeep() error {
+	return &syntaxError{off: int64(s.i), msg: "exceeded max depth", deep: true}
 }
 
 func (s *skimmer) array() error {
-	if err := s.enter(); err != nil {
-		return err
+	if s.depth >= MaxDepth {
+		if !s.unbounded {
+			return s.tooDeep()
+		}
+		return s.skipDeep(false)
 	}
+	s.depth++
 	s.i++
 	s.ws()
 	if s.i < len(s.b) && s.b[s.i] == ']' {
@@ -204,9 +209,16 @@ func (s *skimmer) array() error {
 // pickObject checks and skips an object, s.b[s.i] being its '{', and
 // stores in out the values of the paths that n holds (none when n is nil).
 func (s *skimmer) pickObject(out [][]byte, n *pathNode, fold bool) error {
-	if err := s.enter(); err != nil {
-		return err
+	if s.depth >= MaxDepth {
+		if !s.unbounded {
+			return s.tooDeep()
+		}
+		if n == nil {
+			return s.skipDeep(false)
+		}
+		// A path deeper than MaxDepth: the recursion is the path's.
 	}
+	s.depth++
 	s.i++
 	s.ws()
 	if s.i < len(s.b) && s.b[s.i] == '}' {
@@ -300,9 +312,152 @@ func (s *skimmer) pickInto(out [][]byte, set *Paths) error {
 	return nil
 }
 
-// handPicker is the Picker of the hand-written skimmer.
+// skipDeep checks and skips the array or object at s.i, with the grammar
+// of value, without recursion and so without a nesting limit: it keeps the
+// kind of each level it has open as one bit (set for an object), so that n
+// levels take n/8 bytes (nothing up to 256 levels; the bits are allocated
+// doubling, so n/4 bytes in all). With cut, the input is the prefix of a
+// message, and its end is errCut (as for the prefixScanner), not a syntax
+// error.
+func (s *skimmer) skipDeep(cut bool) error {
+	const (
+		value  = iota // a value begins
+		member        // a member begins: its name, a colon
+		after         // a value ended
+	)
+	var small [4]uint64
+	objects := small[:] // bit l: level l is an object
+	open := 0           // the levels open
+	state := value
+	for {
+		if state == after && open == 0 {
+			return nil
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			if cut {
+				return errCut
+			}
+			return s.fail("unexpected end")
+		}
+		c := s.b[s.i]
+		switch state {
+		case value:
+			var err error
+			switch {
+			case c == '[' || c == '{':
+				for {
+					w, bit := open>>6, uint64(1)<<(open&63)
+					if w == len(objects) {
+						grown := make([]uint64, 2*len(objects))
+						copy(grown, objects)
+						objects = grown
+					}
+					open++
+					s.i++
+					if c == '{' {
+						objects[w] |= bit
+						state = member
+						break
+					}
+					objects[w] &^= bit
+					// A run of '[', the bulk of a deep value.
+					if s.i >= len(s.b) || s.b[s.i] != '[' {
+						break
+					}
+				}
+				s.ws()
+				if s.i < len(s.b) && s.b[s.i] == c+2 { // ']' is '['+2, '}' is '{'+2
+					s.i++
+					open--
+					state = after
+				}
+				continue
+			case c == '"':
+				if cut {
+					err = s.strCut()
+				} else {
+					err = s.str()
+				}
+			case c == 't' || c == 'f' || c == 'n':
+				w := "true"
+				if c == 'f' {
+					w = "false"
+				} else if c == 'n' {
+					w = "null"
+				}
+				if cut {
+					err = s.litCut(w)
+				} else {
+					err = s.lit(w)
+				}
+			case c == '-' || (c >= '0' && c <= '9'):
+				if cut {
+					err = s.numberCut()
+				} else {
+					err = s.number()
+				}
+			default:
+				return s.fail("unexpected character")
+			}
+			if err != nil {
+				return err
+			}
+			state = after
+		case member:
+			if c != '"' {
+				return s.fail("expected a member name")
+			}
+			var err error
+			if cut {
+				err = s.strCut()
+			} else {
+				err = s.str()
+			}
+			if err != nil {
+				return err
+			}
+			s.ws()
+			if s.i >= len(s.b) {
+				continue // the end, reported above
+			}
+			if s.b[s.i] != ':' {
+				return s.fail("expected :")
+			}
+			s.i++
+			state = value
+		case after:
+			l := open - 1
+			object := objects[l>>6]>>(l&63)&1 != 0
+			switch {
+			case c == ',':
+				s.i++
+				state = value
+				if object {
+					state = member
+				}
+			case c == '}' && object || c == ']' && !object:
+				s.i++
+				open--
+				// A run of ']' closing arrays.
+				for open > 0 && s.i < len(s.b) && s.b[s.i] == ']' && objects[(open-1)>>6]>>((open-1)&63)&1 == 0 {
+					s.i++
+					open--
+				}
+			case object:
+				return s.fail("expected , or }")
+			default:
+				return s.fail("expected , or ]")
+			}
+		}
+	}
+}
+
+// handPicker is the Picker of the hand-written skimmer; unbounded lifts
+// the nesting limit (Picker.Unbounded).
 type handPicker struct {
-	out [][]byte
+	out       [][]byte
+	unbounded bool
 }
 
 func (p *handPicker) pick(msg []byte, set *Paths) ([][]byte, error) {
@@ -311,7 +466,7 @@ func (p *handPicker) pick(msg []byte, set *Paths) ([][]byte, error) {
 	}
 	p.out = p.out[:set.n]
 	clear(p.out)
-	s := skimmer{b: msg}
+	s := skimmer{b: msg, unbounded: p.unbounded}
 	if err := s.pickInto(p.out, set); err != nil {
 		return nil, err
 	}

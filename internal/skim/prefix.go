@@ -43,8 +43,21 @@ var errCut = errors.New("skim: the prefix ended")
 // another kind of JSON value. An empty or blank prefix is no error, and
 // holds nothing. It is safe for concurrent use.
 func PickPrefix(prefix []byte, set *Paths) (Prefix, error) {
+	return pickPrefix(prefix, set, false)
+}
+
+// PickPrefixUnbounded is PickPrefix without the nesting limit, as
+// JavaScript's JSON.parse has none: it reads the prefix as a [Picker] with
+// Unbounded set reads a message (the values nested deeper than MaxDepth
+// without recursion, in memory of a bit or two per level past MaxDepth),
+// and never returns ErrTooDeep.
+func PickPrefixUnbounded(head []byte, set *Paths) (Prefix, error) {
+	return pickPrefix(head, set, true)
+}
+
+func pickPrefix(prefix []byte, set *Paths, unbounded bool) (Prefix, error) {
 	s := prefixScanner{
-		skimmer: skimmer{b: prefix},
+		skimmer: skimmer{b: prefix, unbounded: unbounded},
 		fold:    set.fold,
 		pre:     Prefix{Values: make([][]byte, set.n), Started: make([]bool, set.n)},
 	}
@@ -112,20 +125,20 @@ func (s *prefixScanner) value() error {
 	case c == '[':
 		return s.array()
 	case c == '"':
-		return s.str()
+		return s.strCut()
 	case c == 't':
-		return s.lit("true")
+		return s.litCut("true")
 	case c == 'f':
-		return s.lit("false")
+		return s.litCut("false")
 	case c == 'n':
-		return s.lit("null")
+		return s.litCut("null")
 	case c == '-' || (c >= '0' && c <= '9'):
-		return s.number()
+		return s.numberCut()
 	}
 	return s.fail("unexpected character")
 }
 
-func (s *prefixScanner) lit(w string) error {
+func (s *skimmer) litCut(w string) error {
 	for k := 0; k < len(w); k++ {
 		if s.i+k >= len(s.b) {
 			s.i = len(s.b)
@@ -139,9 +152,9 @@ func (s *prefixScanner) lit(w string) error {
 	return nil
 }
 
-// number checks and skips a number. One that reaches the end of the
-// prefix is cut: more digits may follow.
-func (s *prefixScanner) number() error {
+// numberCut checks and skips a number in a prefix. One that reaches the
+// end of the prefix is cut: more digits may follow.
+func (s *skimmer) numberCut() error {
 	more := func() error {
 		if s.i >= len(s.b) {
 			return errCut
@@ -191,8 +204,9 @@ func (s *prefixScanner) number() error {
 	return nil
 }
 
-// str checks and skips a string; s.b[s.i] is its opening quote.
-func (s *prefixScanner) str() error {
+// strCut checks and skips a string in a prefix; s.b[s.i] is its opening
+// quote.
+func (s *skimmer) strCut() error {
 	b := s.b
 	for i := s.i + 1; i < len(b); {
 		c := b[i]
@@ -238,9 +252,13 @@ func (s *prefixScanner) str() error {
 }
 
 func (s *prefixScanner) array() error {
-	if err := s.enter(); err != nil {
-		return err
+	if s.depth >= MaxDepth {
+		if !s.unbounded {
+			return s.tooDeep()
+		}
+		return s.skipDeep(true)
 	}
+	s.depth++
 	s.i++
 	s.ws()
 	if s.i >= len(s.b) {
@@ -275,9 +293,15 @@ func (s *prefixScanner) array() error {
 // object checks and skips an object, s.b[s.i] being its '{', recording the
 // members of the paths n holds (none when n is nil).
 func (s *prefixScanner) object(n *pathNode) error {
-	if err := s.enter(); err != nil {
-		return err
+	if s.depth >= MaxDepth {
+		if !s.unbounded {
+			return s.tooDeep()
+		}
+		if n == nil {
+			return s.skipDeep(true)
+		}
 	}
+	s.depth++
 	s.i++
 	s.ws()
 	if s.i >= len(s.b) {
@@ -298,7 +322,7 @@ func (s *prefixScanner) object(n *pathNode) error {
 			return s.fail("expected a member name")
 		}
 		k0 := s.i
-		if err := s.str(); err != nil {
+		if err := s.strCut(); err != nil {
 			return err
 		}
 		key := s.b[k0:s.i]

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 func TestPickPrefixReadsTheHeadOfAHugePrompt(t *testing.T) {
@@ -104,24 +102,35 @@ func TestPickPrefixCuts(t *testing.T) {
 // whole message is Pick's exactly. A message whose objects along the paths
 // repeat a member name is left out: a prefix cannot see a repeat after
 // its end (see PickPrefix). No prefix of a valid message is an error; a
-// prefix PickPrefix calls whole is a valid message.
+// prefix PickPrefix calls whole is a valid message. The same holds of
+// PickPrefixUnbounded and an Unbounded Picker, at any depth.
 func FuzzPickPrefix(f *testing.F) {
 	for _, s := range pickSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		var cerr *json.SyntaxError
+		deep := errors.As(json.Compact(new(bytes.Buffer), b), &cerr) && strings.Contains(cerr.Error(), "exceeded max depth")
 		for _, mode := range []struct {
-			name string
-			set  *Paths
-		}{{"exact", fuzzExact}, {"fold", fuzzFold}} {
-			var p Picker
+			name      string
+			set       *Paths
+			unbounded bool
+		}{{"exact", fuzzExact, false}, {"fold", fuzzFold, false}, {"unbounded/exact", fuzzExact, true}, {"unbounded/fold", fuzzFold, true}} {
+			pickPrefix, valid := PickPrefix, json.Valid
+			if mode.unbounded {
+				pickPrefix, valid = PickPrefixUnbounded, tokenValid
+			}
+			p := Picker{Unbounded: mode.unbounded}
 			want, werr := p.Pick(b, mode.set)
-			pre, err := PickPrefix(b, mode.set)
+			pre, err := pickPrefix(b, mode.set)
 			if err == nil && pre.Whole != (werr == nil) {
 				t.Fatalf("%s: %q: whole %v, Pick error %v", mode.name, b, pre.Whole, werr)
 			}
 			if err != nil && werr == nil {
 				t.Fatalf("%s: %q: PickPrefix error %v on a valid message", mode.name, b, err)
+			}
+			if mode.unbounded && errors.Is(err, ErrTooDeep) {
+				t.Fatalf("%s: %q: %v", mode.name, b, err)
 			}
 			if werr != nil || repeatsOnPaths(b, mode.set.root, mode.set.fold) {
 				continue
@@ -132,11 +141,16 @@ func FuzzPickPrefix(f *testing.F) {
 				}
 			}
 			step := 1
-			if len(b) > 2048 {
+			switch {
+			case mode.unbounded && !deep:
+				continue // the prefixes are read as without the flag
+			case mode.unbounded && len(b) > 2048:
+				step = len(b) / 128
+			case len(b) > 2048:
 				step = len(b) / 512
 			}
 			for k := 0; k < len(b); k += step {
-				pre, err := PickPrefix(b[:k], mode.set)
+				pre, err := pickPrefix(b[:k], mode.set)
 				if err != nil {
 					t.Fatalf("%s: %q: prefix of %d bytes: %v", mode.name, b, k, err)
 				}
@@ -148,45 +162,27 @@ func FuzzPickPrefix(f *testing.F) {
 						t.Fatalf("%s: %q: prefix of %d bytes: %v complete but not started", mode.name, b, k, fuzzPaths[i])
 					}
 				}
-				if pre.Whole && !json.Valid(b[:k]) {
-					t.Fatalf("%s: %q: prefix of %d bytes whole, json.Valid false", mode.name, b, k)
+				if pre.Whole && !valid(b[:k]) {
+					t.Fatalf("%s: %q: prefix of %d bytes whole, but not valid", mode.name, b, k)
 				}
 			}
 		}
 	})
 }
 
-// repeatsOnPaths reports whether an object of msg that the paths of n go
-// through holds two members that select the same path member.
+// repeatsOnPaths reports whether an object of msg, a valid message, that
+// the paths of n go through holds two members that select the same path
+// member. It reads msg with encoding/json's Token, at any depth.
 func repeatsOnPaths(msg []byte, n *pathNode, fold bool) bool {
-	d := jsontext.NewDecoder(bytes.NewReader(msg), textOptions...)
-	if d.PeekKind() != '{' {
-		return false
-	}
-	if _, err := d.ReadToken(); err != nil {
-		return false
-	}
 	seen := map[*pathKid]bool{}
-	for d.PeekKind() != '}' {
-		key, err := d.ReadValue()
-		if err != nil {
-			return false
-		}
+	repeats := false
+	members(msg, func(key, value []byte) {
 		kid := n.match(key, fold)
-		val, err := d.ReadValue()
-		if err != nil {
-			return false
+		if kid == nil || repeats {
+			return
 		}
-		if kid == nil {
-			continue
-		}
-		if seen[kid] {
-			return true
-		}
+		repeats = seen[kid] || kid.node != nil && repeatsOnPaths(value, kid.node, fold)
 		seen[kid] = true
-		if kid.node != nil && repeatsOnPaths(bytes.Clone(val), kid.node, fold) {
-			return true
-		}
-	}
-	return false
+	})
+	return repeats
 }

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"unicode"
 	"unicode/utf8"
 )
 
 // MaxDepth is encoding/json's nesting limit, which a message is held to:
-// 10000 nested arrays and objects are accepted, 10001 are not.
+// 10000 nested arrays and objects are accepted, 10001 are not. The
+// unbounded mode (Picker.Unbounded, PickPrefixUnbounded) has no limit.
 const MaxDepth = 10000
 
 // Errors, for errors.Is.
@@ -19,7 +22,7 @@ var (
 	// JSON, as encoding/json.Valid judges it.
 	ErrSyntax = errors.New("invalid JSON")
 	// ErrTooDeep is wrapped, along with ErrSyntax, by the error for input
-	// nested deeper than MaxDepth.
+	// nested deeper than MaxDepth (never in the unbounded mode).
 	ErrTooDeep = errors.New("JSON nested too deeply")
 	// ErrNotObject is the error for valid JSON that is not an object.
 	ErrNotObject = errors.New("JSON value is not an object")
@@ -243,9 +246,19 @@ func foldRune(r rune) rune {
 
 // Picker picks members out of messages with scratch memory it keeps for
 // reuse, so that most picks allocate nothing. The zero Picker is ready to
-// use. A Picker is not safe for concurrent use: give each goroutine that
-// reads messages its own.
+// use, and holds messages to encoding/json's nesting limit. A Picker is not
+// safe for concurrent use: give each goroutine that reads messages its own.
 type Picker struct {
+	// Unbounded: no nesting limit, as JavaScript's JSON.parse has none. A
+	// host whose peers read messages with JSON.parse (the TypeScript SDK)
+	// sets it, so that a message nested deeper than MaxDepth, which they
+	// read, is read (validated and picked) here too rather than refused.
+	// Pick then validates and picks exactly as without it, and never
+	// returns ErrTooDeep; the values nested deeper than MaxDepth are read
+	// without recursion, in memory of a bit or two per level past MaxDepth
+	// (a 1,000,000-deep array, a 2 MB line, takes about 3 ms and 256 KB).
+	Unbounded bool
+
 	impl handPicker
 }
 
@@ -256,8 +269,10 @@ type Picker struct {
 // slice is p's and is valid until p's next Pick.
 //
 // An invalid message is an error wrapping ErrSyntax (and ErrTooDeep when it
-// is nested too deeply); a valid one that is not an object is ErrNotObject.
+// is nested too deeply, unless p is Unbounded); a valid one that is not an
+// object is ErrNotObject.
 func (p *Picker) Pick(msg []byte, set *Paths) ([][]byte, error) {
+	p.impl.unbounded = p.Unbounded
 	return p.impl.pick(msg, set)
 }
 
@@ -341,22 +356,31 @@ func trimSpace(b []byte) []byte {
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // IDKey returns a comparable form of a raw JSON-RPC id, such as the id
-// member Pick returned, that is equal for two ids exactly when they are the
-// same JSON value, whatever their spelling:
+// member Pick returned, that is equal for two ids exactly when the clients
+// take them for the same id: the official TypeScript SDK, which decodes an
+// id with JSON.parse and keeps ids in a Map (SameValueZero), and Go peers
+// that decode it with encoding/json into a float64 or an any.
 //
 //   - "" for an absent id or null;
 //   - a string: "s:" and its decoded UTF-8 value, so "init-é" and
 //     "init-\u00e9" are the same id, and "a<b&c" is "a\u003cb\u0026c";
-//   - a number: "n:" and its literal, so 1 and "1" differ. Numbers compare
-//     by their text: 1, 1.0 and 1e0 are three ids (JSON-RPC ids are
-//     integers in practice, and JSON does not say whether they are equal);
+//   - a number: "n:" and the double it rounds to, spelled as JavaScript's
+//     String(number) spells it ("n:1", "n:1e+21", "n:Infinity"), so that
+//     numbers compare by value: 1, 1.0, 1e0 and 10e-1 are one id, and so
+//     are 0, -0 and 0.0. A double holds integers exactly only up to 2^53:
+//     beyond it two literals that round to the same double are one id, as
+//     they are in JavaScript (9007199254740993 is 9007199254740992), and a
+//     literal too large for a double is Infinity, as in JavaScript, equal
+//     to any other such literal of its sign (1e400 is 2e400). A number is
+//     never a string: 1 and "1" differ;
 //   - anything else (an object, an array, a boolean, which JSON-RPC does not
 //     allow): "x:" and its canonical form, encoding/json's encoding of its
 //     decoded value (members sorted, the last of duplicates, strings
-//     re-escaped; numbers still by their text);
+//     re-escaped; numbers inside it by their text);
 //   - invalid JSON: "?:" and the raw text, equal to no valid id's key.
 //
-// It is safe for concurrent use.
+// It allocates the key and nothing else (but for an escaped string, or a
+// number out of a double's range). It is safe for concurrent use.
 func IDKey(raw []byte) string {
 	raw = trimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -364,12 +388,15 @@ func IDKey(raw []byte) string {
 	}
 	switch c := raw[0]; {
 	case c == '"':
+		if plainString(raw) {
+			return "s:" + string(raw[1:len(raw)-1])
+		}
 		if s, ok := String(raw); ok {
 			return "s:" + s
 		}
 	case c == '-' || '0' <= c && c <= '9':
-		if isNumber(raw) {
-			return "n:" + string(raw)
+		if k, ok := numberKey(raw); ok {
+			return k
 		}
 	default:
 		if k, ok := canonical(raw); ok {
@@ -377,6 +404,121 @@ func IDKey(raw []byte) string {
 		}
 	}
 	return "?:" + string(raw)
+}
+
+// plainString reports that raw is a JSON string of printable ASCII without
+// escapes, whose value is its text.
+func plainString(raw []byte) bool {
+	if len(raw) < 2 || raw[len(raw)-1] != '"' {
+		return false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// numberKey is IDKey of a JSON number literal: "n:" and the JavaScript
+// spelling of the double it rounds to; ok is false when lit is no JSON
+// number.
+func numberKey(lit []byte) (key string, ok bool) {
+	// An integer of at most 15 digits is a double exactly, and JavaScript
+	// spells it as JSON does, but for -0.
+	digits := lit
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if n := len(digits); n > 0 && n <= 15 && allDigits(digits) {
+		switch {
+		case digits[0] != '0':
+			return "n:" + string(lit), true
+		case n == 1:
+			return "n:0", true
+		}
+		return "", false // a leading zero
+	}
+	if !isNumber(lit) {
+		return "", false
+	}
+	// Correctly rounded, as JavaScript's Number parsing is; a literal out
+	// of range is ±Inf (the error says only that).
+	f, _ := strconv.ParseFloat(string(lit), 64)
+	var buf [48]byte
+	return string(appendJSNumber(append(buf[:0], "n:"...), f)), true
+}
+
+func allDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendJSNumber appends f as JavaScript's Number::toString spells it
+// (ECMA-262, 6.1.6.1.20): the shortest digits that round to f, in decimal
+// notation from 1e-6 up to 1e21 and in exponent notation ("1e+21",
+// "1.5e-7") outside; -0 is "0", the infinities "Infinity" and
+// "-Infinity". f is no NaN.
+func appendJSNumber(dst []byte, f float64) []byte {
+	switch {
+	case f == 0:
+		return append(dst, '0')
+	case math.IsInf(f, 1):
+		return append(dst, "Infinity"...)
+	case math.IsInf(f, -1):
+		return append(dst, "-Infinity"...)
+	case f < 0:
+		dst = append(dst, '-')
+		f = -f
+	}
+	// strconv's shortest form, d[.ddd]e±xx, gives the digits and the
+	// exponent: f is 0.digits × 10^n.
+	var buf [32]byte
+	e := strconv.AppendFloat(buf[:0], f, 'e', -1, 64)
+	at := bytes.IndexByte(e, 'e')
+	x := 0
+	for _, c := range e[at+2:] {
+		x = x*10 + int(c-'0')
+	}
+	if e[at+1] == '-' {
+		x = -x
+	}
+	var db [24]byte
+	digits := append(db[:0], e[0])
+	if at > 1 {
+		digits = append(digits, e[2:at]...) // after the point
+	}
+	k, n := len(digits), x+1
+	switch {
+	case k <= n && n <= 21: // an integer
+		dst = append(dst, digits...)
+		for range n - k {
+			dst = append(dst, '0')
+		}
+	case 0 < n && n <= 21:
+		dst = append(append(append(dst, digits[:n]...), '.'), digits[n:]...)
+	case -6 < n && n <= 0:
+		dst = append(dst, "0."...)
+		for range -n {
+			dst = append(dst, '0')
+		}
+		dst = append(dst, digits...)
+	default:
+		dst = append(dst, digits[0])
+		if k > 1 {
+			dst = append(append(dst, '.'), digits[1:]...)
+		}
+		dst = append(dst, 'e')
+		if n-1 >= 0 {
+			dst = append(dst, '+')
+		}
+		dst = strconv.AppendInt(dst, int64(n-1), 10)
+	}
+	return dst
 }
 
 // isNumber reports whether b is exactly one JSON number.

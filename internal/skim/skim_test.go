@@ -262,10 +262,10 @@ func TestIDKey(t *testing.T) {
 		{`{"a":0,"a":1}`, `{"a":1}`},
 		{`[true,"x"]`, `[ true , "\u0078" ]`},
 		{"\"\xff\"", `"\ufffd"`},
+		{`1`, `1.0`}, // numbers by value (TestIDKeyComparesNumbersByValueAsTheClientsDo)
 	}
 	differ := [][2]string{
 		{`1`, `"1"`}, // the issue's
-		{`1`, `1.0`},
 		{`1`, `-1`},
 		{`""`, `null`},
 		{`"null"`, `null`},
@@ -286,10 +286,65 @@ func TestIDKey(t *testing.T) {
 		}
 	}
 	for raw, want := range map[string]string{
-		`"init-\u00e9"`: "s:init-é", `7`: "n:7", `-1.5e3`: "n:-1.5e3", `null`: "", `{"b":1,"a":[true]}`: `x:{"a":[true],"b":1}`, `01`: "?:01",
+		`"init-\u00e9"`: "s:init-é", `7`: "n:7", `-1.5e3`: "n:-1500", `null`: "", `{"b":1,"a":[true]}`: `x:{"a":[true],"b":1}`, `01`: "?:01",
 	} {
 		if got := IDKey([]byte(raw)); got != want {
 			t.Errorf("IDKey(%s) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// TestIDKeyComparesNumbersByValueAsTheClientsDo: a numeric id is the
+// double its literal rounds to, compared as a JavaScript Map compares keys
+// (SameValueZero: -0 is 0) and as encoding/json's float64 compares, since
+// the TypeScript SDK and Go peers decode ids that way: an agent may answer
+// id 0 with 0.0 or -0, or prompt 2 with 2e0. The keys spell the double as
+// JavaScript's String(number) does (Node's output, pasted).
+func TestIDKeyComparesNumbersByValueAsTheClientsDo(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ids  []string // one id, all spellings
+		key  string
+	}{
+		{"one", []string{`1`, `1.0`, `1e0`, `1E0`, `10e-1`, `0.1e1`, `1.000000000000000000000001`, `100e-2`}, "n:1"},
+		{"zero and minus zero", []string{`0`, `-0`, `0.0`, `-0.0`, `0e5`, `-0E-5`, `1e-400`, `-1e-400`}, "n:0"},
+		{"the prompt", []string{`2`, `2.0`, `2e0`, `0.2e1`, `20e-1`}, "n:2"},
+		{"negative", []string{`-7`, `-7.0`, `-0.7e1`}, "n:-7"},
+		{"fraction", []string{`2.5`, `25e-1`, `2.50`}, "n:2.5"},
+		{"2^53", []string{`9007199254740992`, `9007199254740993`, `9.007199254740993e15`}, "n:9007199254740992"},
+		{"past 2^53, rounded to even", []string{`9007199254740995`, `9007199254740996`}, "n:9007199254740996"},
+		{"large integer", []string{`12345678901234567890`, `12345678901234567000`, `1.234567890123456789e19`}, "n:12345678901234567000"},
+		{"1e20", []string{`1e20`, `100000000000000000000`}, "n:100000000000000000000"},
+		{"1e21", []string{`1e21`, `1000000000000000000000`, `10e20`}, "n:1e+21"},
+		{"small", []string{`0.000001`, `1e-6`}, "n:0.000001"},
+		{"smaller", []string{`1e-7`, `0.0000001`}, "n:1e-7"},
+		{"tiny", []string{`1.23e-18`, `123e-20`}, "n:1.23e-18"},
+		{"least subnormal", []string{`5e-324`, `4.9406564584124654e-324`}, "n:5e-324"},
+		{"largest double", []string{`1.7976931348623157e308`, `1.7976931348623158e308`}, "n:1.7976931348623157e+308"},
+		{"too large", []string{`1e400`, `2e400`, `1.7976931348623159e308`, `1e99999999999999999999`}, "n:Infinity"},
+		{"too large, negative", []string{`-1e400`, `-1e309`}, "n:-Infinity"},
+	} {
+		for _, id := range tc.ids {
+			if got := IDKey([]byte(id)); got != tc.key {
+				t.Errorf("%s: IDKey(%s) = %q, want %q", tc.name, id, got, tc.key)
+			}
+		}
+	}
+	for _, p := range [][2]string{
+		{`1`, `"1"`}, {`0`, `"0"`}, {`0`, `null`}, {`0`, `false`}, {`1`, `1.0000000000000002`},
+		{`9007199254740992`, `9007199254740994`}, {`1e400`, `-1e400`}, {`1.7976931348623157e308`, `1e400`},
+		{`5e-324`, `0`}, {`[1]`, `1`}, {`2`, `"2.0"`},
+	} {
+		if a, b := IDKey([]byte(p[0])), IDKey([]byte(p[1])); a == b {
+			t.Errorf("IDKey(%s) = IDKey(%s) = %q; want different", p[0], p[1], a)
+		}
+	}
+	// One allocation, the key (strconv allocates its range error for a
+	// number out of a double's range).
+	for _, raw := range []string{`7`, `-0`, `2.0`, `1e300`, `12345678901234567890`, `"prompt-7"`} {
+		b := []byte(raw)
+		if n := testing.AllocsPerRun(100, func() { keySink = IDKey(b) }); n > 1 {
+			t.Errorf("IDKey(%s): %v allocations", raw, n)
 		}
 	}
 }
