@@ -10,6 +10,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -74,16 +75,17 @@ func (c *conn) act(ctx context.Context, l *line, d *decision) error {
 		c.releaseHeld()
 	}
 	c.logNote(l.n, d.note)
-	var end *turn.End
-	if d.seen != nil {
-		if c.check.agentSide() {
-			c.check.observe(conformance.FromAgent, sideAgent, l.n, d.seen)
-		}
-		end = c.feed(ctx, d).End
+	if d.checked != nil && c.check.agentSide() {
+		c.check.observe(conformance.FromAgent, sideAgent, l.n, d.checked)
 	}
-	// The turn's end is written (or could not be): the engine may begin
-	// the next one.
-	defer c.e.Ended(end)
+	if d.seen != nil {
+		// The turn's end is written (or could not be) once act returns:
+		// the engine may begin the next one.
+		defer c.e.Ended(c.feed(ctx, &d.msg, d.errMember).End)
+		if d.alt != nil {
+			defer c.e.Ended(c.feed(ctx, d.alt, nil).End)
+		}
+	}
 	if d.toolErr != "" {
 		if ts, ok := c.trans[d.toolErrSession]; ok {
 			ts.toolErr = d.toolErr
@@ -99,7 +101,7 @@ func (c *conn) act(ctx context.Context, l *line, d *decision) error {
 	}
 	switch d.fate {
 	case fateForward:
-		return c.out.forwardLine(l.n, l.raw, d.seen)
+		return c.out.forwardLine(l.n, l.raw, d.checked)
 	case fateRewrite:
 		if d.out != nil {
 			return c.out.make(d.out)
@@ -122,9 +124,8 @@ func (c *conn) logNote(n int, nt note) {
 // means: the negotiation an initialize answer brings, the settlement of
 // the turn a message ends (before the message is written; the caller
 // reports the write with Ended), and the end of a session the agent
-// closed.
-func (c *conn) feed(ctx context.Context, d *decision) turn.Effect {
-	m := &d.msg
+// closed. errMember is a response's error member.
+func (c *conn) feed(ctx context.Context, m *turn.Msg, errMember []byte) turn.Effect {
 	eff := c.e.Agent(m)
 	switch {
 	case eff.Negotiated != nil:
@@ -145,7 +146,7 @@ func (c *conn) feed(ctx context.Context, d *decision) turn.Effect {
 		}
 		if m.Failed && !end.Cancelled && c.em != nil {
 			// What is left open fails with the agent's own error text.
-			reason = c.failedTurn(ctx, end.Session, d.errMember, reason)
+			reason = c.failedTurn(ctx, end.Session, errMember, reason)
 		}
 		c.settleSession(ctx, end.Session, reason, why)
 		c.turnEnded(end.Session)
@@ -205,7 +206,7 @@ func (c *conn) actHead(ctx context.Context, lr *lineReader, l *line) (werr, rerr
 	c.logNote(l.n, d.note)
 	var end *turn.End
 	if d.seen != nil {
-		eff := c.feed(ctx, &d)
+		eff := c.feed(ctx, &d.msg, nil)
 		if standIn != nil && eff.Request != "" {
 			defer c.check.observe(conformance.FromAgent, sideAgent, l.n, standIn)
 		}
@@ -246,25 +247,36 @@ func (c *conn) actBatch(ctx context.Context, l *line) error {
 	valid := turn.Batch(l.msg, func(elem []byte) {
 		d := view{c}.element(elem)
 		c.logNote(l.n, d.note)
-		if d.seen == nil {
-			// The log reports it; the checker would only repeat it.
-			kept = append(kept, elem)
-			return
+		if d.checked != nil && c.check.agentSide() {
+			c.check.observe(conformance.FromAgent, sideAgent, l.n, d.checked)
 		}
-		if c.check.agentSide() {
-			c.check.observe(conformance.FromAgent, sideAgent, l.n, elem)
+		if d.seen != nil {
+			ends = append(ends, c.feed(ctx, &d.msg, d.errMember).End)
+			if d.alt != nil {
+				ends = append(ends, c.feed(ctx, d.alt, nil).End)
+			}
 		}
-		ends = append(ends, c.feed(ctx, &d).End)
 		if d.fate == fateDrop {
 			dropped++
 			return
 		}
 		kept = append(kept, elem)
-		checked = append(checked, elem)
+		if d.checked != nil {
+			checked = append(checked, d.checked)
+		}
 	})
 	if !valid {
-		c.logNote(l.n, warn("malformed line; forwarded as is", "error", "invalid batch", "text", clip(l.msg)))
-		return c.out.forward(l.raw)
+		// Unreadable as a batch (which no ACP client dispatches): the
+		// worst case is taken of it as a whole.
+		d := view{c}.unreadable(l.msg, errInvalidBatch)
+		c.logNote(l.n, d.note)
+		if d.checked != nil && c.check.agentSide() {
+			c.check.observe(conformance.FromAgent, sideAgent, l.n, d.checked)
+		}
+		if d.fate == fateDrop {
+			return nil
+		}
+		return c.out.forwardLine(l.n, l.raw, d.checked)
 	}
 	if c.check.clientSide() {
 		for _, elem := range checked {
@@ -286,6 +298,8 @@ func (c *conn) actBatch(ctx context.Context, l *line) error {
 	}
 	return c.out.forward(append(b, ']', '\n'))
 }
+
+var errInvalidBatch = errors.New("invalid batch")
 
 func (c *conn) clientErr(err error) error { return fmt.Errorf("%w: %w", ErrClientClosed, err) }
 

@@ -58,13 +58,21 @@ type decision struct {
 	note note
 	// batch: the line is a JSON-RPC batch; act classifies each message.
 	batch bool
-	// seen is the message as read, for the engine and the checker; nil
-	// when the line is blank or could not be read.
+	// seen is the message as read, for the engine; nil when the line is
+	// blank or could not be read.
 	seen []byte
+	// checked is what the checker sees of the line (with CheckClient, once
+	// the client has it): the message as the client reads it, whether the
+	// proxy could read it or not; nil for a blank line, which the client
+	// skips.
+	checked []byte
 	// msg is what the engine reads of it. A response, or an idle
 	// state_update, may end a turn: act settles the turn's compactions
-	// before the line is written.
+	// before the line is written. alt, when set, is what a Go peer reads
+	// of it, which may end a turn msg does not (foldAgent): the engine
+	// reads both.
 	msg       turn.Msg
+	alt       *turn.Msg
 	errMember []byte // a response's error member: the reason of a failed turn
 	// batchable: the line may wait in the output buffer for the next one.
 	batchable bool
@@ -152,46 +160,149 @@ func (t *turnView) replay() (bool, uint64) {
 // classify decides what becomes of agent line l (not a long one: see
 // classifyHead).
 func (v view) classify(l *line) decision {
-	c := v.c
 	switch {
 	case isBlank(l.msg):
 		return decision{}
 	case isBatch(l.msg):
 		return decision{batch: true}
 	}
-	vals, err := c.apick.Pick(l.msg, agentSet)
-	if err != nil {
-		return decision{note: warn("malformed line; forwarded as is", "error", err, "text", clip(l.msg))}
-	}
-	env := &c.aenv
-	env.readAgent(vals, nil, &c.asid)
-	d := decision{seen: l.msg, batchable: env.batchable(), errMember: env.v[aError]}
-	env.agentMsg(&d.msg)
-	if env.hasMethod && env.method == turn.MethodUpdate && c.em != nil {
-		v.update(&d, env, l.msg)
-	}
-	return d
+	return v.message(l.msg, true)
 }
 
 // element decides what becomes of one message of a batch. Nothing in a
 // batch is translated; a compaction update that a v1 client without the
 // capability may not receive is dropped from it, since it cannot be
 // rewritten there.
-func (v view) element(elem []byte) decision {
+func (v view) element(elem []byte) decision { return v.message(elem, false) }
+
+// message decides what becomes of one agent message: a line, or (not
+// whole) one message of a batch.
+func (v view) message(msg []byte, whole bool) decision {
 	c := v.c
-	vals, err := c.apick.Pick(elem, agentSet)
+	vals, err := c.apick.Pick(msg, agentSet)
 	if err != nil {
-		return decision{note: warn("malformed line; forwarded as is", "error", err, "text", clip(elem))}
+		return v.unreadable(msg, err)
 	}
 	env := &c.aenv
 	env.readAgent(vals, nil, &c.asid)
-	d := decision{seen: elem, errMember: env.v[aError]}
+	d := decision{seen: msg, checked: msg, errMember: env.v[aError]}
+	if c.tooDeep(&c.depth, msg) {
+		d.checked = v.agentStandIn(env)
+	}
 	env.agentMsg(&d.msg)
-	if env.isCompaction() && c.em != nil && !c.capable {
+	if v.fold(&d, env, msg) {
+		return d
+	}
+	if env.isCompaction() && (c.em == nil || (!whole && !c.capable)) {
 		d.fate = fateDrop
-		d.note = warn("dropped a compaction update inside a batch: the client lacks the capability", "session", env.sessionID)
+		switch {
+		case c.em == nil:
+			d.note = warn("dropped a compaction update sent before the initialize exchange completed: the client's capability is not known yet", "session", env.sessionID)
+		default:
+			d.note = warn("dropped a compaction update inside a batch: the client lacks the capability", "session", env.sessionID)
+		}
+		return d
+	}
+	if !whole {
+		return d
+	}
+	d.batchable = env.batchable()
+	if env.hasMethod && env.method == turn.MethodUpdate && c.em != nil {
+		v.update(&d, env, msg)
 	}
 	return d
+}
+
+// unreadable decides what becomes of a message the proxy cannot read,
+// not even as leniently as its clients read: the worst case is taken. One
+// that may carry a compaction update (mayCarryCompaction) never reaches a
+// client that may lack the capability: a more lenient reader could read
+// it so. Anything else is forwarded as it came, and the checker sees it as
+// the client receives it.
+func (v view) unreadable(msg []byte, err error) decision {
+	if mayCarryCompaction(msg) && !v.knownCapable() {
+		return decision{fate: fateDrop, note: warn("dropped an unreadable line that may carry a compaction update: the client may lack the capability",
+			"error", err, "text", clip(msg))}
+	}
+	return decision{checked: msg, note: warn("malformed line; forwarded as is", "error", err, "text", clip(msg))}
+}
+
+// agentStandIn is what the checker sees of an agent message nested deeper
+// than it reads: the members the proxy read of it, those nested too deep
+// themselves left out (an answer's result or error by a placeholder).
+func (v view) agentStandIn(env *envelope) []byte {
+	c, vals := v.c, env.v
+	shallow := func(raw []byte) []byte {
+		if raw == nil || c.tooDeep(&c.depth, raw) {
+			return nil
+		}
+		return raw
+	}
+	var params, result, errMember []byte
+	if vals[aUpdate] != nil {
+		params = makeStandIn("sessionId", vals[aSession], "update", makeStandIn(
+			"sessionUpdate", vals[aKind], "state", vals[aState], "compactionId", vals[aCompactionID], "status", vals[aStatus],
+			"toolCallId", vals[aToolCallID], "title", vals[aTitle], "content", shallow(vals[aContent])))
+	} else if vals[aSession] != nil {
+		params = makeStandIn("sessionId", vals[aSession])
+	}
+	if vals[aResult] != nil {
+		if result = shallow(vals[aResult]); result == nil {
+			result = []byte(`{}`)
+		}
+	}
+	if vals[aError] != nil {
+		if errMember = shallow(vals[aError]); errMember == nil {
+			errMember = []byte(`{"code":-32603,"message":"(nested deeper than the checker reads)"}`)
+		}
+	}
+	return makeStandIn("id", vals[aID], "method", vals[aMethod], "params", params, "result", result, "error", errMember)
+}
+
+// knownCapable reports whether the client is known to read compaction
+// updates: negotiated, v2 or v1 with the capability.
+func (v view) knownCapable() bool { return v.c.em != nil && v.c.capable }
+
+// fold reads an agent message as a Go peer reads it (foldAgent), where
+// that may change what the message means to the gate or to a turn, and
+// reports whether that decides its fate. For a client that may lack the
+// capability, a message a Go client reads as a compaction update and the
+// exact reading does not is dropped: the proxy could neither rewrite nor
+// follow it, and no client reads it as the ACP message it spells (member
+// names are case-sensitive in ACP; the TypeScript SDK rejects it). An
+// answer a Go peer reads as ending a turn goes to the engine too (alt).
+//
+// Only a message that may spell a compaction update or a state_update
+// (maySpell), or has no method (a response: a Go peer reads a message with
+// an exact method as having one), can read differently in either respect,
+// so the rest is not read twice. For a capable client, to which the gate
+// does not apply, only the latter are: looking for the spellings in every
+// line would cost the hot path about a tenth of its time (README, "Reading
+// lines").
+func (v view) fold(d *decision, env *envelope, msg []byte) bool {
+	if env.isCompaction() || env.kind == "state_update" {
+		return false
+	}
+	gate := !v.knownCapable()
+	if env.hasMethod && (!gate || !maySpell(msg)) {
+		return false
+	}
+	c := v.c
+	vals, err := c.fpick.Pick(msg, agentFoldSet)
+	if err != nil {
+		return false
+	}
+	m, compaction := foldAgent(vals)
+	if compaction && gate {
+		d.fate = fateDrop
+		d.note = warn("dropped a line that Go clients read as a compaction update: its member names match only when case is ignored",
+			"session", m.SessionID)
+		return true
+	}
+	if endsTurnDifferently(&m, &d.msg) {
+		d.alt = &m
+	}
+	return false
 }
 
 // classifyHead decides what becomes of a line longer than the inspection
@@ -203,9 +314,10 @@ func (v view) element(elem []byte) decision {
 func (v view) classifyHead(l *line) (d decision, standIn []byte) {
 	c := v.c
 	limit := c.p.cfg.maxLine
-	pre, err := skim.PickPrefix(l.msg, agentSet)
+	pre, err := skim.PickPrefixUnbounded(l.msg, agentSet)
 	if err != nil {
-		d.note = warn("malformed line; forwarded as is", "error", err, "text", clip(l.msg))
+		d = v.unreadable(l.msg, err)
+		d.checked = nil // the checker cannot follow what it cannot read whole
 		return d, nil
 	}
 	env := &c.aenv
@@ -220,12 +332,22 @@ func (v view) classifyHead(l *line) (d decision, standIn []byte) {
 		}
 		standIn = makeStandIn("id", env.v[aID], member, answer)
 	}
+	compaction := env.isCompaction()
+	if !compaction && !v.knownCapable() && maySpell(l.msg) {
+		if fp, err := skim.PickPrefixUnbounded(l.msg, agentFoldSet); err == nil {
+			if _, fc := foldAgent(fp.Values); fc {
+				d.fate = fateDrop
+				d.note = warn("dropped a line that Go clients read as a compaction update: its member names match only when case is ignored", "limit", limit)
+				return d, standIn
+			}
+		}
+	}
 	switch {
-	case !env.isCompaction() || c.em == nil:
+	case !compaction:
 		d.note = debug("line longer than the inspection limit; followed from its head", "limit", limit, "method", env.method)
-	case !c.capable:
+	case !v.knownCapable():
 		d.fate = fateDrop
-		d.note = warn("dropped a compaction update longer than the inspection limit: the client lacks the capability, and it cannot be rewritten unread",
+		d.note = warn("dropped a compaction update longer than the inspection limit: the client may lack the capability, and it cannot be rewritten unread",
 			"limit", limit, "session", env.sessionID)
 	default:
 		id, _ := skim.String(pre.Values[aCompactionID])
@@ -248,13 +370,11 @@ func (v view) update(d *decision, env *envelope, msg []byte) {
 	case protocol.KindUpdate, protocol.KindSummaryChunk:
 		if sid == "" {
 			// Which session it belongs to is unknown, so it can be neither
-			// followed nor rewritten; forwarded, it would pass the gate.
-			if !c.capable {
-				d.fate = fateDrop
-				d.note = warn("dropped a malformed compaction update: its sessionId is missing or not a string, and the client lacks the capability")
-				return
-			}
-			d.note = warn("malformed compaction update (its sessionId is missing or not a string); forwarded as is")
+			// followed nor rewritten. Forwarded, it would pass the gate, or
+			// open a compaction nobody settles for a client that reads it
+			// more leniently than the proxy (the TypeScript SDK rejects it).
+			d.fate = fateDrop
+			d.note = warn("dropped a malformed compaction update: its sessionId is missing or not a string")
 			return
 		}
 		v.standard(d, env, msg)
@@ -328,7 +448,12 @@ func (v view) standard(d *decision, env *envelope, msg []byte) {
 	id, _ := skim.String(env.v[aCompactionID])
 	st, _ := skim.String(env.v[aStatus])
 	if id == "" || (kind == protocol.KindUpdate && st == "") {
-		d.note = warn("malformed compaction update; forwarded as is", "session", sid)
+		// It cannot be followed, so it is not forwarded either: a client
+		// that reads it more leniently than the proxy (a Go client reads
+		// "CompactionId" as compactionId) would see a compaction nobody
+		// settles. The TypeScript SDK rejects it.
+		d.fate = fateDrop
+		d.note = warn("dropped a malformed compaction update: its compactionId or status is missing or not a string", "session", sid)
 		return
 	}
 	isUpdate, status, k := kind == protocol.KindUpdate, protocol.Status(st), trackKey{sid, protocol.ID(id)}

@@ -39,7 +39,7 @@ func (c *conn) pumpClient(ctx context.Context, r io.Reader) {
 			}
 			if lr.release() && huge {
 				// As for the agent's lines (conn.releaseLine).
-				c.cpick, c.cenv = skim.Picker{}, envelope{}
+				c.cpick, c.cfpick, c.cenv, c.cfenv = newPicker(), newPicker(), envelope{}, envelope{}
 				runtime.GC()
 			}
 		}
@@ -166,12 +166,50 @@ func (c *conn) clientMessage(n int, msg []byte) (m turn.Msg, ok bool) {
 		c.log.Warn("malformed line; forwarded as is", "side", sideClient, "line", n, "error", err, "text", clip(msg))
 		return m, false
 	}
-	c.check.observe(conformance.FromClient, sideClient, n, msg)
 	env := &c.cenv
 	env.read(v, cMethod, cSession, &c.csid)
+	if c.tooDeep(&c.cdepth, msg) {
+		// The checker follows the turn from a stand-in of what was read.
+		c.check.observe(conformance.FromClient, sideClient, n, makeStandIn(
+			"id", v[cID], "method", v[cMethod], "params", makeStandIn("sessionId", v[cSession], "requestId", v[cRequestID], "replayFrom", v[cReplayFrom])))
+	} else {
+		c.check.observe(conformance.FromClient, sideClient, n, msg)
+	}
 	env.clientMsg(&m, nil)
 	c.e.Client(&m)
+	if !env.hasMethod {
+		c.foldClient(n, msg)
+	}
 	return m, true
+}
+
+// foldClient notes a client message without an exact method as a Go
+// agent reads it (see agentFoldSet): one whose member names match only
+// when case is ignored ("Method", "ID") is a request to such an agent, and
+// the engine follows it too. A message with an exact method reads as one
+// to a Go agent as well, so only these are read twice.
+func (c *conn) foldClient(n int, msg []byte) {
+	v, err := c.cfpick.Pick(msg, clientFoldSet)
+	if err != nil {
+		return
+	}
+	env := &c.cfenv
+	env.read(v, cMethod, cSession, &c.csid)
+	if !env.hasMethod {
+		return
+	}
+	var m turn.Msg
+	env.clientMsg(&m, nil)
+	c.e.Client(&m)
+	if c.check != nil {
+		// The checker reads names exactly: it follows the agent's turn
+		// from a stand-in of the message as the agent reads it.
+		params := v[cParams]
+		if c.tooDeep(&c.cdepth, params) {
+			params = makeStandIn("sessionId", v[cSession], "requestId", v[cRequestID], "replayFrom", v[cReplayFrom])
+		}
+		c.check.observe(conformance.FromClient, sideClient, n, makeStandIn("id", v[cID], "method", v[cMethod], "params", params))
+	}
 }
 
 // clientHead notes a client line longer than the inspection limit from
@@ -180,7 +218,7 @@ func (c *conn) clientMessage(n int, msg []byte) (m turn.Msg, ok bool) {
 // read.
 func (c *conn) clientHead(l *line) {
 	n, head := l.n, l.msg
-	pre, err := skim.PickPrefix(head, clientSet)
+	pre, err := skim.PickPrefixUnbounded(head, clientSet)
 	if err != nil {
 		c.log.Warn("malformed line; forwarded as is", "side", sideClient, "line", n, "error", err, "text", clip(head))
 		return

@@ -78,10 +78,15 @@ type conn struct {
 	// Scratch memory of the pumps: apick, aenv, asid and scratch belong
 	// to the agent pump (under emu), cpick, cenv and csid to the client
 	// pump.
-	apick, cpick skim.Picker
-	aenv, cenv   envelope
-	asid, csid   sidCache
-	scratch      struct {
+	apick, cpick  skim.Picker
+	fpick, cfpick skim.Picker // for the readings of Go peers (foldAgent, foldClient)
+	// depth and cdepth tell, for the checker's sake, a message nested
+	// deeper than encoding/json reads (tooDeep).
+	depth, cdepth skim.Picker
+	aenv, cenv    envelope
+	cfenv         envelope
+	asid, csid    sidCache
+	scratch       struct {
 		turn    turnView
 		reading reading
 	}
@@ -103,6 +108,7 @@ func newConn(p *Proxy, clientOut io.Writer, agentIn io.Writer) *conn {
 		trans:  map[string]*transState{},
 		router: newRouter(),
 	}
+	c.apick, c.fpick, c.cpick, c.cfpick = newPicker(), newPicker(), newPicker(), newPicker()
 	c.out.lineWriter = newLineWriter(cout)
 	c.e = turn.New(turn.Config{CancelGrace: p.cfg.cancelGrace, OnGrace: c.graceRanOut})
 	if p.cfg.checker != nil {
@@ -171,6 +177,25 @@ func (c *conn) pumpAgent(ctx context.Context, r io.Reader) error {
 	}
 }
 
+// newPicker is a picker with no nesting limit: the peers read messages
+// with JSON.parse, which has none, and what they read the proxy must read
+// too.
+func newPicker() skim.Picker { return skim.Picker{Unbounded: true} }
+
+// noPaths picks nothing: a pick with it only validates.
+var noPaths = skim.Compile()
+
+// tooDeep reports, when a checker runs, whether msg is nested deeper than
+// encoding/json reads, so that the checker, which reads with it, is shown
+// a stand-in instead. p is a bounded picker of the calling pump's.
+func (c *conn) tooDeep(p *skim.Picker, msg []byte) bool {
+	if c.check == nil {
+		return false
+	}
+	_, err := p.Pick(msg, noPaths)
+	return errors.Is(err, skim.ErrTooDeep)
+}
+
 // collectAfter is the length from which a line, once handled, is let go
 // of at once (releaseLine).
 const collectAfter = 8 << 20
@@ -184,7 +209,7 @@ const collectAfter = 8 << 20
 // two 60 MiB lines in a row took the proxy to 4.2 times a line.
 func (c *conn) releaseLine() {
 	c.emu.Lock()
-	c.apick = skim.Picker{}
+	c.apick, c.fpick = newPicker(), newPicker()
 	c.aenv = envelope{}
 	c.scratch.reading = reading{}
 	c.emu.Unlock()

@@ -4,6 +4,7 @@ package proxy
 // the proxy follows, picked in one pass over the message (skim.Picker).
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/acpcompact/acpcompact/internal/skim"
@@ -178,3 +179,114 @@ func (c *sidCache) get(raw []byte) string {
 	c.raw, c.sid = string(raw), sid
 	return sid
 }
+
+// The same members as Go peers read them. A peer written in Go decodes a
+// message into structs, whose member names encoding/json matches ignoring
+// case (skim.CompileFold): to it a member spelt "ID" or "SessionUpdate" is
+// "id" or "sessionUpdate", and of two that match, the later wins. Where
+// that may change what a line means (a compaction update, the answer or
+// the state that ends a turn, a client's request), the proxy reads the
+// line so too (foldAgent, foldClient).
+var (
+	agentFoldSet = skim.CompileFold(
+		[]string{"id"}, []string{"method"}, []string{"result"}, []string{"error"},
+		[]string{"params", "sessionId"}, []string{"params", "update", "sessionUpdate"}, []string{"params", "update", "state"},
+	)
+	clientFoldSet = skim.CompileFold(
+		[]string{"id"}, []string{"method"}, []string{"params"},
+		[]string{"params", "sessionId"}, []string{"params", "requestId"}, []string{"params", "replayFrom"},
+	)
+)
+
+// Indexes of agentFoldSet's values.
+const (
+	fID = iota
+	fMethod
+	fResult
+	fError
+	fSession
+	fKind
+	fState
+)
+
+// foldAgent is what a Go peer reads of an agent message (values of
+// agentFoldSet): what the engine reads of it, and whether it is a
+// compaction update.
+func foldAgent(v [][]byte) (m turn.Msg, compaction bool) {
+	method, hasMethod := skim.String(v[fMethod])
+	kind, _ := skim.String(v[fKind])
+	m.SessionID, _ = skim.String(v[fSession])
+	switch {
+	case hasMethod:
+		m.Method = method
+		if kind == "state_update" {
+			m.State, _ = skim.String(v[fState])
+		}
+	default:
+		m.ID = skim.IDKey(v[fID])
+		m.Failed = !skim.IsNull(v[fError])
+		m.Result = json.RawMessage(v[fResult])
+	}
+	compaction = hasMethod && method == turn.MethodUpdate && (kind == protocol.KindUpdate || kind == protocol.KindSummaryChunk)
+	return m, compaction
+}
+
+// endsTurnDifferently reports whether fold, a Go peer's reading of a
+// message, may end a turn that exact, the exact reading, does not: a
+// response to another request, or another state.
+func endsTurnDifferently(fold, exact *turn.Msg) bool {
+	switch {
+	case fold.Method == "" && fold.ID != "":
+		return exact.Method != "" || exact.ID != fold.ID || exact.Failed != fold.Failed
+	case fold.Method == turn.MethodUpdate && fold.State != "":
+		return exact.Method != fold.Method || exact.State != fold.State || exact.SessionID != fold.SessionID
+	}
+	return false
+}
+
+// maySpell reports whether a message may hold, in some spelling, a string
+// that reads as one of the kinds whose reading decides the gate and the
+// turns: "compaction_update", "compaction_summary_chunk", "state_update".
+// Spelt as is, each holds an underscore right after "compaction" or
+// "state"; spelt otherwise, one of its letters or its underscore is a \u
+// escape (\u005f to \u007a). A message with neither never holds one. The
+// underscore and the backslash are what it looks for, since the letters
+// of the names fill every line.
+func maySpell(msg []byte) bool { return spells(msg, true) }
+
+// mayCarryCompaction reports whether a message may hold, in some
+// spelling, the kind of a compaction update or summary chunk (see
+// maySpell): the worst case of a line the proxy cannot read is that a more
+// lenient reader reads it as one.
+func mayCarryCompaction(msg []byte) bool { return spells(msg, false) }
+
+func spells(msg []byte, state bool) bool {
+	for i := 0; i < len(msg); {
+		k := bytes.IndexByte(msg[i:], '_')
+		if k < 0 {
+			break
+		}
+		i += k
+		if i > 0 && (msg[i-1] == 'n' && bytes.HasSuffix(msg[:i], compactionWord) || state && msg[i-1] == 'e' && bytes.HasSuffix(msg[:i], stateWord)) {
+			return true
+		}
+		i++
+	}
+	for i := 0; i < len(msg); {
+		k := bytes.IndexByte(msg[i:], '\\')
+		if k < 0 {
+			return false
+		}
+		i += k
+		if i+4 < len(msg) && msg[i+1] == 'u' && msg[i+2] == '0' && msg[i+3] == '0' && msg[i+4] >= '5' && msg[i+4] <= '7' {
+			return true
+		}
+		i += 2 // an escape is two bytes at least; a backslash never ends one
+	}
+	return false
+}
+
+var (
+	compactionWord = []byte("compaction")
+	stateWord      = []byte("state")
+)

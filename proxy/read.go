@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -20,8 +21,8 @@ type line struct {
 	n int
 	// raw is the line as it came, terminator included: what is forwarded.
 	raw []byte
-	// msg is the message a peer reads in raw: raw without its line
-	// terminator. For a long line it is the head as read.
+	// msg is the message a peer reads in raw (peerMessage). For a long
+	// line it is the head, trimmed at its start.
 	msg []byte
 	// long: raw is only the head of a line longer than the inspection
 	// limit; the rest follows (lineReader.copyRest).
@@ -30,11 +31,76 @@ type line struct {
 
 // readLine frames what next returned.
 func readLine(n int, raw []byte, long bool) line {
-	l := line{n: n, raw: raw, long: long, msg: raw}
-	if !long {
-		l.msg = trimEOL(raw)
+	l := line{n: n, raw: raw, long: long}
+	if long {
+		l.msg = trimLeft(raw) // the head: its end is not the message's
+	} else {
+		l.msg = peerMessage(raw)
 	}
 	return l
+}
+
+// peerMessage is the message a peer reads in a line: the line without its
+// terminator, trimmed as the official TypeScript SDK trims it, the most
+// lenient framing among the peers' (the Go and Rust readers take only
+// JSON's own whitespace around a message, which this trims too). The SDK
+// splits lines at LF only, decodes each on its own with TextDecoder (which
+// drops a UTF-8 BOM at its start) and trims it with JavaScript's
+// String.prototype.trim, so a BOM, a form feed or a no-break space around
+// a message does not keep a client from reading it. Invalid UTF-8, which
+// the SDK decodes to U+FFFD, is not whitespace, and stays.
+func peerMessage(raw []byte) []byte {
+	b := raw
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	b = trimLeft(b)
+	for len(b) > 0 {
+		if c := b[len(b)-1]; c < utf8.RuneSelf {
+			if !jsSpace(rune(c)) {
+				break
+			}
+			b = b[:len(b)-1]
+			continue
+		}
+		r, size := utf8.DecodeLastRune(b)
+		if !jsSpace(r) {
+			break
+		}
+		b = b[:len(b)-size]
+	}
+	return b
+}
+
+// trimLeft is peerMessage's trim at the start of a line.
+func trimLeft(b []byte) []byte {
+	for len(b) > 0 {
+		if c := b[0]; c < utf8.RuneSelf {
+			if !jsSpace(rune(c)) {
+				break
+			}
+			b = b[1:]
+			continue
+		}
+		r, size := utf8.DecodeRune(b)
+		if !jsSpace(r) {
+			break
+		}
+		b = b[size:]
+	}
+	return b
+}
+
+// jsSpace reports what String.prototype.trim removes: WhiteSpace (TAB, VT,
+// FF, SP, NBSP, ZWNBSP, which is the BOM, and the Zs category) and
+// LineTerminator (LF, CR, LS, PS). Unlike unicode.IsSpace it holds U+FEFF
+// and not U+0085.
+func jsSpace(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r', ' ', '\u00a0', '\u1680', '\u2028', '\u2029', '\u202f', '\u205f', '\u3000', '\ufeff':
+		return true
+	}
+	return r >= '\u2000' && r <= '\u200a'
 }
 
 // readBufSize is the bufio buffer of each side. A line longer than it is
@@ -205,12 +271,6 @@ func (l *lineReader) copyRest(w func([]byte) error) error {
 	}
 }
 
-// trimEOL returns the message without its line terminator.
-func trimEOL(b []byte) []byte {
-	b = bytes.TrimSuffix(b, []byte("\n"))
-	return bytes.TrimSuffix(b, []byte("\r"))
-}
-
 // ready reports whether a whole line is already buffered, so that next
 // will return without reading: only then is it worth holding back output
 // to join it with the next line's.
@@ -223,13 +283,13 @@ func (l *lineReader) ready() bool {
 	return bytes.IndexByte(b, '\n') >= 0
 }
 
-// isBatch reports a JSON-RPC batch: a message that is a JSON array.
-func isBatch(msg []byte) bool {
-	t := bytes.TrimLeft(msg, " \t\r\n")
-	return len(t) > 0 && t[0] == '['
-}
+// isBatch reports a JSON-RPC batch: a message (peerMessage) that is a
+// JSON array.
+func isBatch(msg []byte) bool { return len(msg) > 0 && msg[0] == '[' }
 
-func isBlank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
+// isBlank reports a line without a message (peerMessage), which the peers
+// skip.
+func isBlank(msg []byte) bool { return len(msg) == 0 }
 
 // clip shortens a line for a log message.
 func clip(b []byte) string {

@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -303,6 +304,21 @@ func (a *agent) prompt(id json.RawMessage, behavior string, bigSize int) {
 		a.out.WriteByte('\n')
 		a.out.Flush()
 		a.text("after the big line")
+	case "lenient-lines":
+		// Lines the official TypeScript SDK reads although they are framed
+		// or nested unusually (issue 18): a BOM, a form feed, a line
+		// separator, a no-break space around them, a _meta nested 10,001
+		// deep; the answer too.
+		line := func(u string) string {
+			return fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":%s}}`, a.sid, u)
+		}
+		deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
+		a.write("\ufeff" + line(`{"sessionUpdate":"compaction_update","compactionId":"cmp_l1","status":"in_progress"}`))
+		a.write("\f" + line(`{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_l1","content":{"type":"text","text":"## Retained"}}`))
+		a.write("\u2028" + line(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"between"}}`))
+		a.write(line(`{"sessionUpdate":"compaction_update","compactionId":"cmp_l2","status":"in_progress","_meta":{"d":`+deep+`}}`) + "\u00a0")
+		a.write("\ufeff" + fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, id) + "\u00a0")
+		return
 	case "big-chunk-then-summary":
 		// A compaction with two lines of exactly bigSize bytes (terminator
 		// excluded) one after the other: a summary chunk, then the
