@@ -41,13 +41,14 @@ func (c *conn) actLine(ctx context.Context, lr *lineReader, l *line) (werr, rerr
 	if l.long {
 		return c.actHead(ctx, lr, l)
 	}
-	d := view{c}.classify(l)
+	d := &c.scratch.decision
+	view{c}.classify(l, d)
 	var err error
 	if d.batch {
 		c.releaseHeld()
 		err = c.actBatch(ctx, l)
 	} else {
-		err = c.act(ctx, l, &d)
+		err = c.act(ctx, l, d)
 	}
 	if err != nil {
 		return c.clientErr(err), nil
@@ -268,7 +269,8 @@ func (c *conn) actBatch(ctx context.Context, l *line) error {
 	if !valid {
 		// Unreadable as a batch (which no ACP client dispatches): the
 		// worst case is taken of it as a whole.
-		d := view{c}.unreadable(l.msg, errInvalidBatch)
+		var d decision
+		view{c}.unreadable(l.msg, errInvalidBatch, &d)
 		c.logNote(l.n, d.note)
 		if d.checked != nil && c.check.agentSide() {
 			c.check.observe(conformance.FromAgent, sideAgent, l.n, d.checked)

@@ -158,40 +158,46 @@ func (t *turnView) replay() (bool, uint64) {
 }
 
 // classify decides what becomes of agent line l (not a long one: see
-// classifyHead).
-func (v view) classify(l *line) decision {
+// classifyHead), in d.
+func (v view) classify(l *line, d *decision) {
+	*d = decision{}
 	switch {
 	case isBlank(l.msg):
-		return decision{}
 	case isBatch(l.msg):
-		return decision{batch: true}
+		d.batch = true
+	default:
+		v.message(l.msg, true, d)
 	}
-	return v.message(l.msg, true)
 }
 
 // element decides what becomes of one message of a batch. Nothing in a
 // batch is translated; a compaction update that a v1 client without the
 // capability may not receive is dropped from it, since it cannot be
 // rewritten there.
-func (v view) element(elem []byte) decision { return v.message(elem, false) }
+func (v view) element(elem []byte) decision {
+	var d decision
+	v.message(elem, false, &d)
+	return d
+}
 
 // message decides what becomes of one agent message: a line, or (not
-// whole) one message of a batch.
-func (v view) message(msg []byte, whole bool) decision {
+// whole) one message of a batch. d is zero.
+func (v view) message(msg []byte, whole bool, d *decision) {
 	c := v.c
 	vals, err := c.apick.Pick(msg, agentSet)
 	if err != nil {
-		return v.unreadable(msg, err)
+		v.unreadable(msg, err, d)
+		return
 	}
 	env := &c.aenv
 	env.readAgent(vals, nil, &c.asid)
-	d := decision{seen: msg, checked: msg, errMember: env.v[aError]}
+	d.seen, d.checked, d.errMember = msg, msg, env.v[aError]
 	if c.tooDeep(&c.depth, msg) {
 		d.checked = v.agentStandIn(env)
 	}
 	env.agentMsg(&d.msg)
-	if v.fold(&d, env, msg) {
-		return d
+	if v.fold(d, env, msg) {
+		return
 	}
 	if env.isCompaction() && (c.em == nil || (!whole && !c.capable)) {
 		d.fate = fateDrop
@@ -201,16 +207,15 @@ func (v view) message(msg []byte, whole bool) decision {
 		default:
 			d.note = warn("dropped a compaction update inside a batch: the client lacks the capability", "session", env.sessionID)
 		}
-		return d
+		return
 	}
 	if !whole {
-		return d
+		return
 	}
 	d.batchable = env.batchable()
 	if env.hasMethod && env.method == turn.MethodUpdate && c.em != nil {
-		v.update(&d, env, msg)
+		v.update(d, env, msg)
 	}
-	return d
 }
 
 // unreadable decides what becomes of a message the proxy cannot read,
@@ -219,12 +224,15 @@ func (v view) message(msg []byte, whole bool) decision {
 // client that may lack the capability: a more lenient reader could read
 // it so. Anything else is forwarded as it came, and the checker sees it as
 // the client receives it.
-func (v view) unreadable(msg []byte, err error) decision {
+func (v view) unreadable(msg []byte, err error, d *decision) {
 	if mayCarryCompaction(msg) && !v.knownCapable() {
-		return decision{fate: fateDrop, note: warn("dropped an unreadable line that may carry a compaction update: the client may lack the capability",
-			"error", err, "text", clip(msg))}
+		d.fate = fateDrop
+		d.note = warn("dropped an unreadable line that may carry a compaction update: the client may lack the capability",
+			"error", err, "text", clip(msg))
+		return
 	}
-	return decision{checked: msg, note: warn("malformed line; forwarded as is", "error", err, "text", clip(msg))}
+	d.checked = msg
+	d.note = warn("malformed line; forwarded as is", "error", err, "text", clip(msg))
 }
 
 // agentStandIn is what the checker sees of an agent message nested deeper
@@ -316,7 +324,7 @@ func (v view) classifyHead(l *line) (d decision, standIn []byte) {
 	limit := c.p.cfg.maxLine
 	pre, err := skim.PickPrefixUnbounded(l.msg, agentSet)
 	if err != nil {
-		d = v.unreadable(l.msg, err)
+		v.unreadable(l.msg, err, &d)
 		d.checked = nil // the checker cannot follow what it cannot read whole
 		return d, nil
 	}

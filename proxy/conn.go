@@ -87,8 +87,9 @@ type conn struct {
 	cfenv         envelope
 	asid, csid    sidCache
 	scratch       struct {
-		turn    turnView
-		reading reading
+		decision decision
+		turn     turnView
+		reading  reading
 	}
 	alr *lineReader // the agent pump's reader
 }
@@ -211,7 +212,7 @@ func (c *conn) releaseLine() {
 	c.emu.Lock()
 	c.apick, c.fpick = newPicker(), newPicker()
 	c.aenv = envelope{}
-	c.scratch.reading = reading{}
+	c.scratch.reading, c.scratch.decision = reading{}, decision{}
 	c.emu.Unlock()
 	runtime.GC()
 }

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -175,8 +176,8 @@ type translation struct {
 	quirks quirk
 	// byKind lists, per sessionUpdate kind, the translators whose update
 	// recogniser reads it; text, those with text forms; both in table
-	// order.
-	byKind map[string][]*translatorDef
+	// order. A handful of kinds: a scan costs less than a map's hash.
+	byKind []kindReaders
 	text   []*translatorDef
 	// first marks the bytes a JSON string may begin with (after its
 	// quote) when its text begins with a prefix of text's: each prefix's
@@ -186,8 +187,24 @@ type translation struct {
 	first [256]bool
 }
 
+// kindReaders are the translators that read updates of one kind.
+type kindReaders struct {
+	kind string
+	trs  []*translatorDef
+}
+
+// readers returns the translators that read updates of kind.
+func (tl *translation) readers(kind string) []*translatorDef {
+	for i := range tl.byKind {
+		if tl.byKind[i].kind == kind {
+			return tl.byKind[i].trs
+		}
+	}
+	return nil
+}
+
 func newTranslation(p *Profile, on trSet) translation {
-	tl := translation{prof: p, on: on, byKind: map[string][]*translatorDef{}}
+	tl := translation{prof: p, on: on}
 	if p != nil {
 		tl.quirks = p.quirks
 	}
@@ -198,7 +215,11 @@ func newTranslation(p *Profile, on trSet) translation {
 		}
 		if d.update != nil {
 			for _, k := range d.kinds {
-				tl.byKind[k] = append(tl.byKind[k], d)
+				i := slices.IndexFunc(tl.byKind, func(r kindReaders) bool { return r.kind == k })
+				if i < 0 {
+					tl.byKind, i = append(tl.byKind, kindReaders{kind: k}), len(tl.byKind)
+				}
+				tl.byKind[i].trs = append(tl.byKind[i].trs, d)
 			}
 		}
 		if d.text != nil {
@@ -296,7 +317,7 @@ type recognised struct {
 func (v view) recognise(r *reading) recognised {
 	tl := &v.c.tl
 	var out recognised
-	for _, d := range tl.byKind[r.kind] {
+	for _, d := range tl.readers(r.kind) {
 		sig, vd := d.update(v, r)
 		switch vd {
 		case found:
