@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/proxy"
 )
@@ -379,6 +380,8 @@ func TestProxyAgentMalformedLinesBothWays(t *testing.T) {
 	l.forwarded(`{"jsonrpc":"2.0","method":"session/update","params":`)
 	l.forwarded(upd("s1", text("after the malformed lines")))
 	l.forwarded(promptResponse(id, "end_turn"))
+	// The client received two lines it cannot read: the checker says so.
+	l.checker.want = []conformance.Rule{conformance.RuleMalformed, conformance.RuleMalformed}
 	l.finish()
 	logs := l.logs.String()
 	for _, want := range []string{"side=client line=3", "side=agent line=3", "side=agent line=4"} {

@@ -55,23 +55,59 @@
 //
 // # Lines
 //
+// An agent line goes through three stages: read (framed as the client
+// frames it), classify (what becomes of it, decided from the line and the
+// connection's state: forwarded, rewritten, held or dropped, and whether
+// the engine must read it first because it may end a turn) and act (the
+// decision carried out: the turn settled, compactions opened and settled,
+// the line written, the log and the checker shown it).
+//
 // The proxy reads one line from a side, writes it (or its replacement) to
 // the other, then reads the next, so memory stays bounded by the longest
 // line (a line costs about twice its length at most: it is collected in
 // blocks and copied once, and a long update the gate rewrites is decoded
-// without copying its text again) and a slow reader slows its writer down.
-// Each line is read once, in one pass. Notifications already followed by a read line wait in a 64 KiB
-// buffer to leave in one write; requests, responses and the updates that
-// end a compaction or a turn never wait, nor does anything once no further
-// input is at hand.
+// without copying its text again; once a line of 8 MiB or more is handled
+// it is let go of and the collector runs, so that the next one does not
+// have to fit beside it) and a slow reader slows its writer down. Each line
+// is read once, in one pass. Notifications already followed by a read line
+// wait in a 64 KiB buffer to leave in one write; requests, responses and
+// the updates that end a compaction or a turn never wait, nor does
+// anything once no further input is at hand.
 //
 // Lines up to 64 MiB (WithMaxLineBytes) are read whole. A longer one is
 // read from its head and streams through: the members complete within the
 // head (a prompt's id, method and sessionId come before its content) are
 // followed, so a huge prompt's turn is still settled before its response;
-// a compaction update too long to read for a v1 client without the
-// capability is dropped. A malformed line is logged with its side and line
-// number and forwarded as it came.
+// a compaction update too long to read for a client that may lack the
+// capability is dropped.
+//
+// # Reading as leniently as the peers, and failing closed
+//
+// The proxy reads every line, both ways, at least as leniently as the
+// peers it serves, so that nothing a client (or an agent) reads escapes
+// it. It frames a line as the official TypeScript SDK does: split at LF,
+// a UTF-8 BOM at its start dropped and JavaScript's whitespace trimmed
+// from both ends (U+0009 to U+000D, space, U+00A0, U+1680, U+2000 to
+// U+200A, U+2028, U+2029, U+202F, U+205F, U+3000, U+FEFF). It sets no
+// nesting limit on what it reads past, as JSON.parse sets none. Where
+// member names matched as Go peers match them (ignoring case, as
+// encoding/json matches struct fields) would change the gate or a turn's
+// end, it reads them so too: for a client that may lack the capability, a
+// line a Go client reads as a compaction update and the exact reading does
+// not is dropped; for every client, an answer a Go peer reads as ending a
+// turn is settled before, like any other. For a capable client compaction
+// updates are followed by their exact reading. What is forwarded is always
+// the line as it came.
+//
+// What it still cannot read is taken at its worst: a line that may carry
+// a compaction update (it holds "ompaction", or an escape that may spell
+// one of its letters) never reaches a client that may lack the capability
+// (a v1 client without it, or any client before the initialize exchange
+// completed); a compaction update it cannot follow (its sessionId,
+// compactionId or status missing or not a string) reaches no client; and
+// anything else is logged with its side and line number and forwarded as
+// it came. The live checker (WithChecker with CheckClient) sees every line
+// the client receives, as the client reads it.
 //
 // # The end of a connection
 //

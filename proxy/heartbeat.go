@@ -16,7 +16,7 @@ import (
 // the emitter with emu held. So the proxy ticks itself, under emu.
 type heartbeat struct {
 	timer *time.Timer
-	line  int       // the agent line count at the last tick
+	line  int       // the agent line the client's stream had reached at the last tick
 	quiet time.Time // since when no agent line came, as the ticks saw it
 	beat  time.Time // the last heartbeat
 }
@@ -24,11 +24,11 @@ type heartbeat struct {
 // armHeartbeat starts the ticks when a compaction opens. Callers hold emu.
 func (c *conn) armHeartbeat() {
 	d := c.p.cfg.heartbeat
-	hb := &c.ps.hb
+	hb := &c.hb
 	if d <= 0 || hb.timer != nil {
 		return
 	}
-	hb.line, hb.quiet = c.line, time.Now()
+	hb.line, hb.quiet = c.out.at, time.Now()
 	hb.timer = time.AfterFunc(tickOf(d), c.tick)
 }
 
@@ -39,7 +39,7 @@ func tickOf(d time.Duration) time.Duration { return max(d/4, time.Millisecond) }
 func (c *conn) tick() {
 	c.emu.Lock()
 	defer c.emu.Unlock()
-	hb := &c.ps.hb
+	hb := &c.hb
 	if c.stopped.Load() || c.em == nil {
 		hb.timer = nil
 		return
@@ -51,8 +51,8 @@ func (c *conn) tick() {
 	}
 	d, now := c.p.cfg.heartbeat, time.Now()
 	switch {
-	case c.line != hb.line:
-		hb.line, hb.quiet = c.line, now
+	case c.out.at != hb.line:
+		hb.line, hb.quiet = c.out.at, now
 	case now.Sub(hb.quiet) >= d && now.Sub(hb.beat) >= d:
 		hb.beat = now
 		for _, o := range open {
@@ -80,7 +80,7 @@ func (c *conn) beat(o openTrack) {
 		err = o.t.r.Render(ctx, ev, o.t.notifier(c, o.k.id))
 	case o.t.source == sourceStandard:
 		err = emitter.Standard{}.Render(ctx, ev, c)
-	case o.t.source == string(ToolCall):
+	case o.t.toolID != "":
 		err = toolCallSynth{}.Render(ctx, ev, c)
 	}
 	if err != nil {
@@ -88,12 +88,10 @@ func (c *conn) beat(o openTrack) {
 	}
 }
 
-// endProfile runs once no agent line can follow: a text held for its
-// confirmation is forwarded as it came, and the heartbeat stops. Callers
+// stopHeartbeat stops the ticks once no agent line can follow. Callers
 // hold emu.
-func (c *conn) endProfile() {
-	c.releaseHeld()
-	if hb := &c.ps.hb; hb.timer != nil {
+func (c *conn) stopHeartbeat() {
+	if hb := &c.hb; hb.timer != nil {
 		hb.timer.Stop()
 		hb.timer = nil
 	}

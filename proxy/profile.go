@@ -390,7 +390,6 @@ func (c *conn) chooseProfile(result []byte) {
 		for _, t := range p.Translators {
 			on |= trBit(t)
 		}
-		c.ps.quirks = p.quirks
 	}
 	for t, enabled := range cfg.translators {
 		if enabled {
@@ -399,7 +398,7 @@ func (c *conn) chooseProfile(result []byte) {
 			on &^= trBit(t)
 		}
 	}
-	c.ps.prof, c.ps.on = p, on
+	c.tl = newTranslation(p, on)
 	var names []string
 	for _, t := range Translators() {
 		if on.has(t) {

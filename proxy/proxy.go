@@ -88,7 +88,11 @@ const (
 
 // Translators returns every translator, in the order flags list them.
 func Translators() []Translator {
-	return []Translator{ClaudeText, ToolCall, OpencodeMarker, CodexText, CodexNotice, Qwen, ClaudeContinuation}
+	out := make([]Translator, len(translatorTable))
+	for i := range translatorTable {
+		out[i] = translatorTable[i].name
+	}
+	return out
 }
 
 // ParseTranslators reads a comma-separated list of translator names, as
@@ -399,7 +403,7 @@ func (p *Proxy) Run(ctx context.Context, clientIn io.Reader, clientOut io.Writer
 	}
 	// No client line can reach the agent any more, and an agent that
 	// still reads learns so from end of file.
-	c.endAgentIn()
+	c.ain.end(p.cfg.stopTimeout)
 	// A grace callback still running takes emu: wait without it (unless
 	// a write stuck on the client holds emu, and it would wait as long).
 	if !abandoned {

@@ -31,13 +31,10 @@ type track struct {
 	// the start, progress and outcome; r only renders a terminal form the
 	// proxy has to add because the agent never sent one.
 	verbatim bool
-	// byAgent is set just before the agent's own outcome is applied, so
-	// that the settlement is not mistaken for one the proxy made.
-	byAgent bool
-	// settled: the compaction reached its one terminal form, by the
-	// proxy (byAgent unset: the agent's later lines for it are dropped) or
-	// by the agent (a second terminal from it is dropped too).
-	settled bool
+	// settled: the compaction reached its one terminal form, by the proxy
+	// (byProxy: the agent's later lines for it are dropped) or by the
+	// agent (a second terminal from it is dropped too).
+	settled, byProxy bool
 
 	// What the agent said about the compaction, for its rendering.
 	//
@@ -70,12 +67,16 @@ const (
 
 // router is the emitter's renderer. The emitter has one renderer per
 // connection, but the proxy shows each compaction in the form its source
-// calls for, so the router looks the compaction up and delegates.
+// calls for, so the router looks the compaction up and delegates. It
+// knows nothing of the connection: who settled a compaction comes with
+// the settlement (settledByProxy), and the proxy's settlements go back to
+// their caller in the settling the context carries.
 type router struct {
-	c      *conn
 	mu     sync.Mutex
 	tracks map[trackKey]*track
 }
+
+func newRouter() *router { return &router{tracks: map[trackKey]*track{}} }
 
 func (r *router) add(k trackKey, t *track) {
 	r.mu.Lock()
@@ -120,16 +121,10 @@ func (r *router) status(k trackKey) trackStatus {
 		return trackNone
 	case !t.settled:
 		return trackOpen
-	case t.byAgent:
-		return trackByAgent
+	case t.byProxy:
+		return trackByProxy
 	}
-	return trackByProxy
-}
-
-// state reports whether k is open and whether the proxy settled it.
-func (r *router) state(k trackKey) (open, settledByProxy bool) {
-	st := r.status(k)
-	return st == trackOpen, st == trackByProxy
+	return trackByAgent
 }
 
 // learn keeps what a later signal of open compaction k says about it.
@@ -169,18 +164,6 @@ func (r *router) keepRecord(k trackKey, rec json.RawMessage) {
 	if t, ok := r.tracks[k]; ok {
 		t.record = rec
 	}
-}
-
-// markAgent records that the next settlement of k is the agent's own. It
-// reports whether the agent reported facts for its record.
-func (r *router) markAgent(k trackKey) (facts bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if t, ok := r.tracks[k]; ok {
-		t.byAgent = true
-		return t.facts != nil
-	}
-	return false
 }
 
 // forget drops what the router follows of a session the agent closed.
@@ -255,13 +238,15 @@ func (r *router) Render(ctx context.Context, ev emitter.Event, n emitter.Notifie
 	}
 	byProxy := false
 	if ev.Kind == emitter.EventSettled {
-		t.settled = true
-		byProxy = !t.byAgent
+		byProxy = settledByProxy(ctx, ev)
+		t.settled, t.byProxy = true, byProxy
 	}
 	snap := *t
 	r.mu.Unlock()
 	if byProxy {
-		r.c.settledByProxy(ev, snap.source, snap.idless)
+		if s := settlingFrom(ctx); s != nil {
+			s.done = append(s.done, settled{ev: ev, source: snap.source, idless: snap.idless})
+		}
 	}
 	if snap.verbatim && !byProxy {
 		return nil

@@ -1,20 +1,21 @@
 package proxy
 
+// The translators: one table entry per legacy signal, with everything the
+// proxy knows of it (its name and bit, where and how it is recognised, the
+// terminal form the proxy adds to it), and the recognisers themselves.
+// Recognisers read; they change nothing: what a signal means to the
+// connection is carried out by act.
+
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/skim"
 	"github.com/acpcompact/acpcompact/protocol"
 )
@@ -30,6 +31,8 @@ const (
 	claudeCancelled = "\n\nCompacting cancelled."
 	// claudeSeparator may end an outcome of fallback.Text's.
 	claudeSeparator = "\n\n"
+	// claudeOutcome begins every outcome text.
+	claudeOutcome = "\n\nCompacting "
 
 	codexText        = "Context compacted\n"
 	codexNoticeText  = "*Context compacted to fit the model's context window.*\n\n"
@@ -48,29 +51,189 @@ const (
 
 	qwenSlashCommand = "slash_command"
 	qwenAutoFail     = "Context is too large to send safely after automatic compression."
+	qwenAutoHead     = "IMPORTANT: This conversation "
 
 	continuationIntro = "This session is being continued from a previous conversation"
 
 	// maxSignalBytes bounds the updates inspected for a text signal: every
 	// legacy text is short, so a long message chunk is never decoded.
 	maxSignalBytes = 4 << 10
-	// holdFor bounds how long codex's "Context compacted\n" waits for the
-	// warning that confirms it before it is forwarded as prose.
-	holdFor = 500 * time.Millisecond
-	// rawOutputWait bounds how long a completed compaction tool call
-	// waits for the rawOutput update that follows it (quirkRawOutput).
-	rawOutputWait = 2 * time.Second
 	// maxReplayChunks bounds the summary chunks of a replayed compaction
 	// kept until its terminal update.
 	maxReplayChunks = 1 << 20
 )
 
 var (
-	headsUpMark      = []byte(codexHeadsUp)
 	continuationMark = []byte(`"` + continuationIntro)
 	compressionMark  = []byte(`"contextCompression"`)
 	messageIDMark    = []byte(`"messageId"`)
 )
+
+// translatorDef is one translator. Adding a translator is adding an entry
+// to translatorTable: nothing else dispatches on translator names.
+type translatorDef struct {
+	name Translator
+	// bit is the translator's bit in a trSet: its position in the table.
+	bit trSet
+	// kinds are the sessionUpdate kinds whose updates update reads.
+	kinds []string
+	// update recognises the translator's signal in the members of an
+	// update of one of kinds.
+	update func(v view, r *reading) (signal, verdict)
+	// prefixes begin the texts of the translator's agent_message_chunk
+	// forms, decoded. text is handed exactly the texts that begin with
+	// one of them, and the cheap check that passes a chunk on to the text
+	// recognisers at all is derived from them (translation.first), so a
+	// form whose prefix is not declared is never recognised, whatever its
+	// first letter.
+	prefixes []string
+	text     func(v view, r *reading, text string) (signal, bool)
+	// synth renders the terminal form the proxy adds to the translator's
+	// own lines when they are forwarded as they came (a client without the
+	// capability, and no fallback configured): nil when it has none.
+	synth emitter.Renderer
+	// toolCall: the compaction is the agent's own tool call, with the
+	// compaction's ID as its tool call ID, which a tool call fallback
+	// renders in place of its own (keeping its _meta and rawOutput).
+	toolCall bool
+	// turnError recognises, in the error text of a failed prompt, the
+	// failure of a compaction reported only that way (after the fact);
+	// nil when the translator has none.
+	turnError func(text string) bool
+}
+
+// verdict is what an update recogniser says of an update.
+type verdict uint8
+
+const (
+	notMine verdict = iota // not this translator's: the others look
+	found                  // a signal
+	mine                   // this translator's, but not a signal: nobody else looks
+	noted                  // not a signal, but a fact act keeps (a sigNote)
+)
+
+// translatorTable lists every translator, in the order Translators returns
+// them: the order in which they look at an update.
+var translatorTable = func() []translatorDef {
+	t := []translatorDef{
+		{
+			name: ClaudeText, prefixes: []string{claudeStart, claudeOutcome},
+			text: claudeTextSignal, synth: fallback.Text(),
+		},
+		{
+			name: ToolCall, kinds: []string{"tool_call", "tool_call_update", "agent_message_chunk"},
+			update: toolCallSignal, synth: toolCallSynth{}, toolCall: true,
+		},
+		{
+			name: OpencodeMarker, kinds: []string{"session_info_update"},
+			update: opencodeSignal, synth: fallback.OpencodeMarker(),
+		},
+		{name: CodexText, prefixes: []string{codexText, codexHeadsUp}, text: codexTextSignal},
+		{
+			name: CodexNotice, kinds: []string{"notice"}, update: codexNoticeSignal,
+			prefixes: []string{codexNoticeText}, text: codexNoticeTextSignal,
+		},
+		{
+			name: Qwen, kinds: []string{"agent_message_chunk"}, update: qwenSignal,
+			prefixes: []string{qwenAutoHead}, text: qwenAutoSignal, turnError: qwenAutoFailed,
+		},
+		{name: ClaudeContinuation, kinds: []string{"user_message_chunk"}, update: continuationSignal},
+	}
+	for i := range t {
+		t[i].bit = 1 << i
+	}
+	return t
+}()
+
+// translatorOf finds a translator's entry; nil for a name no entry has.
+func translatorOf(name Translator) *translatorDef {
+	for i := range translatorTable {
+		if translatorTable[i].name == name {
+			return &translatorTable[i]
+		}
+	}
+	return nil
+}
+
+// trSet is a set of translators, one bit each.
+type trSet uint32
+
+func trBit(t Translator) trSet {
+	if d := translatorOf(t); d != nil {
+		return d.bit
+	}
+	return 0
+}
+
+// has reports whether t is in the set.
+func (s trSet) has(t Translator) bool { return s&trBit(t) != 0 }
+
+// translation is the connection's translators, as its profile (and
+// WithTranslators) chose them, arranged for the hot path.
+type translation struct {
+	prof   *Profile
+	on     trSet
+	quirks quirk
+	// byKind lists, per sessionUpdate kind, the translators whose update
+	// recogniser reads it; text, those with text forms; both in table
+	// order. A handful of kinds: a scan costs less than a map's hash.
+	byKind []kindReaders
+	text   []*translatorDef
+	// first marks the bytes a JSON string may begin with (after its
+	// quote) when its text begins with a prefix of text's: each prefix's
+	// first character as JSON spells it, and a backslash, since any
+	// character may be spelt as an escape. Most message chunks are turned
+	// away by it undecoded.
+	first [256]bool
+}
+
+// kindReaders are the translators that read updates of one kind.
+type kindReaders struct {
+	kind string
+	trs  []*translatorDef
+}
+
+// readers returns the translators that read updates of kind.
+func (tl *translation) readers(kind string) []*translatorDef {
+	for i := range tl.byKind {
+		if tl.byKind[i].kind == kind {
+			return tl.byKind[i].trs
+		}
+	}
+	return nil
+}
+
+func newTranslation(p *Profile, on trSet) translation {
+	tl := translation{prof: p, on: on}
+	if p != nil {
+		tl.quirks = p.quirks
+	}
+	for i := range translatorTable {
+		d := &translatorTable[i]
+		if on&d.bit == 0 {
+			continue
+		}
+		if d.update != nil {
+			for _, k := range d.kinds {
+				i := slices.IndexFunc(tl.byKind, func(r kindReaders) bool { return r.kind == k })
+				if i < 0 {
+					tl.byKind, i = append(tl.byKind, kindReaders{kind: k}), len(tl.byKind)
+				}
+				tl.byKind[i].trs = append(tl.byKind[i].trs, d)
+			}
+		}
+		if d.text != nil {
+			tl.text = append(tl.text, d)
+			tl.first['\\'] = true
+			for _, p := range d.prefixes {
+				if b, _ := json.Marshal(p); len(b) > 2 {
+					tl.first[b[1]] = true
+				}
+			}
+		}
+	}
+	return tl
+}
 
 // hasMessageID reports whether an update carries a messageId. It is asked
 // only of the few chunks that may be a signal, so the line's one pick does
@@ -90,6 +253,7 @@ const (
 	sigAborted      // interrupted: cancelled if the user cancelled, else failed
 	sigHold         // codex's text, which the next line confirms or not
 	sigContinuation // Claude's continuation message on session/load
+	sigNote         // no signal: a provider's error text (quirkErrorText), in reason
 )
 
 // facts is what the agent reported about a compaction beyond its status.
@@ -115,288 +279,156 @@ type signal struct {
 	// fallback.
 	toolMeta, rawOutput json.RawMessage
 	summary             []protocol.ContentBlock
+	// newTool: the update is a tool call that makes id a compaction tool
+	// call, whose later updates are its signals.
+	newTool bool
+	// confirms: the signal confirms the line held for it (codex's
+	// warning after its text).
+	confirms bool
+	// factsFollow: a completion whose facts the agent sends in its next
+	// update (quirkRawOutput): it waits for them, briefly, so that the
+	// record carries them.
+	factsFollow bool
 }
 
-// trSet is a set of translators, one bit each.
-type trSet uint16
-
-const (
-	bitClaudeText trSet = 1 << iota
-	bitToolCall
-	bitOpencodeMarker
-	bitCodexText
-	bitCodexNotice
-	bitQwen
-	bitClaudeContinuation
-)
-
-func trBit(t Translator) trSet {
-	switch t {
-	case ClaudeText:
-		return bitClaudeText
-	case ToolCall:
-		return bitToolCall
-	case OpencodeMarker:
-		return bitOpencodeMarker
-	case CodexText:
-		return bitCodexText
-	case CodexNotice:
-		return bitCodexNotice
-	case Qwen:
-		return bitQwen
-	case ClaudeContinuation:
-		return bitClaudeContinuation
-	}
-	return 0
+// reading is the update a recogniser reads.
+type reading struct {
+	sid, kind string
+	env       *envelope
+	msg       []byte
+	turn      *turnView
 }
 
-// has reports whether t is in the set; the hot path tests the bits.
-func (s trSet) has(t Translator) bool { return s&trBit(t) != 0 }
-
-// profState is the connection's profile and what the profiles' signals
-// need; guarded by conn.emu.
-type profState struct {
-	prof   *Profile
-	on     trSet
-	quirks quirk
-	// raw is the agent line being handled, with its terminator.
-	raw []byte
-	// lastError is the error member of the agent message being handled,
-	// until effect reads it.
-	lastError []byte
-	held      *heldLine
-	hb        heartbeat
-}
-
-// heldLine is codex's "Context compacted\n" waiting for its confirmation.
-type heldLine struct {
-	sid   string
-	n     int
-	raw   []byte
-	timer *time.Timer
-}
-
-// orphan is an ID-less compaction the proxy settled; its agent's outcome
-// may still come, until the session's next turn begins.
-type orphan struct{ turns int }
-
-// transState is a session's translator state; guarded by conn.emu.
-type transState struct {
-	open    map[Translator][]protocol.ID // open compactions of ID-less forms, oldest first
-	orphans map[Translator][]orphan      // ID-less ones the proxy settled, whose outcome may still come
-	pending map[Translator][]protocol.ID // ID-less starts seen in a replay
-	// live and replayed count the ID-less compactions of each form, live
-	// and in the current replay, for their IDs.
-	live, replayed map[Translator]int
-	epoch          uint64          // the replay the counts and buffers belong to (turn.Engine.Replaying)
-	tools          map[string]bool // tool call IDs recognised as compaction tool calls
-	// toolErr is the provider's error text said while a compaction tool
-	// call was open (quirkErrorText).
+// recognised is what the translators found in an update.
+type recognised struct {
+	tr  *translatorDef // nil: no signal
+	sig signal
+	// toolErr is a provider's error text said while a compaction tool
+	// call was open (quirkErrorText), for act to keep.
 	toolErr string
-	// deferred are completed compaction tool calls waiting for their
-	// rawOutput (quirkRawOutput).
-	deferred map[protocol.ID]*time.Timer
-	// turns counts the session's turns that ended.
-	turns int
-	// chunks are the summary chunks of replayed standard compactions, kept
-	// until their terminal update.
-	chunks      map[protocol.ID][]json.RawMessage
-	chunksBytes int
 }
 
-func (c *conn) transFor(sid string) *transState {
-	ts, ok := c.trans[sid]
-	if !ok {
-		ts = &transState{
-			open: map[Translator][]protocol.ID{}, orphans: map[Translator][]orphan{},
-			pending: map[Translator][]protocol.ID{}, live: map[Translator]int{}, replayed: map[Translator]int{},
-			tools: map[string]bool{},
+// recognise finds a legacy signal in one update: first in the members the
+// translators read by kind, then in a message chunk's text. A text form is
+// read only where the agent's profile (or WithTranslators) says the agent
+// sends it, and never in a chunk with a messageId: every text form is
+// ID-less, and the agents that tag chunks with one tag their model's prose
+// so.
+func (v view) recognise(r *reading) recognised {
+	tl := &v.c.tl
+	var out recognised
+	for _, d := range tl.readers(r.kind) {
+		sig, vd := d.update(v, r)
+		switch vd {
+		case found:
+			return recognised{tr: d, sig: sig}
+		case mine:
+			return recognised{}
+		case noted:
+			out.toolErr = sig.reason
 		}
-		c.trans[sid] = ts
 	}
-	return ts
+	if r.kind != "agent_message_chunk" || len(tl.text) == 0 {
+		return out
+	}
+	t := r.env.v[aContentText]
+	if len(t) < 3 || len(t) > maxSignalBytes || !tl.first[t[1]] {
+		return out
+	}
+	if typ, _ := skim.String(r.env.v[aContentType]); typ != "text" || hasMessageID(r.env.v[aUpdate]) {
+		return out
+	}
+	text, _ := skim.String(t)
+	for _, d := range tl.text {
+		if !hasPrefix(text, d.prefixes) {
+			continue
+		}
+		if sig, ok := d.text(v, r, text); ok {
+			out.tr, out.sig = d, sig
+			return out
+		}
+	}
+	return out
 }
 
-// sync starts the session's count again when a new history replay began.
-func (ts *transState) sync(replaying bool, epoch uint64) {
-	if replaying && ts.epoch != epoch {
-		ts.epoch = epoch
-		clear(ts.replayed)
-		clear(ts.pending)
-		ts.chunks, ts.chunksBytes = nil, 0
+func hasPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
 	}
+	return false
 }
 
-// mint returns the ID of the next ID-less compaction of tr in a session.
-// It is derived from the session and the compaction's ordinal rather than
-// random, so that a history replay, which recounts from the session's
-// start, gives a compaction the same ID it had live and a client does not
-// show it twice. Live ordinals continue after both the last live one and
-// the last replayed one, so a replay that leaves a compaction out never
-// makes a live ID come round again.
-func (ts *transState) mint(sid string, tr Translator, replaying bool) protocol.ID {
-	var n int
-	if replaying {
-		ts.replayed[tr]++
-		n = ts.replayed[tr]
-	} else {
-		n = max(ts.live[tr], ts.replayed[tr]) + 1
-		ts.live[tr] = n
+// ---- the recognisers ----
+
+func claudeTextSignal(_ view, _ *reading, text string) (signal, bool) {
+	// This project's text fallback ends an outcome with a separator too, so
+	// that the next message does not run into it.
+	outcome := strings.TrimSuffix(text, claudeSeparator)
+	switch {
+	case text == claudeStart:
+		return signal{kind: sigStart}, true
+	case outcome == claudeCompleted:
+		return signal{kind: sigCompleted}, true
+	case outcome == claudeFailedBare:
+		return signal{kind: sigFailed}, true
+	case strings.HasPrefix(outcome, claudeFailedPrefix):
+		return signal{kind: sigFailed, reason: strings.TrimSpace(strings.TrimPrefix(outcome, claudeFailedPrefix))}, true
+	case outcome == claudeCancelled:
+		return signal{kind: sigAborted}, true
 	}
-	return derivedID(sid, string(tr), strconv.Itoa(n))
+	return signal{}, false
 }
 
-// derivedID is a stable compaction ID made of a session and a key.
-func derivedID(sid, kind, key string) protocol.ID {
-	sum := sha256.Sum256([]byte(sid + "\x00" + kind + "\x00" + key))
-	return protocol.ID("cmp_" + hex.EncodeToString(sum[:12]))
+// codexTextSignal: codex's "Context compacted\n" is held until the next
+// line, which confirms it when it is the warning codex sends after it for
+// the same session.
+func codexTextSignal(v view, r *reading, text string) (signal, bool) {
+	switch {
+	case text == codexText:
+		return signal{kind: sigHold}, true
+	case strings.HasPrefix(text, codexHeadsUp):
+		if h := v.c.held; h != nil && h.sid == r.sid {
+			return signal{kind: sigDone, keep: true, confirms: true}, true
+		}
+	}
+	return signal{}, false
 }
 
-// turnEnded notes that a turn of session sid ended. Callers hold emu.
-func (c *conn) turnEnded(sid string) {
-	if ts, ok := c.trans[sid]; ok {
-		ts.turns++
+func codexNoticeTextSignal(_ view, _ *reading, text string) (signal, bool) {
+	if text == codexNoticeText {
+		return signal{kind: sigDone}, true
 	}
+	return signal{}, false
 }
 
-// update handles an agent session/update. Callers hold emu.
-func (c *conn) update(ctx context.Context, n int, env *envelope, msg []byte) action {
-	sid, raw, kind := env.sessionID, env.v[aUpdate], env.kind
-	switch kind {
-	case protocol.KindUpdate, protocol.KindSummaryChunk:
-		if sid == "" {
-			// Which session it belongs to is unknown, so it can be neither
-			// followed nor rewritten; forwarded, it would pass the gate.
-			if !c.capable {
-				c.log.Warn("dropped a malformed compaction update: its sessionId is missing or not a string, and the client lacks the capability",
-					"side", sideAgent, "line", n)
-				return drop
-			}
-			c.log.Warn("malformed compaction update (its sessionId is missing or not a string); forwarded as is",
-				"side", sideAgent, "line", n)
-			return forward
-		}
-		return c.standard(ctx, n, sid, kind, raw, env, msg)
-	case "state_update":
-		// The engine ends a v2 turn at idle; its settlement preceded this.
-		return forward
+func codexNoticeSignal(_ view, r *reading) (signal, verdict) {
+	title := r.env.v[aTitle]
+	if len(title) > maxSignalBytes {
+		return signal{}, notMine
 	}
-	if sid == "" || raw == nil || c.ps.on == 0 {
-		return forward
+	if t, _ := skim.String(title); strings.TrimSpace(t) == codexNoticeTitle {
+		return signal{kind: sigDone}, found
 	}
-	tr, sig, ok := c.recognise(sid, kind, msg, env)
-	if !ok {
-		return forward
-	}
-	return c.apply(ctx, n, sid, tr, sig)
+	return signal{}, notMine
 }
 
-// recognise finds a legacy signal in one update. A text form is read only
-// where the agent's profile (or WithTranslators) says the agent sends it,
-// and never in a chunk with a messageId: every text form is ID-less, and
-// the agents that tag chunks with one tag their model's prose so.
-func (c *conn) recognise(sid, kind string, msg []byte, env *envelope) (Translator, signal, bool) {
-	on := c.ps.on
-	switch kind {
-	case "agent_message_chunk":
-		if on&bitQwen != 0 && bytes.Contains(env.v[aUpdate], compressionMark) {
-			if hasMessageID(env.v[aUpdate]) {
-				break
-			}
-			if sig, ok := c.qwenSignal(sid, env); ok {
-				return Qwen, sig, true
-			}
-			break
-		}
-		t := env.v[aContentText]
-		if c.ps.quirks&quirkErrorText != 0 && on&bitToolCall != 0 {
-			c.noteToolError(sid, t, env.v[aUpdate])
-		}
-		// Every signal text starts with C (Compacting, Context), I
-		// (IMPORTANT), H (Heads up), a \n escape or *; most message chunks
-		// are rejected here, undecoded.
-		if len(t) < 3 || len(t) > maxSignalBytes {
-			break
-		}
-		switch t[1] {
-		case 'C', '\\', '*', 'I', 'H':
-		default:
-			return "", signal{}, false
-		}
-		if typ, _ := skim.String(env.v[aContentType]); typ != "text" || hasMessageID(env.v[aUpdate]) {
-			break
-		}
-		text, _ := skim.String(t)
-		if on&bitClaudeText != 0 {
-			// This project's text fallback ends an outcome with a
-			// separator too, so that the next message does not run into it.
-			outcome := strings.TrimSuffix(text, claudeSeparator)
-			switch {
-			case text == claudeStart:
-				return ClaudeText, signal{kind: sigStart}, true
-			case outcome == claudeCompleted:
-				return ClaudeText, signal{kind: sigCompleted}, true
-			case outcome == claudeFailedBare:
-				return ClaudeText, signal{kind: sigFailed}, true
-			case strings.HasPrefix(outcome, claudeFailedPrefix):
-				return ClaudeText, signal{kind: sigFailed, reason: strings.TrimSpace(strings.TrimPrefix(outcome, claudeFailedPrefix))}, true
-			case outcome == claudeCancelled:
-				return ClaudeText, signal{kind: sigAborted}, true
-			}
-		}
-		if on&bitCodexText != 0 {
-			switch {
-			case text == codexText:
-				return CodexText, signal{kind: sigHold}, true
-			case strings.HasPrefix(text, codexHeadsUp) && c.ps.held != nil:
-				if c.ps.held.sid == sid {
-					return CodexText, signal{kind: sigDone, keep: true}, true
-				}
-				c.releaseHeld()
-			}
-		}
-		if on&bitCodexNotice != 0 && text == codexNoticeText {
-			return CodexNotice, signal{kind: sigDone}, true
-		}
-		if on&bitQwen != 0 {
-			if sig, ok := qwenAutoSignal(text); ok {
-				return Qwen, sig, true
-			}
-		}
-	case "user_message_chunk":
-		if on&bitClaudeContinuation != 0 && bytes.HasPrefix(env.v[aContentText], continuationMark) {
-			text, _ := skim.String(env.v[aContentText])
-			var u struct {
-				MessageID string `json:"messageId"`
-			}
-			_ = json.Unmarshal(env.v[aUpdate], &u)
-			sig := signal{kind: sigContinuation, summary: continuationSummary(text)}
-			if id := u.MessageID; id != "" {
-				sig.id = derivedID(sid, string(ClaudeContinuation), id)
-			}
-			return ClaudeContinuation, sig, true
-		}
-	case "notice":
-		if on&bitCodexNotice == 0 || len(env.v[aTitle]) > maxSignalBytes {
-			break
-		}
-		if title, _ := skim.String(env.v[aTitle]); strings.TrimSpace(title) == codexNoticeTitle {
-			return CodexNotice, signal{kind: sigDone}, true
-		}
-	case "tool_call", "tool_call_update":
-		if on&bitToolCall != 0 {
-			if sig, ok := c.toolSignal(sid, kind, env); ok {
-				return ToolCall, sig, true
-			}
-		}
-	case "session_info_update":
-		if on&bitOpencodeMarker != 0 {
-			if sig, ok := opencodeSignal(env.v[aMarker], msg); ok {
-				return OpencodeMarker, sig, true
-			}
-		}
+func continuationSignal(_ view, r *reading) (signal, verdict) {
+	env := r.env
+	if !bytes.HasPrefix(env.v[aContentText], continuationMark) {
+		return signal{}, notMine
 	}
-	return "", signal{}, false
+	text, _ := skim.String(env.v[aContentText])
+	var u struct {
+		MessageID string `json:"messageId"`
+	}
+	_ = json.Unmarshal(env.v[aUpdate], &u)
+	sig := signal{kind: sigContinuation, summary: continuationSummary(text)}
+	if id := u.MessageID; id != "" {
+		sig.id = derivedID(r.sid, string(ClaudeContinuation), id)
+	}
+	return sig, found
 }
 
 type toolContent struct {
@@ -416,22 +448,32 @@ type claudeRawOutput struct {
 	DurationMs *int64 `json:"durationMs"`
 }
 
-func (c *conn) toolSignal(sid, kind string, env *envelope) (signal, bool) {
-	v := env.v
-	toolID, _ := skim.String(v[aToolCallID])
-	if toolID == "" {
-		return signal{}, false
-	}
-	ts := c.transFor(sid)
-	if kind == "tool_call" {
-		title, _ := skim.String(v[aTitle])
-		name, _ := skim.String(v[aToolName])
-		if title == compactToolTitle || name == compactToolName {
-			ts.tools[toolID] = true
+// toolCallSignal reads the compaction tool call ("Compact conversation")
+// and its updates; in a message chunk, the provider's error text said
+// while one is open (quirkErrorText).
+func toolCallSignal(v view, r *reading) (signal, verdict) {
+	if r.kind == "agent_message_chunk" {
+		if v.c.tl.quirks&quirkErrorText == 0 {
+			return signal{}, notMine
 		}
+		if text, ok := v.toolErrorText(r.sid, r.env.v[aContentText], r.env.v[aUpdate]); ok {
+			return signal{kind: sigNote, reason: text}, noted
+		}
+		return signal{}, notMine
 	}
-	if !ts.tools[toolID] {
-		return signal{}, false
+	vals := r.env.v
+	toolID, _ := skim.String(vals[aToolCallID])
+	if toolID == "" {
+		return signal{}, notMine
+	}
+	sig := signal{id: protocol.ID(toolID)}
+	if r.kind == "tool_call" {
+		title, _ := skim.String(vals[aTitle])
+		name, _ := skim.String(vals[aToolName])
+		sig.newTool = title == compactToolTitle || name == compactToolName
+	}
+	if !sig.newTool && !v.isTool(r.sid, toolID) {
+		return signal{}, notMine
 	}
 	// A compaction tool call's updates are few: read them whole, for what
 	// a rewriting must keep.
@@ -440,8 +482,8 @@ func (c *conn) toolSignal(sid, kind string, env *envelope) (signal, bool) {
 		RawOutput json.RawMessage `json:"rawOutput"`
 		Content   []toolContent   `json:"content"`
 	}
-	_ = json.Unmarshal(v[aUpdate], &u) // what is unreadable is simply not kept
-	sig := signal{id: protocol.ID(toolID), toolMeta: u.Meta}
+	_ = json.Unmarshal(vals[aUpdate], &u) // what is unreadable is simply not kept
+	sig.toolMeta = u.Meta
 	if len(u.RawOutput) > 0 && !skim.IsNull(u.RawOutput) {
 		sig.rawOutput = u.RawOutput
 		var ro claudeRawOutput
@@ -457,9 +499,10 @@ func (c *conn) toolSignal(sid, kind string, env *envelope) (signal, bool) {
 			}
 		}
 	}
-	switch status, _ := skim.String(v[aStatus]); status {
+	switch status, _ := skim.String(vals[aStatus]); status {
 	case "completed":
 		sig.kind = sigCompleted
+		sig.factsFollow = v.c.tl.quirks&quirkRawOutput != 0
 	case "failed":
 		sig.kind, sig.reason = sigFailed, toolFailure(u.Content)
 		if sig.reason == toolCancelled || sig.reason == toolCancelled+"." {
@@ -470,11 +513,11 @@ func (c *conn) toolSignal(sid, kind string, env *envelope) (signal, bool) {
 		}
 	default:
 		sig.kind = sigProgress
-		if kind == "tool_call" {
+		if r.kind == "tool_call" {
 			sig.kind = sigStart
 		}
 	}
-	return sig, true
+	return sig, found
 }
 
 // toolFailure extracts <err> from the peers' "Compaction failed: <err>".
@@ -492,30 +535,12 @@ func toolFailure(content []toolContent) string {
 	return ""
 }
 
-// noteToolError keeps the text of a message chunk said while a compaction
-// tool call of the session is open (quirkErrorText): codex-acp's provider
-// error, which a failure the proxy settles then carries.
-func (c *conn) noteToolError(sid string, raw, update []byte) {
-	ts, ok := c.trans[sid]
-	if !ok || len(ts.tools) == 0 || len(raw) < 3 || len(raw) > maxSignalBytes || hasMessageID(update) {
-		return
-	}
-	for id := range ts.tools {
-		if c.router.status(trackKey{sid, protocol.ID(id)}) == trackOpen {
-			text, _ := skim.String(raw)
-			if text = strings.TrimSpace(text); text != "" {
-				ts.toolErr = text
-			}
-			return
-		}
-	}
-}
-
-// opencodeSignal reads the marker, mraw (params.update._meta's
-// "opencode/compaction"), of message msg.
-func opencodeSignal(mraw, msg []byte) (signal, bool) {
+// opencodeSignal reads the marker, params.update._meta's
+// "opencode/compaction".
+func opencodeSignal(_ view, r *reading) (signal, verdict) {
+	mraw := r.env.v[aMarker]
 	if mraw == nil {
-		return signal{}, false
+		return signal{}, notMine
 	}
 	var m struct {
 		Status    string `json:"status"`
@@ -527,7 +552,7 @@ func opencodeSignal(mraw, msg []byte) (signal, bool) {
 		} `json:"error"`
 	}
 	if json.Unmarshal(mraw, &m) != nil || m.MessageID == "" {
-		return signal{}, false
+		return signal{}, notMine
 	}
 	sig := signal{id: protocol.ID(m.MessageID)}
 	switch m.Reason {
@@ -550,14 +575,23 @@ func opencodeSignal(mraw, msg []byte) (signal, bool) {
 			}
 		}
 	default:
-		return signal{}, false
+		return signal{}, notMine
 	}
-	sig.rest = withoutMetaKey(msg, opencodeMarkerKey)
-	return sig, true
+	sig.rest = withoutMetaKey(r.msg, opencodeMarkerKey)
+	return sig, found
 }
 
-// qwenSignal reads Qwen Code's _meta.contextCompression chunk.
-func (c *conn) qwenSignal(sid string, env *envelope) (signal, bool) {
+// qwenSignal reads Qwen Code's _meta.contextCompression chunk. A chunk
+// that carries the member is Qwen's whatever it says: no text form is
+// looked for in it.
+func qwenSignal(v view, r *reading) (signal, verdict) {
+	update := r.env.v[aUpdate]
+	if !bytes.Contains(update, compressionMark) {
+		return signal{}, notMine
+	}
+	if hasMessageID(update) {
+		return signal{}, mine
+	}
 	var u struct {
 		Meta struct {
 			CC struct {
@@ -572,8 +606,8 @@ func (c *conn) qwenSignal(sid string, env *envelope) (signal, bool) {
 			} `json:"qwenTranscript"`
 		} `json:"_meta"`
 	}
-	if json.Unmarshal(env.v[aUpdate], &u) != nil {
-		return signal{}, false
+	if json.Unmarshal(update, &u) != nil {
+		return signal{}, mine
 	}
 	var sig signal
 	if u.Meta.Source == qwenSlashCommand {
@@ -582,7 +616,7 @@ func (c *conn) qwenSignal(sid string, env *envelope) (signal, bool) {
 	switch u.Meta.CC.Phase {
 	case "progress":
 		sig.kind = sigStart
-		return sig, true
+		return sig, found
 	case "done":
 		if b, a := u.Meta.CC.OriginalTokenCount, u.Meta.CC.NewTokenCount; b > 0 || a > 0 {
 			sig.facts = &facts{tokensBefore: b, tokensAfter: a}
@@ -593,24 +627,26 @@ func (c *conn) qwenSignal(sid string, env *envelope) (signal, bool) {
 		// nothing was compressed, stays.
 		sig.keep = true
 	default:
-		return signal{}, false
+		return signal{}, mine
 	}
 	sig.kind = sigCompleted
-	if ts, ok := c.trans[sid]; !ok || len(ts.open[Qwen]) == 0 {
+	if ts := v.c.trans[r.sid]; ts == nil || len(ts.open[Qwen]) == 0 {
 		sig.kind = sigDone
 	}
-	if t := u.Meta.Transcript; t != nil && c.replaying(sid) {
-		// The replay names the transcript record: an ID stable across
-		// loads. (The live wire names nothing a replay repeats.)
-		key := t.SegmentID
-		if len(t.SourceRecordIDs) > 0 {
-			key = t.SourceRecordIDs[0]
-		}
-		if key != "" {
-			sig.id, sig.kind = derivedID(sid, string(Qwen), key), sigDone
+	if t := u.Meta.Transcript; t != nil {
+		if replaying, _ := r.turn.replay(); replaying {
+			// The replay names the transcript record: an ID stable across
+			// loads. (The live wire names nothing a replay repeats.)
+			key := t.SegmentID
+			if len(t.SourceRecordIDs) > 0 {
+				key = t.SourceRecordIDs[0]
+			}
+			if key != "" {
+				sig.id, sig.kind = derivedID(r.sid, string(Qwen), key), sigDone
+			}
 		}
 	}
-	return sig, true
+	return sig, found
 }
 
 // qwenAutoSignal reads Qwen Code's note of an automatic compression:
@@ -618,16 +654,15 @@ func (c *conn) qwenSignal(sid string, env *envelope) (signal, bool) {
 // A compressed context will be sent for future messages (compressed from:
 // N to ~K tokens)." (or "accumulated enough tool screenshots to trigger
 // compaction for M"), optionally followed by a warning line.
-func qwenAutoSignal(text string) (signal, bool) {
+func qwenAutoSignal(_ view, _ *reading, text string) (signal, bool) {
 	const (
-		head = "IMPORTANT: This conversation "
 		mid  = ". A compressed context will be sent for future messages (compressed from: "
 		tail = " tokens)."
 	)
-	if !strings.HasPrefix(text, head) {
+	if !strings.HasPrefix(text, qwenAutoHead) {
 		return signal{}, false
 	}
-	rest := text[len(head):]
+	rest := text[len(qwenAutoHead):]
 	if !strings.HasPrefix(rest, "approached the input token limit for ") && !strings.HasPrefix(rest, "accumulated enough tool screenshots to trigger compaction for ") {
 		return signal{}, false
 	}
@@ -651,6 +686,12 @@ func qwenAutoSignal(text string) (signal, bool) {
 		}
 	}
 	return sig, true
+}
+
+// qwenAutoFailed recognises Qwen Code's prompt error about a failed
+// automatic compression.
+func qwenAutoFailed(text string) bool {
+	return strings.HasPrefix(text, qwenAutoFail) && strings.Contains(text, "FAILED")
 }
 
 // continuationSummary is the summary of Claude's continuation message,
@@ -725,211 +766,6 @@ func marshalRaw(m map[string]json.RawMessage) json.RawMessage {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
-// legacyForm is how a translated compaction of tr is shown: standard
-// updates to a capable client, the configured fallback to one without the
-// capability, else the agent's own legacy lines (verbatim), with r
-// rendering only a terminal form the proxy must add.
-func (c *conn) legacyForm(tr Translator) (r emitter.Renderer, verbatim bool) {
-	switch {
-	case c.capable:
-		return emitter.Standard{}, false
-	case c.p.cfg.fallback != nil:
-		return c.p.cfg.fallback, false
-	}
-	if r, ok := c.synth[tr]; ok {
-		return r, true
-	}
-	return emitter.None{}, true
-}
-
-// apply carries out one legacy signal. Callers hold emu.
-func (c *conn) apply(ctx context.Context, n int, sid string, tr Translator, sig signal) action {
-	ts := c.transFor(sid)
-	form, verbatim := c.legacyForm(tr)
-	replaying, epoch := c.e.Replaying(sid)
-	cancelled := c.e.Cancelled(sid)
-	ts.sync(replaying, epoch)
-	// pass is what becomes of the agent's own line once the signal is
-	// carried out.
-	pass := func() action {
-		if verbatim || sig.keep {
-			return forward
-		}
-		if sig.rest != nil {
-			_ = c.writeToClient(sig.rest) // a failed write is sticky and ends the pump
-		}
-		return drop
-	}
-	log := c.log.With("session", sid, "translator", string(tr), "side", sideAgent, "line", n)
-
-	switch sig.kind {
-	case sigHold:
-		if verbatim {
-			return forward // it already reads as finished; there is nothing to settle
-		}
-		c.hold(sid, n)
-		return drop
-	case sigContinuation:
-		if !c.capable || !replaying {
-			return forward // a client without the capability gets the agent's lines unchanged
-		}
-		if sig.id == "" {
-			sig.id = ts.mint(sid, tr, true)
-		}
-		c.replay(ctx, trackKey{sid, sig.id}, tr, emitter.Standard{}, protocol.Completed, "", sig, false)
-		log.Info("replayed Claude's continuation message as the completed compaction it stands for", "compaction", string(sig.id))
-		return drop
-	}
-	if tr == CodexText && sig.kind == sigDone && c.ps.held != nil && c.ps.held.sid == sid {
-		// Confirmed: the held text was codex's; the warning stays.
-		c.dropHeld()
-	}
-
-	id, idless := sig.id, sig.id == ""
-	if idless {
-		switch sig.kind {
-		case sigStart, sigDone:
-			id = ts.mint(sid, tr, replaying)
-		default:
-			switch {
-			case replaying && len(ts.pending[tr]) > 0:
-				id = ts.pending[tr][len(ts.pending[tr])-1]
-				ts.pending[tr] = ts.pending[tr][:len(ts.pending[tr])-1]
-			case len(ts.open[tr]) > 0:
-				id = ts.open[tr][len(ts.open[tr])-1]
-			case c.orphaned(sid, ts, tr):
-				log.Info("dropped the agent's late outcome of a compaction the proxy already settled")
-				return drop
-			default:
-				return forward // prose that only looks like an outcome: nothing of this kind is open
-			}
-		}
-	}
-	k := trackKey{sid, id}
-	if replaying {
-		if verbatim {
-			return forward
-		}
-		switch sig.kind {
-		case sigStart:
-			if idless {
-				ts.pending[tr] = append(ts.pending[tr], id)
-			}
-		case sigProgress:
-		default:
-			// History knows no user cancel; an interrupted compaction
-			// is replayed as the cancel opencode itself records.
-			status, reason := outcome(sig, true)
-			c.replay(ctx, k, tr, form, status, reason, sig, true)
-		}
-		return pass()
-	}
-	st := c.router.status(k)
-	switch st {
-	case trackByProxy:
-		log.Info("dropped the agent's update of a compaction the proxy already settled", "compaction", string(id))
-		return drop
-	case trackByAgent:
-		// The agent settled it already: the client holds its one
-		// terminal form. A later update (Claude's rawOutput, a repeat)
-		// adds nothing.
-		if verbatim {
-			return forward
-		}
-		return drop
-	}
-	open := st == trackOpen
-	if !open && sig.kind != sigProgress && c.straggler(sid, id, n, string(tr)) {
-		return drop
-	}
-	t := &track{source: string(tr), idless: idless, r: form, verbatim: verbatim, trigger: sig.trigger, facts: sig.facts}
-	if tr == ToolCall {
-		t.toolID, t.toolMeta, t.rawOutput = string(id), sig.toolMeta, sig.rawOutput
-	}
-
-	switch sig.kind {
-	case sigStart:
-		if open {
-			c.router.learn(k, sig)
-			return pass() // a repeated start (a re-sent tool call or marker)
-		}
-		if err := c.open(ctx, k, t, false, nil); err != nil {
-			log.Warn("compaction not followed", "compaction", string(id), "error", err)
-			if verbatim {
-				return forward
-			}
-			return drop
-		}
-		if idless {
-			ts.open[tr] = append(ts.open[tr], id)
-		}
-		return pass()
-	case sigProgress:
-		if open {
-			c.router.learn(k, sig)
-			if sig.facts != nil && ts.deferred[id] != nil {
-				c.completeDeferred(ctx, k)
-			}
-		}
-		return pass()
-	case sigDone:
-		if verbatim {
-			return forward // it already reads as finished; there is nothing to settle
-		}
-		t.afterFact = true
-		if err := c.open(ctx, k, t, false, nil); err != nil {
-			log.Warn("compaction not followed", "compaction", string(id), "error", err)
-			return drop
-		}
-		c.settle(ctx, k, protocol.Completed, "")
-		return pass()
-	}
-	status, reason := outcome(sig, cancelled)
-	if !open {
-		if verbatim {
-			return forward // the client saw no start, and the line is a complete outcome
-		}
-		// An outcome without a start: the client still sees a lifecycle,
-		// in_progress then the outcome, since a live first update is
-		// never terminal.
-		if err := c.open(ctx, k, t, false, nil); err != nil {
-			log.Warn("compaction not followed", "compaction", string(id), "error", err)
-			return drop
-		}
-	} else {
-		c.router.learn(k, sig)
-	}
-	if status == protocol.Completed && tr == ToolCall && c.ps.quirks&quirkRawOutput != 0 && !verbatim && sig.facts == nil && !c.router.hasFacts(k) {
-		// Its facts follow in the next tool_call_update: the completion
-		// waits for them, briefly, so that the record carries them.
-		c.deferComplete(k)
-		return pass()
-	}
-	c.settle(ctx, k, status, reason)
-	if idless {
-		ts.open[tr] = slices.DeleteFunc(ts.open[tr], func(x protocol.ID) bool { return x == id })
-	}
-	return pass()
-}
-
-// orphaned reports, and uses up, an ID-less compaction of tr the proxy
-// settled whose outcome may still come: within the turn it was settled in
-// and until the session's next turn begins. A later outcome text is prose.
-func (c *conn) orphaned(sid string, ts *transState, tr Translator) bool {
-	inTurn := c.e.InTurn(sid)
-	os := ts.orphans[tr]
-	for len(os) > 0 {
-		o := os[len(os)-1]
-		os = os[:len(os)-1]
-		if !inTurn || o.turns == ts.turns {
-			ts.orphans[tr] = os
-			return true
-		}
-	}
-	ts.orphans[tr] = os
-	return false
-}
-
 // outcome maps an outcome signal to a status. Only a user cancel is a
 // cancel: an interruption in a turn the client did not cancel is a failure.
 func outcome(sig signal, userCancelled bool) (protocol.Status, string) {
@@ -945,233 +781,6 @@ func outcome(sig signal, userCancelled bool) (protocol.Status, string) {
 		}
 	}
 	return protocol.Failed, sig.reason
-}
-
-// open starts following compaction k, shown as t says. Callers hold emu.
-func (c *conn) open(ctx context.Context, k trackKey, t *track, displayable bool, meta protocol.Meta) error {
-	c.router.add(k, t)
-	opts := []emitter.StartOption{emitter.WithID(k.id)}
-	if t.trigger != "" {
-		opts = append(opts, emitter.WithTrigger(t.trigger))
-	}
-	if displayable {
-		opts = append(opts, emitter.UserDisplayable())
-	}
-	if meta != nil {
-		opts = append(opts, emitter.WithStartMeta(meta))
-	}
-	_, err := c.em.Session(k.session).Start(ctx, opts...)
-	if err != nil && !errors.Is(err, emitter.ErrUndeliverable) {
-		c.router.remove(k)
-		return err
-	}
-	// Started in a cancelled turn whose grace ran out, it gets one of its
-	// own.
-	c.e.Started(k.session)
-	c.armHeartbeat()
-	return nil
-}
-
-// settle applies the agent's own outcome of open compaction k.
-func (c *conn) settle(ctx context.Context, k trackKey, status protocol.Status, reason string, opts ...emitter.SettleOption) {
-	if c.router.markAgent(k) {
-		// The emitter times it, for the record.
-		opts = append(opts, emitter.WithDetails(emitter.Details{}))
-	}
-	c.stopDeferred(k)
-	s := c.em.Session(k.session)
-	var err error
-	switch status {
-	case protocol.Completed:
-		err = s.Complete(ctx, k.id, opts...)
-	case protocol.Cancelled:
-		err = s.Cancel(ctx, k.id, opts...)
-	default:
-		err = s.Fail(ctx, k.id, errors.New(reason), opts...)
-	}
-	if err != nil {
-		c.log.Debug("settling failed", "session", k.session, "compaction", string(k.id), "error", err)
-	}
-}
-
-// replay shows a settled compaction of a history replay: one terminal-first
-// update in form r, no start. displayable says the summary is the agent's
-// own (it passes); a summary the proxy derived goes through the summary
-// policy.
-func (c *conn) replay(ctx context.Context, k trackKey, tr Translator, r emitter.Renderer, status protocol.Status, reason string, sig signal, displayable bool) {
-	t := &track{source: string(tr), r: r, trigger: sig.trigger, facts: sig.facts, afterFact: true}
-	if tr == ToolCall {
-		t.toolID, t.toolMeta, t.rawOutput = string(k.id), sig.toolMeta, sig.rawOutput
-	}
-	defer c.router.addTemp(k, t)()
-	rec := emitter.Record{ID: k.id, Status: status, Error: reason, Trigger: sig.trigger, Displayable: displayable, Summary: sig.summary}
-	if err := c.em.Session(k.session).Replay(ctx, rec); err != nil {
-		c.log.Debug("replay failed", "session", k.session, "compaction", string(k.id), "error", err)
-	}
-}
-
-// settledByProxy is the router's report of a compaction the proxy settled
-// because the agent did not. Callers hold emu.
-func (c *conn) settledByProxy(ev emitter.Event, source string, idless bool) {
-	errText, _ := ev.Error.Get()
-	c.log.Warn("settled a compaction the agent left open",
-		"session", ev.SessionID, "compaction", string(ev.ID), "source", source,
-		"status", string(ev.Status), "error", errText, "when", c.settleWhy)
-	c.stopDeferred(trackKey{ev.SessionID, ev.ID})
-	if idless {
-		tr := Translator(source)
-		ts := c.transFor(ev.SessionID)
-		ts.open[tr] = slices.DeleteFunc(ts.open[tr], func(x protocol.ID) bool { return x == ev.ID })
-		ts.orphans[tr] = append(ts.orphans[tr], orphan{turns: ts.turns})
-	}
-}
-
-// ---- codex's text, held for its confirmation ----
-
-// hold keeps the agent line being handled (codex's "Context compacted\n")
-// until the next line says whether it was codex's signal or the model's
-// prose. Callers hold emu.
-func (c *conn) hold(sid string, n int) {
-	c.releaseHeld()
-	h := &heldLine{sid: sid, n: n, raw: bytes.Clone(c.ps.raw)}
-	h.timer = time.AfterFunc(holdFor, func() {
-		c.emu.Lock()
-		defer c.emu.Unlock()
-		if c.ps.held != h || c.stopped.Load() {
-			return
-		}
-		c.releaseHeld()
-		_ = c.out.flush() // a failure is sticky: the agent pump reports it
-	})
-	c.ps.held = h
-}
-
-// releaseHeld forwards a held line as it came: nothing confirmed it.
-// Callers hold emu.
-func (c *conn) releaseHeld() {
-	h := c.ps.held
-	if h == nil {
-		return
-	}
-	c.dropHeld()
-	if err := c.out.forward(h.raw); err == nil && c.check.clientSide() {
-		c.check.observe(conformance.FromAgent, sideAgent, h.n, trimEOL(h.raw))
-	}
-}
-
-// dropHeld forgets a held line: what it said is replaced.
-func (c *conn) dropHeld() {
-	if h := c.ps.held; h != nil {
-		h.timer.Stop()
-		c.ps.held = nil
-	}
-}
-
-// beforeLine runs before an agent line is handled: a held line is
-// released unless this line may confirm it. Callers hold emu.
-func (c *conn) beforeLine(line []byte) {
-	c.ps.raw = line
-	if c.ps.held != nil && !bytes.Contains(line, headsUpMark) {
-		c.releaseHeld()
-	}
-}
-
-// ---- completions waiting for their facts ----
-
-// deferComplete holds back the completion of compaction k until its facts
-// arrive, the turn ends, or rawOutputWait passes. Callers hold emu.
-func (c *conn) deferComplete(k trackKey) {
-	ts := c.transFor(k.session)
-	if ts.deferred == nil {
-		ts.deferred = map[protocol.ID]*time.Timer{}
-	}
-	if ts.deferred[k.id] != nil {
-		return
-	}
-	ts.deferred[k.id] = time.AfterFunc(rawOutputWait, func() {
-		c.emu.Lock()
-		defer c.emu.Unlock()
-		if c.stopped.Load() || c.em == nil {
-			return
-		}
-		c.completeDeferred(context.Background(), k)
-		_ = c.out.flush()
-	})
-}
-
-// completeDeferred completes a compaction whose completion waited.
-func (c *conn) completeDeferred(ctx context.Context, k trackKey) {
-	ts, ok := c.trans[k.session]
-	if !ok || ts.deferred[k.id] == nil {
-		return
-	}
-	c.settle(ctx, k, protocol.Completed, "")
-}
-
-// stopDeferred forgets a waiting completion.
-func (c *conn) stopDeferred(k trackKey) {
-	if ts, ok := c.trans[k.session]; ok && ts.deferred[k.id] != nil {
-		ts.deferred[k.id].Stop()
-		delete(ts.deferred, k.id)
-	}
-}
-
-// beforeSettle runs before the proxy settles what is open in session sid
-// for reason: completions that waited for their facts complete (the agent
-// did complete them), a held text is forwarded, and a compaction tool call
-// whose provider error the agent told in text fails with it. Callers hold
-// emu.
-func (c *conn) beforeSettle(ctx context.Context, sid string, reason error) {
-	if c.ps.held != nil && c.ps.held.sid == sid {
-		c.releaseHeld()
-	}
-	ts, ok := c.trans[sid]
-	if !ok {
-		return
-	}
-	for _, id := range slices.Sorted(maps.Keys(ts.deferred)) {
-		c.completeDeferred(ctx, trackKey{sid, id})
-	}
-	if ts.toolErr != "" && !errors.Is(reason, emitter.ErrCancelled) {
-		text := ts.toolErr
-		ts.toolErr = ""
-		for _, id := range slices.Sorted(maps.Keys(ts.tools)) {
-			k := trackKey{sid, protocol.ID(id)}
-			if c.router.status(k) != trackOpen {
-				continue
-			}
-			// Not the agent's own settlement (it never sent one): the
-			// proxy's, with the agent's words.
-			if err := c.em.Session(sid).Fail(ctx, k.id, errors.New(text)); err != nil {
-				c.log.Debug("settling failed", "session", sid, "compaction", id, "error", err)
-			}
-		}
-	}
-}
-
-// ---- a turn that ends with an error ----
-
-// failedTurn is the reason a failed prompt response gives the compactions
-// it leaves open: the error's own text (data.details, data.message or
-// message) rather than a generic one. For Qwen Code, an error that says
-// its automatic compression failed is that compaction, failed. Callers
-// hold emu.
-func (c *conn) failedTurn(ctx context.Context, sid string, errMember []byte, reason error) error {
-	text := promptErrorText(errMember)
-	if text == "" {
-		return reason
-	}
-	if c.ps.on.has(Qwen) && strings.HasPrefix(text, qwenAutoFail) && strings.Contains(text, "FAILED") {
-		ts := c.transFor(sid)
-		if form, verbatim := c.legacyForm(Qwen); !verbatim && len(ts.open[Qwen]) == 0 {
-			k := trackKey{sid, ts.mint(sid, Qwen, false)}
-			t := &track{source: string(Qwen), idless: true, r: form, trigger: protocol.Auto, afterFact: true}
-			if err := c.open(ctx, k, t, false, nil); err == nil {
-				c.settle(ctx, k, protocol.Failed, text)
-			}
-		}
-	}
-	return errors.New(text)
 }
 
 // promptErrorText reads the user-facing text of a JSON-RPC error member.

@@ -504,6 +504,9 @@ func TestProxyMalformedLinesAreForwardedAndLogged(t *testing.T) {
 	h.relay(`this is not JSON {`)
 	h.relay(`[1,2,3]`)
 	h.relay(upd("s1", text("still fine")))
+	// The client received a line and a batch of three messages it cannot
+	// read: the checker says so.
+	h.checker.want = []conformance.Rule{conformance.RuleMalformed, conformance.RuleMalformed, conformance.RuleMalformed, conformance.RuleMalformed}
 	h.end()
 	logs := h.logs.String()
 	for _, want := range []string{"side=client line=3", "side=client line=4", "side=agent line=3", "side=agent line=4"} {

@@ -429,9 +429,11 @@ func TestMeasureProxyCancelMemory(t *testing.T) {
 
 // A 60 MiB compaction update rewritten for a client without the capability
 // (the gate's default tool call fallback) costs the proxy at most 3× the
-// line at its peak; so does a 60 MiB summary chunk, and a compaction
-// update forwarded to a capable client. The runs with --check and with the
-// text fallback, for comparison, run with ACPCOMPACT_MEASURE=1 only.
+// line at its peak; so does a 60 MiB summary chunk, two such lines in a row
+// (a summary chunk, then the completed update with the final summary: the
+// first must be let go before the second is read), and a compaction update
+// forwarded to a capable client. The runs with --check and with the text
+// fallback, for comparison, run with ACPCOMPACT_MEASURE=1 only.
 func TestMeasureProxyLargeLineMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measurement")
@@ -447,6 +449,7 @@ func TestMeasureProxyLargeLineMemory(t *testing.T) {
 	}{
 		{"update/gate", plainClient, nil, "big-compaction", false},
 		{"chunk/gate", plainClient, nil, "big-summary-chunk", false},
+		{"chunk+update/gate", plainClient, nil, "big-chunk-then-summary", false},
 		{"update/capable", capableClient, nil, "big-compaction", false},
 		{"update/gate/check", plainClient, []string{"--check"}, "big-compaction", true},
 		{"update/gate/text-fallback", plainClient, []string{"--fallback=text"}, "big-compaction", true},
@@ -480,6 +483,37 @@ func TestMeasureProxyLargeLineMemory(t *testing.T) {
 			p.wait(exitBound)
 		})
 	}
+	// The client's side: two 60 MiB prompts in a row.
+	t.Run("prompt+prompt/client", func(t *testing.T) {
+		p := startProxyProc(t, bins.proxy, "--", bins.agent, "-behavior", "plain")
+		p.handshake(plainClient)
+		base := procStatus(t, p.cmd.Process.Pid, "VmHWM")
+		text := strings.Repeat("abcdefghij", size/10)
+		written := make(chan error, 1)
+		go func() {
+			var err error
+			for id := 2; id <= 3 && err == nil; id++ {
+				_, err = fmt.Fprintf(p.stdin, `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":%q}]}}`+"\n", id, text)
+			}
+			written <- err
+		}()
+		for answered := 0; answered < 2; {
+			if bytes.Contains(p.next(exitBound, false), []byte(`"result":{"stopReason"`)) {
+				answered++
+			}
+		}
+		if err := <-written; err != nil {
+			t.Fatal(err)
+		}
+		hwm := procStatus(t, p.cmd.Process.Pid, "VmHWM")
+		ratio := float64(hwm) * 1024 / size
+		t.Logf("two %d MiB prompts: VmHWM %.1f MiB before, %.1f MiB peak: %.2f× the line", size>>20, float64(base)/1024, float64(hwm)/1024, ratio)
+		if ratio > 3 {
+			t.Errorf("the proxy peaked at %.1f MiB, %.2f× the %d MiB line, want at most 3×", float64(hwm)/1024, ratio, size>>20)
+		}
+		p.stdin.Close()
+		p.wait(exitBound)
+	})
 }
 
 // A session's state ends with the session: 50,000 sessions, each opened,

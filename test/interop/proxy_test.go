@@ -1,6 +1,7 @@
 package interop_test
 
 import (
+	"encoding/json"
 	"os/exec"
 	"slices"
 	"strings"
@@ -102,5 +103,63 @@ func TestProxyWithTypeScriptSDK(t *testing.T) {
 		t.Run(behavior+"/no-capability", func(t *testing.T) {
 			checkCommon(t, pfs[i].get(t), false)
 		})
+	}
+}
+
+// TestProxyReadsLinesAsTheTypeScriptSDKReadsThem: the official SDK client
+// reads a line framed with a BOM, a form feed, a line separator or a
+// no-break space, or nested 10,001 deep; through the proxy, a v1 client
+// without the capability is delivered no compaction update from such
+// lines (the gate's tool call instead), and the answer that ends its
+// turn, framed so too, comes after that tool call's terminal update.
+func TestProxyReadsLinesAsTheTypeScriptSDKReadsThem(t *testing.T) {
+	t.Parallel()
+	needNode(t)
+	proxyCmd := acpcompactCmd.build(t)
+	fake := fakeAgent.build(t)
+	res := launch(interop.Options{
+		Protocol: 1, Capability: interop.CapAbsent,
+		Steps: []interop.Step{{Prompt: "go"}},
+		Agent: []string{proxyCmd, "proxy", "--", fake, "-behavior", "lenient-lines"},
+	}).get(t)
+	if res.Rejected != 0 || len(res.ConsoleErrors) != 0 {
+		t.Errorf("the SDK rejected %d updates, logged %q", res.Rejected, res.ConsoleErrors)
+	}
+	prompt, ok := res.Steps[len(res.Steps)-1].Prompt()
+	if !ok || prompt.Error != nil {
+		t.Fatalf("the prompt was not answered: %+v", prompt)
+	}
+	// What the SDK delivered before the answer: the gate's tool call,
+	// started and settled, and the agent's text.
+	toolStatus := map[string]string{}
+	var kinds []string
+	for i, u := range res.Updates {
+		kind := u.Kind()
+		kinds = append(kinds, kind)
+		if kind == "compaction_update" || kind == "compaction_summary_chunk" {
+			t.Errorf("a client without the capability was delivered %s", u.Update)
+		}
+		if i >= prompt.UpdatesBefore || (kind != "tool_call" && kind != "tool_call_update") {
+			continue
+		}
+		var tc struct {
+			ID     string `json:"toolCallId"`
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal(u.Update, &tc); err != nil {
+			t.Fatal(err)
+		}
+		if tc.Status != "" {
+			toolStatus[tc.ID] = tc.Status
+		}
+	}
+	if want := []string{"tool_call", "agent_message_chunk", "tool_call_update"}; !slices.Equal(kinds, want) {
+		t.Errorf("delivered %v, want %v\n%s", kinds, want, res.Transcript())
+	}
+	if got := toolStatus["compact-cmp_l1"]; got != "failed" {
+		t.Errorf("the gate's tool call is %q when the answer arrives, want failed (settled by the proxy)", got)
+	}
+	if got := stopReason(t, res, res.Steps[len(res.Steps)-1]); got != "end_turn" {
+		t.Errorf("stopReason %q", got)
 	}
 }

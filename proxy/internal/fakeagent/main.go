@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -303,6 +304,39 @@ func (a *agent) prompt(id json.RawMessage, behavior string, bigSize int) {
 		a.out.WriteByte('\n')
 		a.out.Flush()
 		a.text("after the big line")
+	case "lenient-lines":
+		// Lines the official TypeScript SDK reads although they are framed
+		// or nested unusually (issue 18): a BOM, a form feed, a line
+		// separator, a no-break space around them, a _meta nested 10,001
+		// deep; the answer too.
+		line := func(u string) string {
+			return fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":%s}}`, a.sid, u)
+		}
+		deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
+		a.write("\ufeff" + line(`{"sessionUpdate":"compaction_update","compactionId":"cmp_l1","status":"in_progress"}`))
+		a.write("\f" + line(`{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_l1","content":{"type":"text","text":"## Retained"}}`))
+		a.write("\u2028" + line(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"between"}}`))
+		a.write(line(`{"sessionUpdate":"compaction_update","compactionId":"cmp_l2","status":"in_progress","_meta":{"d":`+deep+`}}`) + "\u00a0")
+		a.write("\ufeff" + fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, id) + "\u00a0")
+		return
+	case "big-chunk-then-summary":
+		// A compaction with two lines of exactly bigSize bytes (terminator
+		// excluded) one after the other: a summary chunk, then the
+		// completed update with the final summary.
+		a.update(`{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"in_progress"}`)
+		for _, part := range [][2]string{
+			{fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_b1","content":{"type":"text","text":"`, a.sid), `"}}}}`},
+			{fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"completed","summary":[{"type":"text","text":"`, a.sid), `"}]}}}`},
+		} {
+			fill := max(bigSize-len(part[0])-len(part[1]), 0)
+			a.out.WriteString(part[0])
+			for i := 0; i < fill; i++ {
+				a.out.WriteByte('a' + byte(i%26))
+			}
+			a.out.WriteString(part[1])
+			a.out.WriteByte('\n')
+		}
+		a.out.Flush()
 	case "big-compaction", "big-summary-chunk":
 		// A compaction whose completed update (or whose one summary chunk,
 		// before a completed update) carries a summary text that makes

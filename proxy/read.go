@@ -1,12 +1,107 @@
 package proxy
 
+// Reading, the first stage of each side's line path (read -> classify ->
+// act): a line is framed as the peers frame it, and handed on as the bytes
+// that came (what is forwarded) and the message a peer reads in them (what
+// is classified, and what the checker sees).
+
 import (
 	"bufio"
 	"bytes"
 	"errors"
 	"io"
+	"unicode/utf8"
 	"unsafe"
 )
+
+// line is one line of one side, as read.
+type line struct {
+	// n is the side's line number (from 1), for log positions and the
+	// checker.
+	n int
+	// raw is the line as it came, terminator included: what is forwarded.
+	raw []byte
+	// msg is the message a peer reads in raw (peerMessage). For a long
+	// line it is the head, trimmed at its start.
+	msg []byte
+	// long: raw is only the head of a line longer than the inspection
+	// limit; the rest follows (lineReader.copyRest).
+	long bool
+}
+
+// readLine frames what next returned.
+func readLine(n int, raw []byte, long bool) line {
+	l := line{n: n, raw: raw, long: long}
+	if long {
+		l.msg = trimLeft(raw) // the head: its end is not the message's
+	} else {
+		l.msg = peerMessage(raw)
+	}
+	return l
+}
+
+// peerMessage is the message a peer reads in a line: the line without its
+// terminator, trimmed as the official TypeScript SDK trims it, the most
+// lenient framing among the peers' (the Go and Rust readers take only
+// JSON's own whitespace around a message, which this trims too). The SDK
+// splits lines at LF only, decodes each on its own with TextDecoder (which
+// drops a UTF-8 BOM at its start) and trims it with JavaScript's
+// String.prototype.trim, so a BOM, a form feed or a no-break space around
+// a message does not keep a client from reading it. Invalid UTF-8, which
+// the SDK decodes to U+FFFD, is not whitespace, and stays.
+func peerMessage(raw []byte) []byte {
+	b := raw
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	b = trimLeft(b)
+	for len(b) > 0 {
+		if c := b[len(b)-1]; c < utf8.RuneSelf {
+			if !jsSpace(rune(c)) {
+				break
+			}
+			b = b[:len(b)-1]
+			continue
+		}
+		r, size := utf8.DecodeLastRune(b)
+		if !jsSpace(r) {
+			break
+		}
+		b = b[:len(b)-size]
+	}
+	return b
+}
+
+// trimLeft is peerMessage's trim at the start of a line.
+func trimLeft(b []byte) []byte {
+	for len(b) > 0 {
+		if c := b[0]; c < utf8.RuneSelf {
+			if !jsSpace(rune(c)) {
+				break
+			}
+			b = b[1:]
+			continue
+		}
+		r, size := utf8.DecodeRune(b)
+		if !jsSpace(r) {
+			break
+		}
+		b = b[size:]
+	}
+	return b
+}
+
+// jsSpace reports what String.prototype.trim removes: WhiteSpace (TAB, VT,
+// FF, SP, NBSP, ZWNBSP, which is the BOM, and the Zs category) and
+// LineTerminator (LF, CR, LS, PS). Unlike unicode.IsSpace it holds U+FEFF
+// and not U+0085.
+func jsSpace(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r', ' ', '\u00a0', '\u1680', '\u2028', '\u2029', '\u202f', '\u205f', '\u3000', '\ufeff':
+		return true
+	}
+	return r >= '\u2000' && r <= '\u200a'
+}
 
 // readBufSize is the bufio buffer of each side. A line longer than it is
 // collected in lineReader.acc, which is kept for the next line while it is
@@ -53,10 +148,8 @@ func newLineReader(r io.Reader, max int) *lineReader {
 // the remainder with copyRest. A line longer than max that has been read
 // whole anyway (it fit in the read buffer) is returned whole, long unset.
 func (l *lineReader) next() (line []byte, long bool, err error) {
-	if cap(l.acc) > keepAccMax {
-		l.acc = nil
-	}
-	l.acc, l.inAcc, l.gone = l.acc[:0], false, nil
+	l.release()
+	l.acc, l.inAcc = l.acc[:0], false
 	for {
 		frag, err := l.r.ReadSlice('\n')
 		if err == nil && len(l.acc) == 0 {
@@ -106,6 +199,20 @@ func (l *lineReader) add(frag []byte) {
 		frag = frag[k:]
 		l.size += k
 	}
+}
+
+// release lets go of the line next returned last, once it is handled: a
+// buffer that held a line longer than keepAccMax is not kept for the next
+// line, so that one huge message does not pin its memory, and a line
+// detach handed over is the holder's alone. It reports whether it let go
+// of such a line.
+func (l *lineReader) release() (big bool) {
+	big = cap(l.acc) > keepAccMax || cap(l.gone) > keepAccMax
+	if cap(l.acc) > keepAccMax {
+		l.acc = nil
+	}
+	l.gone = nil
+	return big
 }
 
 // whole returns the line collected so far as one slice: acc, or for a line
@@ -164,12 +271,6 @@ func (l *lineReader) copyRest(w func([]byte) error) error {
 	}
 }
 
-// trimEOL returns the message without its line terminator.
-func trimEOL(b []byte) []byte {
-	b = bytes.TrimSuffix(b, []byte("\n"))
-	return bytes.TrimSuffix(b, []byte("\r"))
-}
-
 // ready reports whether a whole line is already buffered, so that next
 // will return without reading: only then is it worth holding back output
 // to join it with the next line's.
@@ -182,63 +283,19 @@ func (l *lineReader) ready() bool {
 	return bytes.IndexByte(b, '\n') >= 0
 }
 
-// writeBufSize bounds what a lineWriter holds back: a line that does not
-// fit is written through, so a slow reader still slows its writer down.
-const writeBufSize = 64 << 10
+// isBatch reports a JSON-RPC batch: a message (peerMessage) that is a
+// JSON array.
+func isBatch(msg []byte) bool { return len(msg) > 0 && msg[0] == '[' }
 
-// lineWriter writes whole lines to one side. A write to a pipe costs a
-// system call however small, so lines are collected in a bounded buffer
-// and the owner decides when they must leave (flush): the wire order is
-// the order of the calls either way. It remembers whether the last
-// forwarded line lacked its terminator (an agent's final line), so that a
-// line the proxy adds afterwards does not run into it.
-type lineWriter struct {
-	w       io.Writer
-	bw      *bufio.Writer
-	midLine bool
-	err     error
-}
+// isBlank reports a line without a message (peerMessage), which the peers
+// skip.
+func isBlank(msg []byte) bool { return len(msg) == 0 }
 
-func newLineWriter(w io.Writer) lineWriter {
-	return lineWriter{w: w, bw: bufio.NewWriterSize(w, writeBufSize)}
-}
-
-// forward queues b as it was read, terminator or not.
-func (w *lineWriter) forward(b []byte) error {
-	if w.err != nil {
-		return w.err
+// clip shortens a line for a log message.
+func clip(b []byte) string {
+	const n = 120
+	if len(b) > n {
+		return string(bytes.ToValidUTF8(b[:n], nil)) + "…"
 	}
-	if len(b) == 0 {
-		return nil
-	}
-	_, w.err = w.bw.Write(b)
-	w.midLine = b[len(b)-1] != '\n'
-	return w.err
-}
-
-// line queues msg, a message the proxy made, as one line.
-func (w *lineWriter) line(msg []byte) error {
-	if w.err != nil {
-		return w.err
-	}
-	if w.midLine {
-		w.err = w.bw.WriteByte('\n')
-	}
-	if w.err == nil {
-		_, w.err = w.bw.Write(msg)
-	}
-	if w.err == nil {
-		w.err = w.bw.WriteByte('\n')
-	}
-	w.midLine = false
-	return w.err
-}
-
-// flush writes what is queued.
-func (w *lineWriter) flush() error {
-	if w.err != nil {
-		return w.err
-	}
-	w.err = w.bw.Flush()
-	return w.err
+	return string(bytes.ToValidUTF8(b, nil))
 }

@@ -1,0 +1,193 @@
+package proxy
+
+// What the translators keep of a session between its lines. classify reads
+// it (the methods that take a *transState that may be nil, and change
+// nothing); act changes it.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/acpcompact/acpcompact/protocol"
+)
+
+// orphan is an ID-less compaction the proxy settled; its agent's outcome
+// may still come, until the session's next turn begins.
+type orphan struct{ turns int }
+
+// transState is a session's translator state; guarded by conn.emu.
+type transState struct {
+	open    map[Translator][]protocol.ID // open compactions of ID-less forms, oldest first
+	orphans map[Translator][]orphan      // ID-less ones the proxy settled, whose outcome may still come
+	pending map[Translator][]protocol.ID // ID-less starts seen in a replay
+	// live and replayed count the ID-less compactions of each form, live
+	// and in the current replay, for their IDs.
+	live, replayed map[Translator]int
+	epoch          uint64          // the replay the counts and buffers belong to (turn.Engine.Replaying)
+	tools          map[string]bool // tool call IDs recognised as compaction tool calls
+	// toolErr is the provider's error text said while a compaction tool
+	// call was open (quirkErrorText).
+	toolErr string
+	// deferred are completed compaction tool calls waiting for their
+	// rawOutput (quirkRawOutput).
+	deferred map[protocol.ID]*time.Timer
+	// turns counts the session's turns that ended.
+	turns int
+	// chunks are the summary chunks of replayed standard compactions, kept
+	// until their terminal update.
+	chunks      map[protocol.ID][]json.RawMessage
+	chunksBytes int
+}
+
+func newTransState() *transState {
+	return &transState{
+		open: map[Translator][]protocol.ID{}, orphans: map[Translator][]orphan{},
+		pending: map[Translator][]protocol.ID{}, live: map[Translator]int{}, replayed: map[Translator]int{},
+		tools: map[string]bool{},
+	}
+}
+
+// transFor returns the state of session sid, making it on first use.
+// Callers hold emu.
+func (c *conn) transFor(sid string) *transState {
+	ts, ok := c.trans[sid]
+	if !ok {
+		ts = newTransState()
+		c.trans[sid] = ts
+	}
+	return ts
+}
+
+// stale reports whether ts's replay state belongs to a replay other than
+// the one in flight (epoch), which sync clears: classify reads it as
+// empty.
+func (ts *transState) stale(replaying bool, epoch uint64) bool {
+	return replaying && ts.epoch != epoch
+}
+
+// sync starts the session's count again when a new history replay began.
+func (ts *transState) sync(replaying bool, epoch uint64) {
+	if ts.stale(replaying, epoch) {
+		ts.epoch = epoch
+		clear(ts.replayed)
+		clear(ts.pending)
+		ts.chunks, ts.chunksBytes = nil, 0
+	}
+}
+
+// nextID is the ID that mint will give the next ID-less compaction of tr
+// in session sid (ts may be nil: a session without state yet).
+//
+// It is derived from the session and the compaction's ordinal rather than
+// random, so that a history replay, which recounts from the session's
+// start, gives a compaction the same ID it had live and a client does not
+// show it twice. Live ordinals continue after both the last live one and
+// the last replayed one, so a replay that leaves a compaction out never
+// makes a live ID come round again.
+func (ts *transState) nextID(sid string, tr Translator, replaying bool, epoch uint64) protocol.ID {
+	return derivedID(sid, string(tr), strconv.Itoa(ts.ordinal(tr, replaying, epoch)))
+}
+
+func (ts *transState) ordinal(tr Translator, replaying bool, epoch uint64) int {
+	if ts == nil {
+		return 1
+	}
+	replayed := ts.replayed[tr]
+	if ts.stale(replaying, epoch) {
+		replayed = 0
+	}
+	if replaying {
+		return replayed + 1
+	}
+	return max(ts.live[tr], replayed) + 1
+}
+
+// mint counts the next ID-less compaction of tr and returns its ID
+// (nextID's). ts is synced.
+func (ts *transState) mint(sid string, tr Translator, replaying bool) protocol.ID {
+	n := ts.ordinal(tr, replaying, ts.epoch)
+	if replaying {
+		ts.replayed[tr] = n
+	} else {
+		ts.live[tr] = n
+	}
+	return derivedID(sid, string(tr), strconv.Itoa(n))
+}
+
+// derivedID is a stable compaction ID made of a session and a key.
+func derivedID(sid, kind, key string) protocol.ID {
+	sum := sha256.Sum256([]byte(sid + "\x00" + kind + "\x00" + key))
+	return protocol.ID("cmp_" + hex.EncodeToString(sum[:12]))
+}
+
+// pendingTop is the last ID-less start of tr seen in the replay in
+// flight, if any.
+func (ts *transState) pendingTop(tr Translator, epoch uint64) (protocol.ID, bool) {
+	if ts == nil || ts.stale(true, epoch) || len(ts.pending[tr]) == 0 {
+		return "", false
+	}
+	p := ts.pending[tr]
+	return p[len(p)-1], true
+}
+
+// lastOpen is the newest open compaction of ID-less form tr, if any.
+func (ts *transState) lastOpen(tr Translator) (protocol.ID, bool) {
+	if ts == nil || len(ts.open[tr]) == 0 {
+		return "", false
+	}
+	o := ts.open[tr]
+	return o[len(o)-1], true
+}
+
+// orphanFor looks, newest first, for an ID-less compaction of tr the proxy
+// settled whose outcome may still come: one settled in the turn now
+// running (inTurn) or, between turns, any. It says how many of tr's
+// orphans remain once it is used up, or, when none is found, once the
+// unusable ones are forgotten (0).
+func (ts *transState) orphanFor(tr Translator, inTurn func() bool) (remain int, ok bool) {
+	if ts == nil {
+		return 0, false
+	}
+	os := ts.orphans[tr]
+	if len(os) == 0 {
+		return 0, false
+	}
+	in := inTurn()
+	for i := len(os) - 1; i >= 0; i-- {
+		if !in || os[i].turns == ts.turns {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// chunksOf are the kept summary chunks of replayed compaction id.
+func (ts *transState) chunksOf(id protocol.ID, epoch uint64) []json.RawMessage {
+	if ts == nil || ts.stale(true, epoch) {
+		return nil
+	}
+	return ts.chunks[id]
+}
+
+// keepChunk keeps a replayed summary chunk's content until its
+// compaction's terminal update, within a bound.
+func (ts *transState) keepChunk(id protocol.ID, content []byte) {
+	if content == nil || ts.chunksBytes+len(content) > maxReplayChunks {
+		return
+	}
+	if ts.chunks == nil {
+		ts.chunks = map[protocol.ID][]json.RawMessage{}
+	}
+	ts.chunks[id] = append(ts.chunks[id], json.RawMessage(string(content)))
+	ts.chunksBytes += len(content)
+}
+
+// turnEnded notes that a turn of session sid ended. Callers hold emu.
+func (c *conn) turnEnded(sid string) {
+	if ts, ok := c.trans[sid]; ok {
+		ts.turns++
+	}
+}
