@@ -31,6 +31,9 @@ func (c *conn) handleAgent(ctx context.Context, lr *lineReader, raw []byte, long
 	if c.stopped.Load() {
 		return nil, nil
 	}
+	// A turn that began since the last line gets what was held for it
+	// first: before this line, which may be the one that ends it.
+	c.deliverBegun()
 	l := readLine(lr.n, raw, long)
 	return c.actLine(ctx, lr, &l)
 }
@@ -145,11 +148,15 @@ func (c *conn) feed(ctx context.Context, m *turn.Msg, errMember []byte) turn.Eff
 		case turn.MethodClose:
 			why = "the agent answered session/close"
 		}
+		// What the proxy shows while it settles the ending turn belongs to
+		// that turn, which the engine already counts as over.
+		c.ending.Store(&end.Session)
 		if m.Failed && !end.Cancelled && c.em != nil {
 			// What is left open fails with the agent's own error text.
 			reason = c.failedTurn(ctx, end.Session, errMember, reason)
 		}
 		c.settleSession(ctx, end.Session, reason, why)
+		c.ending.Store(nil)
 		c.turnEnded(end.Session)
 	}
 	if sid := eff.Closed; sid != "" {
@@ -178,6 +185,9 @@ func (c *conn) negotiate(n capability.Negotiation, result []byte) {
 		// what the proxy derives from its text goes through the policy.
 		emitter.WithSummaryPolicy(c.summaryPolicy),
 		emitter.WithObserver(emitter.ObserverFunc(c.observe)),
+		// Nothing about compaction between turns: what the agent reports
+		// then is held until the session's next turn (turns.go).
+		emitter.WithTurns(c.inTurn, emitter.HoldOutsideTurn),
 	)
 	mode := "standard updates"
 	switch {
@@ -390,6 +400,11 @@ func (c *conn) gate(ctx context.Context, l *line, p *gatePlan) {
 	id := updateID(u)
 	k := trackKey{sid, id}
 	r := c.gateRenderer()
+	if c.capable {
+		// A capable client's compaction held between turns: its
+		// standard form, rendered by the emitter, which holds it.
+		r = emitter.Standard{}
+	}
 	if on, epoch := p.turn.replay(); on {
 		ts := c.transFor(sid)
 		ts.sync(on, epoch)

@@ -469,6 +469,15 @@ func (v view) standard(d *decision, env *envelope, msg []byte) {
 		v.replayedStandard(d, k, isUpdate, status, epoch, env, msg)
 		return
 	}
+	if !tv.running() || c.router.rendered(k) {
+		// Between turns nothing about compaction reaches the client: the
+		// update goes through the emitter, which holds it until the
+		// session's next turn, and so do the later updates of a
+		// compaction it holds or held.
+		d.fate = fateRewrite
+		d.gate = &gatePlan{sid: sid, raw: env.v[aUpdate], turn: tv}
+		return
+	}
 	switch c.router.status(k) {
 	case trackByProxy:
 		// The client already holds this compaction's one terminal

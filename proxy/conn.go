@@ -70,6 +70,13 @@ type conn struct {
 	// held is the agent line act holds back, if any (hold.go).
 	held *heldLine
 	hb   heartbeat
+	// began are the sessions whose turn began since the last delivery
+	// (turns.go); beganAny says whether there are any, without the lock.
+	// ending is the session whose turn end feed is settling (inTurn).
+	ending   atomic.Pointer[string]
+	beganMu  sync.Mutex
+	began    []string
+	beganAny atomic.Bool
 
 	ain *agentInput
 
@@ -111,7 +118,7 @@ func newConn(p *Proxy, clientOut io.Writer, agentIn io.Writer) *conn {
 	}
 	c.apick, c.fpick, c.cpick, c.cfpick = newPicker(), newPicker(), newPicker(), newPicker()
 	c.out.lineWriter = newLineWriter(cout)
-	c.e = turn.New(turn.Config{CancelGrace: p.cfg.cancelGrace, OnGrace: c.graceRanOut})
+	c.e = turn.New(turn.Config{CancelGrace: p.cfg.cancelGrace, OnGrace: c.graceRanOut, OnBegin: c.turnBegan})
 	if p.cfg.checker != nil {
 		c.check = &checkState{ch: p.cfg.checker, which: p.cfg.checked, log: c.log}
 		c.out.check = c.check

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/proxy"
 )
@@ -355,15 +354,29 @@ func TestProxySessionCloseSettlesWhatIsOpen(t *testing.T) {
 	h := start(t)
 	h.handshake(v1Capable, 1)
 	id := h.prompt("s1")
-	h.relay(promptResponse(id, "end_turn"))
-	// Between turns, a compaction opens; closing the session ends it.
-	h.relay(upd("s1", cmpUpdate("cmp_idle", "in_progress")))
+	h.relay(upd("s1", cmpUpdate("cmp_1", "in_progress")))
 	h.client(`{"jsonrpc":"2.0","id":50,"method":"session/close","params":{"sessionId":"s1"}}`)
 	h.agent(`{"jsonrpc":"2.0","id":50,"result":{}}`)
-	h.emitted(upd("s1", cmpUpdate("cmp_idle", "failed", turnEndedError)))
+	h.emitted(upd("s1", cmpUpdate("cmp_1", "cancelled")))
 	h.forwarded(`{"jsonrpc":"2.0","id":50,"result":{}}`)
-	// Opening it between turns was the agent's bug; ending it there is
-	// the lesser one.
-	h.checker.want = []conformance.Rule{conformance.RuleAfterTurn, conformance.RuleAfterTurn}
+	// The prompt's late answer ends nothing any more.
+	h.relay(promptResponse(id, "cancelled"))
 	h.end()
+}
+
+// A compaction the agent opens between turns is held; closing the session
+// ends it with the session, and the client, which never saw it, sees
+// nothing of it.
+func TestProxyCompactionHeldBetweenTurnsGoesWithItsSession(t *testing.T) {
+	h := start(t)
+	h.handshake(v1Capable, 1)
+	id := h.prompt("s1")
+	h.relay(promptResponse(id, "end_turn"))
+	h.agent(upd("s1", cmpUpdate("cmp_idle", "in_progress")))
+	h.client(`{"jsonrpc":"2.0","id":50,"method":"session/close","params":{"sessionId":"s1"}}`)
+	h.agent(`{"jsonrpc":"2.0","id":50,"result":{}}`)
+	h.forwarded(`{"jsonrpc":"2.0","id":50,"result":{}}`)
+	if rest, _ := h.end(); len(rest) != 0 {
+		t.Errorf("after the close the client got %q", rest)
+	}
 }

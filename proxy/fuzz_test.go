@@ -62,6 +62,37 @@ type fuzzProperty struct {
 var fuzzProperties = []fuzzProperty{
 	{"a client without the capability never receives a compaction update", noCompactionUpdateWithoutTheCapability},
 	{"every turn end the client sees comes after the settlement of what it saw start", turnEndsAfterTheSettlement},
+	{"nothing about compaction arrives outside a turn", nothingAboutCompactionOutsideATurn},
+}
+
+// nothingAboutCompactionOutsideATurn: once a client has read the answer to
+// its one prompt, no turn of the session runs, and nothing it reads about
+// a compaction may follow (what the agent reports then is held for a next
+// turn that never comes in this run).
+func nothingAboutCompactionOutsideATurn(r *fuzzRun) error {
+	for _, rd := range readers {
+		if r.capable && rd.name != "typescript" {
+			continue
+		}
+		over := false
+		for _, l := range r.received {
+			m := rd.read(l)
+			if !m.ok {
+				continue
+			}
+			if m.answers(fuzzPromptID) {
+				over = true
+				continue
+			}
+			if !over || m.method != "session/update" {
+				continue
+			}
+			if _, _, ok := fuzzSeenCompaction(r, m, l); ok || (r.capable && m.isCompaction()) {
+				return fmt.Errorf("the %s client read %s after its turn ended", rd.name, clipQ(l))
+			}
+		}
+	}
+	return nil
 }
 
 // The client's one prompt, and its session.

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
@@ -44,8 +45,13 @@ func (c *conn) tick() {
 		hb.timer = nil
 		return
 	}
-	open := c.router.open()
-	if len(open) == 0 {
+	if c.deliverBegun() {
+		_ = c.out.flush() // a failure is sticky: the agent pump reports it
+	}
+	// Only a session in a turn has a client waiting on its compactions:
+	// nothing about compaction is sent between turns.
+	open := slices.DeleteFunc(c.router.open(), func(o openTrack) bool { return !c.e.InTurn(o.k.session) })
+	if len(open) == 0 && len(c.router.open()) == 0 {
 		hb.timer = nil // armed again by the next compaction
 		return
 	}

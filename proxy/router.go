@@ -111,6 +111,16 @@ func (r *router) remove(k trackKey) {
 	delete(r.tracks, k)
 }
 
+// rendered reports whether compaction k, the agent's own standard one, is
+// shown through the emitter rather than verbatim (it was held between
+// turns), so that its later updates go the same way.
+func (r *router) rendered(k trackKey) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.tracks[k]
+	return ok && t.source == sourceStandard && !t.verbatim
+}
+
 // status reports how far compaction k got.
 func (r *router) status(k trackKey) trackStatus {
 	r.mu.Lock()
