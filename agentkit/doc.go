@@ -95,10 +95,15 @@
 // on the wire before the message that ends it: `cancelled` when the client
 // cancelled the turn, otherwise `failed` with emitter.ErrTurnEnded. While
 // that settlement runs, Session's Start, Chunk, Complete, Cancel and Fail
-// are refused with emitter.ErrTurnEnded, and the turn's end waits for one
-// in progress, so nothing opens or changes in between. Compactions started
-// outside a turn (idle housekeeping, a v2 background task) are settled at
-// the end of the session's next turn or when the connection closes. A
+// wait until the turn's end is written (a call from the settlement's own
+// observer is refused with an error wrapping emitter.ErrTurnEnded), and the
+// turn's end waits for one in progress, so nothing opens or changes in
+// between. Nothing about compaction reaches the client between turns: a
+// Start there (from a goroutine that outlived its prompt's handler, say) is
+// refused with emitter.ErrOutsideTurn, unless the compaction is started with
+// emitter.Background(), which the client sees only when it settles, in the
+// running turn or, delivered by the kit, when the session's next turn
+// begins (see the emitter's rules). A
 // successful answer to session/close is written after what its session
 // still has open is settled (as cancelled: closing ends a session's work
 // as a cancel does), and the emitter forgets the session.

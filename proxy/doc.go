@@ -30,12 +30,19 @@
 //     prompt's own error text). A second terminal update from the agent is
 //     dropped; while one is open and the agent is silent, its progress is
 //     re-sent (WithHeartbeat).
-//   - Nothing about compaction reaches the client after its turn ended: the
-//     agent's later updates of a compaction the proxy settled are dropped,
-//     and so is a signal of a compaction nobody saw start that arrives
-//     between turns right after a cancelled one (Claude's "Compaction
-//     failed: API Error: Request was aborted." tool call after the
-//     cancelled prompt's response).
+//   - Nothing about compaction reaches the client outside a turn, and
+//     nothing is lost: what the agent reports while the session has no
+//     turn running is held by the emitter (emitter.WithTurns with
+//     HoldOutsideTurn) and delivered when the session's next turn begins,
+//     terminal-first if the compaction settled meanwhile, in_progress and
+//     its chunks if it still runs (turns.go); no heartbeat goes out between
+//     turns. The agent's later updates of a compaction the proxy settled
+//     are dropped, and so is a signal of a compaction nobody saw start that
+//     arrives between turns right after a cancelled one (Claude's
+//     "Compaction failed: API Error: Request was aborted." tool call after
+//     the cancelled prompt's response): the user cancelled it. With
+//     neither the capability nor WithFallback, the agent's own legacy
+//     lines pass as they come, whenever they come.
 //
 // # One wire engine
 //
