@@ -59,6 +59,8 @@ func TestImportsAreOneWay(t *testing.T) {
 		"emitter":       {"protocol", "capability"},
 		"fallback":      {"protocol", "emitter", "capability"},
 		"internal/turn": {"capability", "emitter", "internal/skim"},
+		// A store of what a runtime replays: records, never the wire.
+		"sessionlog": {"protocol", "emitter"},
 		// The oracle is an independent implementation on purpose.
 		"conformance": nil,
 	}

@@ -1,0 +1,206 @@
+package sessionlog
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"sync"
+
+	"github.com/acpcompact/acpcompact/emitter"
+)
+
+// Line kinds after the header.
+const (
+	kindMessage = "message"
+	kindStart   = "start"
+	kindRecord  = "record"
+)
+
+// crcPrefix opens every line; the checksum's eight hex digits follow, then
+// crcSep.
+const (
+	crcPrefix = `{"crc":"`
+	crcSep    = `",`
+	prefixLen = len(crcPrefix) + 8 + len(crcSep) // the checksum covers what follows
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Log is one session's log, open for appending. Safe for concurrent use:
+// appends are serialized, each one line written with one write(2).
+type Log struct {
+	path string
+	cfg  *config
+
+	mu   sync.Mutex
+	f    *os.File
+	size int64 // the log's length: where the next line goes
+	err  error // sticky: ErrClosed, or a write that could not be undone
+}
+
+// Path returns the log's file.
+func (l *Log) Path() string { return l.path }
+
+// AppendMessage appends one of the runtime's own messages: id is the
+// message's ID (what a compaction's Record.After names; "" for none),
+// data anything json.Marshal takes (a json.RawMessage is written as is,
+// compacted). Reading yields data back as JSON, in Entry.Data.
+func (l *Log) AppendMessage(id string, data any) error {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("sessionlog: message %q: %w", id, err)
+	}
+	line := newLine()
+	line = append(line, `"kind":"message"`...)
+	if id != "" {
+		line = append(line, `,"id":`...)
+		line = appendString(line, id)
+	}
+	line = append(line, `,"data":`...)
+	line = append(line, raw...)
+	return l.write(finishLine(line))
+}
+
+// AppendRecord appends a compaction's record in its versioned JSON form
+// (emitter.Record's). A record whose status is terminal is the
+// compaction's final record; one that is not (in_progress: the
+// Compaction.Record of a compaction just started) marks its start, so that
+// reading the log after a crash yields the compaction as failed instead of
+// losing it (see the package doc, "Crash safety"). Only the first final
+// record of an ID counts.
+func (l *Log) AppendRecord(rec emitter.Record) error {
+	if rec.ID == "" {
+		return errors.New("sessionlog: a record without an ID")
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("sessionlog: record %s: %w", rec.ID, err)
+	}
+	kind := kindStart
+	if rec.Status.Terminal() {
+		kind = kindRecord
+	}
+	line := newLine()
+	line = append(line, `"kind":"`...)
+	line = append(line, kind...)
+	line = append(line, `","id":`...)
+	line = appendString(line, string(rec.ID))
+	if after := recordAfter(rec); after != "" {
+		line = append(line, `,"after":`...)
+		line = appendString(line, after)
+	}
+	line = append(line, `,"record":`...)
+	line = append(line, raw...)
+	return l.write(finishLine(line))
+}
+
+// Sync flushes the log to stable storage now, whatever the policy.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	return l.f.Sync()
+}
+
+// Close closes the log; later appends return ErrClosed. With SyncEach it
+// has nothing left to flush.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if errors.Is(l.err, ErrClosed) && l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	l.err = ErrClosed
+	return err
+}
+
+// newLine returns a line with room for its checksum prefix, to be filled
+// with members and closed by finishLine.
+func newLine() []byte {
+	b := make([]byte, prefixLen, 256)
+	copy(b, crcPrefix)
+	copy(b[prefixLen-len(crcSep):], crcSep)
+	return b
+}
+
+// write appends one finished line.
+func (l *Log) write(line []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return fmt.Errorf("sessionlog: %s: %w", l.path, l.err)
+	}
+	if len(line) > l.cfg.maxLine {
+		return fmt.Errorf("sessionlog: %s: a line of %d bytes exceeds the limit of %d", l.path, len(line), l.cfg.maxLine)
+	}
+	n, err := l.f.Write(line)
+	if err != nil {
+		// Undo a partial line, so the next one does not continue it.
+		if n > 0 {
+			if terr := l.f.Truncate(l.size); terr != nil {
+				l.err = fmt.Errorf("%w: a partial line could not be cut off (%v)", ErrClosed, terr)
+			}
+		}
+		return fmt.Errorf("sessionlog: %w", err)
+	}
+	l.size += int64(n)
+	if l.cfg.sync == SyncEach {
+		if err := l.f.Sync(); err != nil {
+			return fmt.Errorf("sessionlog: %w", err)
+		}
+	}
+	return nil
+}
+
+// finishLine closes a line begun by newLine and filled with members, and
+// writes its checksum.
+func finishLine(line []byte) []byte {
+	line = append(line, '}')
+	sum := crc32.Checksum(line[prefixLen:], castagnoli)
+	var b [4]byte
+	b[0], b[1], b[2], b[3] = byte(sum>>24), byte(sum>>16), byte(sum>>8), byte(sum)
+	hex.Encode(line[len(crcPrefix):], b[:])
+	return append(line, '\n')
+}
+
+// encodeLine writes v (a struct, encoded as a JSON object) as a line.
+func encodeLine(dst []byte, v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) < 3 || raw[0] != '{' {
+		return nil, fmt.Errorf("sessionlog: %T is not a JSON object with members", v)
+	}
+	dst = append(dst[:0], crcPrefix...)
+	dst = append(dst, "00000000"...)
+	dst = append(dst, crcSep...)
+	dst = append(dst, raw[1:len(raw)-1]...)
+	return finishLine(dst), nil
+}
+
+// appendString appends s as a JSON string.
+func appendString(dst []byte, s string) []byte {
+	raw, _ := json.Marshal(s) // a string always marshals
+	return append(dst, raw...)
+}
+
+// checkLine verifies a line's checksum; line excludes the newline.
+func checkLine(line []byte) (ok, prefixed bool) {
+	if len(line) < prefixLen+1 || string(line[:len(crcPrefix)]) != crcPrefix || string(line[prefixLen-len(crcSep):prefixLen]) != crcSep {
+		return false, false
+	}
+	var b [4]byte
+	if _, err := hex.Decode(b[:], line[len(crcPrefix):prefixLen-len(crcSep)]); err != nil {
+		return false, true
+	}
+	want := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	return crc32.Checksum(line[prefixLen:], castagnoli) == want, true
+}

@@ -1,0 +1,424 @@
+package sessionlog
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
+)
+
+// Kind is what an Entry holds.
+type Kind int
+
+const (
+	// KindMessage is one of the runtime's own messages (AppendMessage).
+	KindMessage Kind = iota + 1
+	// KindCompaction is a compaction's record (AppendRecord).
+	KindCompaction
+)
+
+// String names the kind.
+func (k Kind) String() string {
+	switch k {
+	case KindMessage:
+		return "message"
+	case KindCompaction:
+		return "compaction"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Entry is one item of a session's history, as Reader.Entries yields it.
+type Entry struct {
+	Kind Kind
+	// Line is the line of the log the entry was read from: a message's
+	// own, a compaction's final record's, or, Interrupted, its start's.
+	Line int
+	// MessageID and Data are a message's ID and data (KindMessage).
+	MessageID string
+	Data      json.RawMessage
+	// Record is a compaction's final record (KindCompaction): settled, to
+	// replay with emitter.Session.Replay. Never in_progress.
+	Record emitter.Record
+	// Interrupted says the compaction started and never settled: its
+	// process died in between. Record is then its start's record, with
+	// status failed and ErrInterrupted's text as its error.
+	Interrupted bool
+}
+
+// Reader reads one session's log, checked whole when Store.Read returned
+// it. Safe for concurrent use; Entries may be ranged over more than once.
+// Close it when done.
+type Reader struct {
+	f       *os.File
+	path    string
+	header  Header
+	start   int64 // offset of the first line after the header
+	end     int64 // offset past the last complete line
+	torn    int64 // bytes of a torn final line, ignored
+	maxLine int
+	comps   []*comp          // in the order of their first entries
+	byID    map[string]*comp // every compaction, by ID
+	afters  map[string][]*comp
+}
+
+// comp is what the first pass learns of one compaction: where its entries
+// are and where it goes.
+type comp struct {
+	idx   int
+	id    string
+	after string
+	first int64 // offset of its first entry
+	// anchorLater: the message it follows (after) appears in the log
+	// after its first entry, so it waits for that message.
+	anchorLater  bool
+	start, final span
+}
+
+// span is one line: offset, length without the newline, 1-based number.
+type span struct {
+	off  int64
+	n    int
+	line int
+}
+
+func (s span) ok() bool { return s.line > 0 }
+
+// Read opens a session's log and checks all of it: the header, then every
+// line's checksum and form, and every record's version. Any problem is an
+// *Error naming the file and the line (ErrForeign, ErrVersion,
+// ErrCorrupt); a torn final line is no problem (TornBytes). A missing log
+// is ErrNotFound. Entries then yields the history.
+func (s *Store) Read(sessionID string) (*Reader, error) {
+	path, err := s.Path(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, notFound(sessionID, err)
+	}
+	r := &Reader{f: f, path: path, maxLine: s.cfg.maxLine, byID: map[string]*comp{}, afters: map[string][]*comp{}}
+	if err := r.index(sessionID); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Header returns the log's header.
+func (r *Reader) Header() Header { return r.header }
+
+// Path returns the log's file.
+func (r *Reader) Path() string { return r.path }
+
+// TornBytes returns the length of the torn final line that reading ignored
+// (0 when the log ends with a newline).
+func (r *Reader) TornBytes() int64 { return r.torn }
+
+// Close closes the log's file.
+func (r *Reader) Close() error { return r.f.Close() }
+
+// readHeader reads and checks a log's first line; it returns the header
+// and the offset of the next line.
+func readHeader(f *os.File, path, sessionID string, maxLine int) (Header, int64, error) {
+	lr := newLineReader(io.NewSectionReader(f, 0, 1<<62), maxLine)
+	line, complete, err := lr.next()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return Header{}, 0, headerReadError(path, err)
+	}
+	h, err := checkHeader(path, sessionID, line, complete)
+	return h, lr.off, err
+}
+
+func headerReadError(path string, err error) error {
+	var tl errTooLong
+	if errors.As(err, &tl) {
+		return fileError(path, 1, ErrForeign, nil, "no session log header in the first %d bytes", tl.max)
+	}
+	return fmt.Errorf("sessionlog: %s: %w", path, err)
+}
+
+func checkHeader(path, sessionID string, line []byte, complete bool) (Header, error) {
+	if len(line) == 0 && !complete {
+		return Header{}, fileError(path, 0, ErrForeign, nil, "empty file, no session log header")
+	}
+	ok, prefixed := checkLine(line)
+	if !prefixed {
+		return Header{}, fileError(path, 1, ErrForeign, nil, "the first line is not a %s header", Format)
+	}
+	var h headerLine
+	jerr := json.Unmarshal(line, &h)
+	ours := (jerr == nil && h.Format == Format) || bytes.Contains(line, []byte(`"format":"`+Format+`"`))
+	switch {
+	case !ours:
+		return Header{}, fileError(path, 1, ErrForeign, nil, "the first line is not a %s header", Format)
+	case !complete:
+		return Header{}, fileError(path, 1, ErrCorrupt, nil, "the header line is incomplete")
+	case !ok:
+		return Header{}, fileError(path, 1, ErrCorrupt, nil, "header checksum mismatch")
+	case jerr != nil:
+		return Header{}, fileError(path, 1, ErrCorrupt, jerr, "header")
+	case h.Version != Version:
+		return Header{}, fileError(path, 1, ErrVersion, nil, "version %d; this package reads version %d", h.Version, Version)
+	case h.Session != sessionID:
+		return Header{}, fileError(path, 1, ErrForeign, nil, "the log of session %q, not %q", h.Session, sessionID)
+	}
+	return Header{Session: h.Session, Created: h.Created, Info: h.Info}, nil
+}
+
+// index is the first pass: it checks every line and learns where each
+// compaction's entries are.
+func (r *Reader) index(sessionID string) error {
+	lr := newLineReader(io.NewSectionReader(r.f, 0, 1<<62), r.maxLine)
+	line, complete, err := lr.next()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return headerReadError(r.path, err)
+	}
+	if r.header, err = checkHeader(r.path, sessionID, line, complete); err != nil {
+		return err
+	}
+	r.start = lr.off
+	r.end = lr.off
+	for n := 2; ; n++ {
+		off := lr.off
+		line, _, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			if len(line) > 0 {
+				r.torn = int64(len(line)) // no newline: a torn write
+			}
+			return nil
+		}
+		if err != nil {
+			var tl errTooLong
+			if errors.As(err, &tl) {
+				return fileError(r.path, n, ErrCorrupt, nil, "a line longer than the limit of %d bytes", tl.max)
+			}
+			return fmt.Errorf("sessionlog: %s: %w", r.path, err)
+		}
+		if err := r.indexLine(line, span{off: off, n: len(line), line: n}); err != nil {
+			return err
+		}
+		r.end = lr.off
+	}
+}
+
+func (r *Reader) indexLine(line []byte, sp span) error {
+	ok, prefixed := checkLine(line)
+	switch {
+	case !prefixed:
+		return fileError(r.path, sp.line, ErrCorrupt, nil, "not a checksummed line")
+	case !ok:
+		return fileError(r.path, sp.line, ErrCorrupt, nil, "checksum mismatch")
+	}
+	f, err := parseEntry(line)
+	if err != nil {
+		return fileError(r.path, sp.line, ErrCorrupt, err, "entry")
+	}
+	switch kind := string(f.kind); kind {
+	case kindMessage:
+		for _, c := range r.afters[string(f.id)] {
+			c.anchorLater = true
+		}
+	case kindStart, kindRecord:
+		id := string(f.id)
+		if id == "" {
+			return fileError(r.path, sp.line, ErrCorrupt, nil, "a %s entry without an ID", kind)
+		}
+		rec, err := r.decodeRecord(f.payload, sp.line)
+		if err != nil {
+			return err
+		}
+		if string(rec.ID) != id {
+			return fileError(r.path, sp.line, ErrCorrupt, nil, "the entry of %q holds the record of %q", id, rec.ID)
+		}
+		if terminal := rec.Status.Terminal(); terminal != (kind == kindRecord) {
+			return fileError(r.path, sp.line, ErrCorrupt, nil, "a %s entry with status %q", kind, rec.Status)
+		}
+		c := r.byID[id]
+		if c == nil {
+			c = &comp{idx: len(r.comps), id: id, first: sp.off}
+			r.comps = append(r.comps, c)
+			r.byID[id] = c
+		}
+		if c.after == "" && len(f.after) > 0 {
+			c.after = string(f.after)
+			r.afters[c.after] = append(r.afters[c.after], c)
+		}
+		if kind == kindStart && !c.start.ok() {
+			c.start = sp
+		}
+		if kind == kindRecord && !c.final.ok() {
+			c.final = sp
+		}
+	}
+	// Other kinds: a later writer's; skipped.
+	return nil
+}
+
+// decodeRecord decodes a record, telling a version emitter does not read
+// from a damaged record.
+func (r *Reader) decodeRecord(raw json.RawMessage, line int) (emitter.Record, error) {
+	var rec emitter.Record
+	if len(raw) == 0 {
+		return rec, fileError(r.path, line, ErrCorrupt, nil, "an entry without its record")
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		kind := ErrCorrupt
+		if isRecordVersion(err) {
+			kind = ErrVersion
+		}
+		return rec, fileError(r.path, line, kind, err, "record")
+	}
+	if rec.ID == "" {
+		return rec, fileError(r.path, line, ErrCorrupt, protocol.ErrInvalidID, "record")
+	}
+	return rec, nil
+}
+
+// Entries yields the session's history: each message in the order it was
+// appended, and each compaction once, as its final record, right after
+// the message its Record.After names (or where its first entry is; see the
+// package doc). A compaction that started and never settled is yielded
+// failed, Interrupted. It stops at the end the log had when Read checked
+// it: lines appended since are not read. An error (the file changed
+// under it, an I/O error) is yielded once, last.
+func (r *Reader) Entries() iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		yielded := make([]bool, len(r.comps))
+		emit := func(c *comp) bool {
+			yielded[c.idx] = true
+			e, err := r.compaction(c)
+			return yield(e, err) && err == nil
+		}
+		lr := newLineReader(io.NewSectionReader(r.f, r.start, r.end-r.start), r.maxLine)
+		lr.off = r.start
+		for n := 2; ; n++ {
+			off := lr.off
+			line, _, err := lr.next()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(Entry{}, fmt.Errorf("sessionlog: %s: %w", r.path, err))
+				return
+			}
+			if ok, _ := checkLine(line); !ok {
+				yield(Entry{}, fileError(r.path, n, ErrCorrupt, nil, "checksum mismatch (the file changed while it was read)"))
+				return
+			}
+			f, err := parseEntry(line)
+			if err != nil {
+				yield(Entry{}, fileError(r.path, n, ErrCorrupt, err, "entry"))
+				return
+			}
+			switch string(f.kind) {
+			case kindMessage:
+				id := string(f.id)
+				data := json.RawMessage(bytes.Clone(f.payload))
+				if !yield(Entry{Kind: KindMessage, Line: n, MessageID: id, Data: data}, nil) {
+					return
+				}
+				for _, c := range r.afters[id] {
+					if !yielded[c.idx] && !emit(c) {
+						return
+					}
+				}
+			case kindStart, kindRecord:
+				c := r.byID[string(f.id)]
+				if c == nil || c.first != off || yielded[c.idx] {
+					continue // not its first entry, or placed already
+				}
+				if c.after != "" && c.anchorLater {
+					continue // it follows a message further on
+				}
+				if !emit(c) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// compaction reads a compaction's final record, or makes its start's the
+// failure of an interrupted one.
+func (r *Reader) compaction(c *comp) (Entry, error) {
+	sp, interrupted := c.final, false
+	if !sp.ok() {
+		sp, interrupted = c.start, true
+	}
+	line := make([]byte, sp.n)
+	if _, err := r.f.ReadAt(line, sp.off); err != nil {
+		return Entry{}, fmt.Errorf("sessionlog: %s: %w", r.path, err)
+	}
+	if ok, _ := checkLine(line); !ok {
+		return Entry{}, fileError(r.path, sp.line, ErrCorrupt, nil, "checksum mismatch (the file changed while it was read)")
+	}
+	f, err := parseEntry(line)
+	if err != nil {
+		return Entry{}, fileError(r.path, sp.line, ErrCorrupt, err, "entry")
+	}
+	rec, err := r.decodeRecord(f.payload, sp.line)
+	if err != nil {
+		return Entry{}, err
+	}
+	if interrupted {
+		rec.Status = protocol.Failed
+		rec.Error = ErrInterrupted.Error()
+		rec.Summary = nil
+	}
+	return Entry{Kind: KindCompaction, Line: sp.line, Record: rec, Interrupted: interrupted}, nil
+}
+
+// lineReader reads lines of at most max bytes.
+type lineReader struct {
+	br  *bufio.Reader
+	off int64 // offset of the next line
+	max int
+	buf []byte
+}
+
+// errTooLong is a line longer than the limit.
+type errTooLong struct{ max int }
+
+func (e errTooLong) Error() string { return fmt.Sprintf("a line longer than %d bytes", e.max) }
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// next returns the next line without its newline and whether it had one.
+// At the end it returns io.EOF with what follows the last newline (a torn
+// line, or nothing). The line is valid until the next call.
+func (lr *lineReader) next() (line []byte, complete bool, err error) {
+	lr.buf = lr.buf[:0]
+	for {
+		frag, err := lr.br.ReadSlice('\n')
+		if len(lr.buf)+len(frag) > lr.max+1 {
+			return nil, false, errTooLong{lr.max}
+		}
+		switch {
+		case err == nil:
+			lr.off += int64(len(lr.buf) + len(frag))
+			if len(lr.buf) == 0 {
+				return frag[:len(frag)-1], true, nil
+			}
+			lr.buf = append(lr.buf, frag...)
+			return lr.buf[:len(lr.buf)-1], true, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			lr.buf = append(lr.buf, frag...)
+		case errors.Is(err, io.EOF):
+			lr.buf = append(lr.buf, frag...)
+			return lr.buf, false, io.EOF
+		default:
+			return nil, false, err
+		}
+	}
+}

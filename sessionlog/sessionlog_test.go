@@ -1,0 +1,429 @@
+package sessionlog_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/acpcompact/acpcompact/sessionlog"
+)
+
+func open(t *testing.T, opts ...sessionlog.Option) *sessionlog.Store {
+	t.Helper()
+	s, err := sessionlog.Open(t.TempDir(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func create(t *testing.T, s *sessionlog.Store, id string) *sessionlog.Log {
+	t.Helper()
+	l, err := s.Create(id, map[string]string{"cwd": "/work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func msg(text string) map[string]string { return map[string]string{"text": text} }
+
+func started(id string) emitter.Record {
+	return emitter.Record{ID: protocol.ID(id), Status: protocol.InProgress, Trigger: protocol.Manual, Displayable: true}
+}
+
+func final(id string, st protocol.Status, summary string) emitter.Record {
+	r := started(id)
+	r.Status = st
+	if summary != "" {
+		r.Summary = []protocol.ContentBlock{protocol.Text(summary)}
+	}
+	if st == protocol.Failed {
+		r.Error = "summary request failed"
+	}
+	r.Details = &emitter.Details{Trigger: protocol.Manual, Status: st, TokensBefore: 1000, TokensAfter: 100}
+	return r
+}
+
+// read returns the history of a session as short words: "m:ID:TEXT" for
+// a message, "c:ID:STATUS" for a compaction ("!" when interrupted).
+func read(t *testing.T, s *sessionlog.Store, id string) ([]string, []sessionlog.Entry) {
+	t.Helper()
+	r, err := s.Read(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var words []string
+	var entries []sessionlog.Entry
+	for e, err := range r.Entries() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, e)
+		switch e.Kind {
+		case sessionlog.KindMessage:
+			var m map[string]string
+			must(t, json.Unmarshal(e.Data, &m))
+			words = append(words, "m:"+e.MessageID+":"+m["text"])
+		case sessionlog.KindCompaction:
+			w := "c:" + string(e.Record.ID) + ":" + string(e.Record.Status)
+			if e.Interrupted {
+				w += "!"
+			}
+			words = append(words, w)
+		}
+	}
+	return words, entries
+}
+
+func wantWords(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("history\n  got  %v\n  want %v", got, want)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	s := open(t)
+	l := create(t, s, "sess_1")
+	must(t, l.AppendMessage("msg_1", msg("hello")))
+	must(t, l.AppendMessage("msg_2", msg("hello back")))
+	must(t, l.AppendRecord(started("cmp_1")))
+	c1 := final("cmp_1", protocol.Completed, "## Retained context\n")
+	must(t, l.AppendRecord(c1))
+	must(t, l.AppendMessage("msg_3", msg("compacted")))
+	must(t, l.AppendRecord(started("cmp_2")))
+	must(t, l.AppendRecord(final("cmp_2", protocol.Failed, "")))
+	must(t, l.AppendRecord(final("cmp_3", protocol.Cancelled, ""))) // no start: placed at its record
+	must(t, l.Close())
+
+	words, entries := read(t, s, "sess_1")
+	wantWords(t, words, "m:msg_1:hello", "m:msg_2:hello back", "c:cmp_1:completed", "m:msg_3:compacted", "c:cmp_2:failed", "c:cmp_3:cancelled")
+	got := entries[2].Record
+	gj, _ := json.Marshal(got)
+	wj, _ := json.Marshal(c1)
+	if !bytes.Equal(gj, wj) {
+		t.Errorf("record round trip\n  got  %s\n  want %s", gj, wj)
+	}
+	if entries[2].Line != 5 || entries[0].Line != 2 {
+		t.Errorf("lines %d, %d", entries[0].Line, entries[2].Line)
+	}
+
+	r, err := s.Read("sess_1")
+	must(t, err)
+	defer r.Close()
+	h := r.Header()
+	if h.Session != "sess_1" || h.Created.IsZero() || string(h.Info) != `{"cwd":"/work"}` {
+		t.Errorf("header %+v", h)
+	}
+	// Entries may be read again, and stopped early.
+	n := 0
+	for range r.Entries() {
+		n++
+		if n == 2 {
+			break
+		}
+	}
+	if n != 2 {
+		t.Errorf("stopped after %d", n)
+	}
+}
+
+// TestFinalRecordAfterLaterMessages: a compaction whose final record is
+// appended after later messages (settled in a later turn) stays where it
+// started.
+func TestFinalRecordAfterLaterMessages(t *testing.T) {
+	s := open(t)
+	l := create(t, s, "s")
+	must(t, l.AppendMessage("m1", msg("a")))
+	must(t, l.AppendRecord(started("c1")))
+	must(t, l.AppendMessage("m2", msg("b")))
+	must(t, l.AppendMessage("m3", msg("c")))
+	must(t, l.AppendRecord(final("c1", protocol.Completed, "s")))
+	must(t, l.AppendRecord(final("c1", protocol.Failed, ""))) // a second final record does not count
+	words, _ := read(t, s, "s")
+	wantWords(t, words, "m:m1:a", "c:c1:completed", "m:m2:b", "m:m3:c")
+}
+
+// TestInterruptedCompactionReadsBackFailed: a start without a final record
+// (the process died) reads back as failed, at its place, never in_progress.
+func TestInterruptedCompactionReadsBackFailed(t *testing.T) {
+	s := open(t)
+	l := create(t, s, "s")
+	must(t, l.AppendMessage("m1", msg("/compact slow")))
+	must(t, l.AppendRecord(started("c1")))
+	must(t, l.Close())
+	words, entries := read(t, s, "s")
+	wantWords(t, words, "m:m1:/compact slow", "c:c1:failed!")
+	rec := entries[1].Record
+	if rec.Error != sessionlog.ErrInterrupted.Error() || rec.Summary != nil || rec.Trigger != protocol.Manual || !entries[1].Interrupted {
+		t.Errorf("interrupted record %+v", rec)
+	}
+}
+
+func TestTornFinalLine(t *testing.T) {
+	s := open(t)
+	l := create(t, s, "s")
+	must(t, l.AppendMessage("m1", msg("a")))
+	must(t, l.AppendMessage("m2", msg("b")))
+	must(t, l.Close())
+	path, _ := s.Path("s")
+	whole, err := os.ReadFile(path)
+	must(t, err)
+	// The process died half-way through the third line.
+	torn := `{"crc":"01234567","kind":"message","id":"m3","da`
+	must(t, os.WriteFile(path, append(bytes.Clone(whole), torn...), 0o600))
+
+	r, err := s.Read("s")
+	must(t, err)
+	if r.TornBytes() != int64(len(torn)) {
+		t.Errorf("torn bytes %d, want %d", r.TornBytes(), len(torn))
+	}
+	r.Close()
+	words, _ := read(t, s, "s")
+	wantWords(t, words, "m:m1:a", "m:m2:b")
+
+	// The next append cuts it off first.
+	l, err = s.Append("s")
+	must(t, err)
+	must(t, l.AppendMessage("m3", msg("c")))
+	must(t, l.Close())
+	words, _ = read(t, s, "s")
+	wantWords(t, words, "m:m1:a", "m:m2:b", "m:m3:c")
+	after, err := os.ReadFile(path)
+	must(t, err)
+	if !bytes.HasPrefix(after, whole) || bytes.Contains(after, []byte(`"da{`)) {
+		t.Errorf("the torn line was not cut off:\n%s", after)
+	}
+}
+
+// TestCorruption: a damaged line, anywhere but a torn end, is ErrCorrupt
+// naming the file and the line; so is a line whose checksum is right but
+// whose record is not.
+func TestCorruption(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		line int
+		edit func(lines [][]byte)
+	}{
+		{"a flipped byte in the middle", 3, func(ls [][]byte) { ls[2][len(ls[2])-5] ^= 0x20 }},
+		{"a flipped byte in the last line", 5, func(ls [][]byte) { ls[4][30] ^= 0x01 }},
+		{"a line without a checksum", 2, func(ls [][]byte) { ls[1] = []byte(`{"kind":"message","id":"m1"}`) }},
+		{"an empty line", 4, func(ls [][]byte) { ls[3] = nil }},
+		{"the header's checksum", 1, func(ls [][]byte) { ls[0] = bytes.Replace(ls[0], []byte(`"cwd"`), []byte(`"pwd"`), 1) }},
+		{"zeroes in the middle", 3, func(ls [][]byte) { ls[2] = make([]byte, len(ls[2])) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			l := create(t, s, "s")
+			must(t, l.AppendMessage("m1", msg("a")))
+			must(t, l.AppendMessage("m2", msg("b")))
+			must(t, l.AppendRecord(started("c1")))
+			must(t, l.AppendRecord(final("c1", protocol.Completed, "x")))
+			must(t, l.Close())
+			path, _ := s.Path("s")
+			data, err := os.ReadFile(path)
+			must(t, err)
+			lines := bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
+			tc.edit(lines)
+			must(t, os.WriteFile(path, append(bytes.Join(lines, []byte("\n")), '\n'), 0o600))
+
+			_, err = s.Read("s")
+			var fe *sessionlog.Error
+			if !errors.Is(err, sessionlog.ErrCorrupt) || !errors.As(err, &fe) || fe.Line != tc.line || fe.Path != path {
+				t.Fatalf("Read: %v, want ErrCorrupt at line %d of %s", err, tc.line, path)
+			}
+			if want := fmt.Sprintf("%s:%d: ", path, tc.line); !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("error %q does not begin with %q", err, want)
+			}
+			if errors.Is(err, sessionlog.ErrForeign) || errors.Is(err, sessionlog.ErrVersion) {
+				t.Errorf("%v is more than corrupt", err)
+			}
+		})
+	}
+}
+
+func TestForeignFiles(t *testing.T) {
+	other := open(t)
+	l := create(t, other, "sess_other")
+	must(t, l.Close())
+	otherPath, _ := other.Path("sess_other")
+	otherLog, err := os.ReadFile(otherPath)
+	must(t, err)
+
+	for _, tc := range []struct {
+		name    string
+		content []byte
+		line    int
+	}{
+		{"JSON lines of something else", []byte(`{"role":"user","content":"hello"}` + "\n"), 1},
+		{"a binary file", []byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0}, 1},
+		{"an empty file", nil, 0},
+		{"a text file without newlines", []byte("hello"), 1},
+		{"the log of another session", otherLog, 1},
+		{"another format with a crc member", []byte(`{"crc":"00000000","format":"other","version":1}` + "\n"), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			path, _ := s.Path("s")
+			must(t, os.WriteFile(path, tc.content, 0o600))
+			_, err := s.Read("s")
+			var fe *sessionlog.Error
+			if !errors.Is(err, sessionlog.ErrForeign) || !errors.As(err, &fe) || fe.Path != path || fe.Line != tc.line {
+				t.Fatalf("Read: %v, want ErrForeign at line %d of %s", err, tc.line, path)
+			}
+			if errors.Is(err, sessionlog.ErrCorrupt) {
+				t.Errorf("%v is both foreign and corrupt", err)
+			}
+			if _, err := s.Append("s"); !errors.Is(err, sessionlog.ErrForeign) {
+				t.Errorf("Append: %v, want ErrForeign", err)
+			}
+		})
+	}
+}
+
+func TestNewerVersion(t *testing.T) {
+	s := open(t)
+	path, _ := s.Path("s")
+	must(t, os.WriteFile(path, sessionlog.RawLine(`"format":"acpcompact-sessionlog","version":2,"session":"s"`), 0o600))
+	_, err := s.Read("s")
+	if !errors.Is(err, sessionlog.ErrVersion) || !strings.Contains(err.Error(), path+":1: ") {
+		t.Fatalf("Read: %v, want ErrVersion naming %s:1", err, path)
+	}
+}
+
+func TestUnknownKindsAreSkipped(t *testing.T) {
+	s := open(t)
+	l := create(t, s, "s")
+	must(t, l.AppendMessage("m1", msg("a")))
+	must(t, l.Close())
+	path, _ := s.Path("s")
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.Write(sessionlog.RawLine(`"kind":"title","text":"a later writer's"`))
+	must(t, err)
+	must(t, f.Close())
+	l, err = s.Append("s")
+	must(t, err)
+	must(t, l.AppendMessage("m2", msg("b")))
+	must(t, l.Close())
+	words, _ := read(t, s, "s")
+	wantWords(t, words, "m:m1:a", "m:m2:b")
+}
+
+func TestMissingAndInvalidSessions(t *testing.T) {
+	s := open(t)
+	if _, err := s.Read("sess_nope"); !errors.Is(err, sessionlog.ErrNotFound) || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Read of a missing log: %v", err)
+	}
+	if _, err := s.Append("sess_nope"); !errors.Is(err, sessionlog.ErrNotFound) {
+		t.Errorf("Append to a missing log: %v", err)
+	}
+	for _, id := range []string{"", ".hidden", "../escape", "a/b", `a\b`, "sess 1", "séance", strings.Repeat("x", 201)} {
+		if _, err := s.Create(id, nil); !errors.Is(err, sessionlog.ErrSessionID) {
+			t.Errorf("Create(%q): %v, want ErrSessionID", id, err)
+		}
+		if _, err := s.Read(id); !errors.Is(err, sessionlog.ErrSessionID) {
+			t.Errorf("Read(%q): %v, want ErrSessionID", id, err)
+		}
+	}
+	entries, err := os.ReadDir(s.Dir())
+	must(t, err)
+	if len(entries) != 0 {
+		t.Errorf("the store's directory holds %d files", len(entries))
+	}
+	l := create(t, s, "sess_1")
+	if _, err := s.Create("sess_1", nil); !errors.Is(err, sessionlog.ErrExist) {
+		t.Errorf("a second Create: %v", err)
+	}
+	must(t, l.Close())
+	if err := l.AppendMessage("m", msg("x")); !errors.Is(err, sessionlog.ErrClosed) {
+		t.Errorf("append after Close: %v", err)
+	}
+	entries, err = os.ReadDir(s.Dir())
+	must(t, err)
+	if len(entries) != 1 || entries[0].Name() != "sess_1.jsonl" {
+		t.Errorf("the store's directory holds %v, want only sess_1.jsonl (no temporary file)", entries)
+	}
+	if info, err := entries[0].Info(); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("log mode %v, %v", info.Mode(), err)
+	}
+	must(t, s.Remove("sess_1"))
+	if err := s.Remove("sess_1"); !errors.Is(err, sessionlog.ErrNotFound) {
+		t.Errorf("a second Remove: %v", err)
+	}
+}
+
+func RawLineLimit(t *testing.T) {
+	s := open(t, sessionlog.WithMaxLine(1024))
+	l := create(t, s, "s")
+	if err := l.AppendMessage("m1", msg(strings.Repeat("x", 2000))); err == nil {
+		t.Error("a line over the limit was appended")
+	}
+	must(t, l.AppendMessage("m2", msg("fits")))
+	must(t, l.Close())
+	words, _ := read(t, s, "s")
+	wantWords(t, words, "m:m2:fits")
+
+	// A store with a larger limit wrote what this one cannot read.
+	big := open(t)
+	l = create(t, big, "s")
+	must(t, l.AppendMessage("m1", msg(strings.Repeat("x", 2000))))
+	must(t, l.Close())
+	small, err := sessionlog.Open(big.Dir(), sessionlog.WithMaxLine(1024))
+	must(t, err)
+	if _, err := small.Read("s"); !errors.Is(err, sessionlog.ErrCorrupt) || !strings.Contains(err.Error(), ".jsonl:2: ") {
+		t.Errorf("reading a line over the limit: %v", err)
+	}
+}
+
+// TestConcurrentAppends: appends from many goroutines each land as one
+// whole line.
+func TestConcurrentAppends(t *testing.T) {
+	for _, p := range []sessionlog.SyncPolicy{sessionlog.SyncNone, sessionlog.SyncEach} {
+		t.Run(p.String(), func(t *testing.T) {
+			s := open(t, sessionlog.WithSync(p))
+			l := create(t, s, "s")
+			const writers, each = 8, 25
+			var wg sync.WaitGroup
+			for w := range writers {
+				wg.Go(func() {
+					for i := range each {
+						id := fmt.Sprintf("m%d_%d", w, i)
+						if err := l.AppendMessage(id, msg(strings.Repeat("y", 100*w))); err != nil {
+							t.Error(err)
+						}
+						if i%5 == 0 {
+							if err := l.AppendRecord(final("c"+id, protocol.Completed, id)); err != nil {
+								t.Error(err)
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			must(t, l.Close())
+			words, _ := read(t, s, "s")
+			if len(words) != writers*each+writers*each/5 {
+				t.Errorf("%d entries", len(words))
+			}
+		})
+	}
+}
