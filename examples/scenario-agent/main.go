@@ -25,9 +25,23 @@
 //	--auto-compact-every N   every Nth ordinary prompt first compacts
 //	                         automatically (default 0, off)
 //	--log-level LEVEL        debug, info, warn or error (default info)
+//	--state-dir DIR          keep each session in a file of DIR, so that
+//	                         session/load in a later process replays it
+//	                         (default: acpcompact/scenario-agent in the user's
+//	                         state directory, scenario.DefaultStateDir:
+//	                         $XDG_STATE_HOME or ~/.local/state on Linux);
+//	                         --state-dir= (empty) keeps sessions in memory only
 //
-// Sessions live in memory: session/load replays sessions of this process
-// only, and session/close ends one.
+// Each session is a file DIR/<session ID>.jsonl (package sessionlog): its
+// messages and its compactions' records, appended as they happen.
+// session/load replays a session of this process, or of an earlier one
+// from its file; a compaction that an earlier process did not live to
+// settle (SIGKILL during /compact slow) replays as failed, "the agent
+// stopped before the compaction finished", never in_progress. A file that
+// is corrupt, or not a session file at all, fails that session/load with
+// a JSON-RPC error naming the file and the line; the agent serves its
+// other sessions as before. session/close ends a session in this process;
+// its file stays, to be loaded again.
 //
 // SIGINT or SIGTERM shuts the agent down (agentkit's Kit.Shutdown): every
 // compaction still open is settled (failed, "connection closed", or
@@ -86,6 +100,9 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		"re-send in_progress for a compaction silent this long (0 disables it)")
 	every := fs.Int("auto-compact-every", 0, "every Nth ordinary prompt of a session first runs an automatic compaction (0: never)")
 	level := fs.String("log-level", "info", "log level on stderr: debug, info, warn or error")
+	defaultDir, dirErr := scenario.DefaultStateDir()
+	stateDir := fs.String("state-dir", defaultDir,
+		"keep each session in a file of this directory, for session/load in a later process (empty: in memory only)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -102,6 +119,9 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+	if *stateDir == "" && dirErr != nil {
+		logger.Warn("no state directory: sessions live in memory only; pass --state-dir", "error", dirErr)
+	}
 
 	cfg := scenario.Config{
 		Fallback:          *fb,
@@ -110,6 +130,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		Heartbeat:         flagOff(*heartbeat),
 		AutoCompactEvery:  *every,
 		Logger:            logger,
+		StateDir:          *stateDir,
 	}
 	a, err := scenario.New(cfg)
 	if err != nil {
@@ -117,7 +138,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		return 2
 	}
 	logger.Info("scenario-agent serving ACP on stdin/stdout", "fallback", cfg.Fallback, "cancelGrace", *grace,
-		"compactionTimeout", *timeout, "heartbeat", *heartbeat, "autoCompactEvery", *every)
+		"compactionTimeout", *timeout, "heartbeat", *heartbeat, "autoCompactEvery", *every, "stateDir", *stateDir)
 	served := make(chan error, 1)
 	go func() { served <- a.Serve(context.Background(), stdio{stdin, stdout}) }()
 	select {
@@ -136,6 +157,9 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		case <-time.After(handlerGrace):
 			logger.Warn("shutdown: handlers still running; exiting anyway")
 		}
+	}
+	if cerr := a.Close(); cerr != nil {
+		logger.Warn("state directory: session files not closed cleanly", "error", cerr)
 	}
 	if err != nil {
 		logger.Error("scenario-agent stopped", "error", err)

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	buildDir = dir
+	// The scenario agent keeps its sessions in the user's state directory
+	// unless told otherwise: for these tests, in the temporary one.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -13,6 +13,7 @@ package soak
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -30,6 +31,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	buildDir = dir
+	// The scenario agent keeps its sessions in the user's state directory
+	// unless told otherwise: for these tests, in the temporary one.
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 	code := 0
 	func() {
 		defer os.RemoveAll(dir)

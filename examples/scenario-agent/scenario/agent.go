@@ -15,6 +15,7 @@ import (
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/sessionlog"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -70,6 +71,14 @@ type Config struct {
 	// slog.Default(). Nothing but protocol messages is ever written to the
 	// connection.
 	Logger *slog.Logger
+	// StateDir, when set, keeps each session in a file of that directory
+	// (package sessionlog, one <session ID>.jsonl a session): its messages
+	// and its compactions' records, appended as they happen, so that
+	// session/load and session/resume in a later process replay what the
+	// client saw live. A compaction the process did not live to settle
+	// reads back failed (sessionlog's "Crash safety"). Empty: sessions
+	// live in memory only, and end with the process.
+	StateDir string
 }
 
 // Agent is the scenario agent: the sessions of one process and the agentkit
@@ -79,14 +88,18 @@ type Agent struct {
 	log     *slog.Logger
 	kit     *agentkit.Kit
 	settled *settlements
+	store   *sessionlog.Store // nil without a state directory
 
 	mu       sync.Mutex
 	sessions map[string]*session
 	order    []*session
+
+	restoring sync.Mutex // one session read from the state directory at a time
 }
 
-// New returns an agent configured by cfg. It fails only for an unknown
-// fallback name or a negative AutoCompactEvery.
+// New returns an agent configured by cfg. It fails for an unknown fallback
+// name, a negative AutoCompactEvery, or a state directory it cannot
+// create.
 func New(cfg Config) (*Agent, error) {
 	if cfg.Fallback == "" {
 		cfg.Fallback = DefaultFallback
@@ -109,6 +122,11 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Logger = slog.Default()
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, settled: newSettlements(), sessions: map[string]*session{}}
+	if cfg.StateDir != "" {
+		if a.store, err = sessionlog.Open(cfg.StateDir); err != nil {
+			return nil, fmt.Errorf("scenario: state directory: %w", err)
+		}
+	}
 
 	eopts := []emitter.Option{
 		// The key spelled out: WithRecords("") writes the default into its
@@ -179,6 +197,27 @@ func (a *Agent) Serve(ctx context.Context, rwc io.ReadWriteCloser) error {
 // a turn the client cancelled), within ctx and agentkit.CloseTimeout. Each
 // Serve then returns once its handlers have.
 func (a *Agent) Shutdown(ctx context.Context) error { return a.kit.Shutdown(ctx) }
+
+// Close writes what is left to the state directory (the final records of
+// compactions settled since their turn ended) and closes the sessions'
+// files. Call it after the last Serve has returned; the agent must not be
+// used after. Without a state directory it does nothing.
+func (a *Agent) Close() error {
+	a.mu.Lock()
+	sessions := slices.Clone(a.order)
+	a.mu.Unlock()
+	var errs []error
+	for _, s := range sessions {
+		s.persistSettled()
+		s.mu.Lock()
+		if s.log != nil {
+			errs = append(errs, s.log.Close())
+			s.log = nil
+		}
+		s.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
 
 // Serve serves one connection with a fresh Agent configured by cfg; see
 // Agent.Serve. Its sessions end with it, so session/load can only replay
@@ -421,7 +460,11 @@ func (c *conn) newSession(req *jsonrpc2.Request) (any, error) {
 	if err := decode(req, &p); err != nil {
 		return nil, err
 	}
-	s := c.a.newSession(p.Cwd)
+	s, err := c.a.newSession(p.Cwd)
+	if err != nil {
+		c.a.log.Error("session not created", "error", err)
+		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: "session not created: " + err.Error()}
+	}
 	c.a.log.Info("session created", "session", s.id)
 	res := newSessionResult{SessionID: s.id}
 	if c.v2() {
@@ -462,10 +505,16 @@ func (c *conn) closeSession(req *jsonrpc2.Request) (any, error) {
 		return nil, err
 	}
 	// Closing a session stops its work as a cancel does, and ends it: the
-	// agent forgets it (a later load or resume does not find it), so that
-	// memory is bounded by the sessions that are open.
+	// agent forgets it, so that memory is bounded by the sessions that are
+	// open. Without a state directory a later load or resume does not find
+	// it; with one, it reads the session back from its file, which is
+	// closed once the turn it stopped has written its end.
 	s.cancelTurn()
 	c.a.forget(s)
+	s.mu.Lock()
+	s.closed = true
+	s.closeLogLocked()
+	s.mu.Unlock()
 	return struct{}{}, nil
 }
 
@@ -479,9 +528,16 @@ func (a *Agent) forget(s *session) {
 	a.order = slices.DeleteFunc(a.order, func(x *session) bool { return x == s })
 }
 
-// load answers v1 session/load: the replay, then the response.
+// load answers v1 session/load: the replay, then the response. A session
+// of an earlier process is read from the state directory first.
 func (c *conn) load(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
-	s, err := c.sessionOf(req)
+	var p struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := decode(req, &p); err != nil {
+		return nil, err
+	}
+	s, err := c.a.restored(p.SessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -501,9 +557,9 @@ func (c *conn) resume(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 	if err := decode(req, &p); err != nil {
 		return nil, err
 	}
-	s := c.a.session(p.SessionID)
-	if s == nil {
-		return nil, errUnknownSession(p.SessionID)
+	s, err := c.a.restored(p.SessionID)
+	if err != nil {
+		return nil, err
 	}
 	if len(p.ReplayFrom) > 0 && string(p.ReplayFrom) != "null" {
 		var cursor struct {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/acpcompact/acpcompact/sessionlog"
 )
 
 // Simulated context accounting, for plausible records and usage updates.
@@ -42,8 +43,8 @@ type entry struct {
 // watchdog settled after its turn replays as what it became.
 type compEntry struct {
 	mu       sync.Mutex
-	handle   *emitter.Compaction // nil when the runtime failed before any start
-	early    emitter.Record      // the record of such a failure
+	handle   *emitter.Compaction // nil when the runtime failed before any start, or another process ran it
+	stored   emitter.Record      // then: the record of that failure, or the one read from the state directory
 	streamed []protocol.ContentBlock
 }
 
@@ -70,7 +71,7 @@ func (c *compEntry) streamedText() string {
 // summary (ClearSummary) or gave none after nothing streamed replays none.
 func (c *compEntry) record() emitter.Record {
 	if c.handle == nil {
-		return c.early
+		return c.stored
 	}
 	rec := c.handle.Record()
 	if rec.KeptStreamed {
@@ -84,6 +85,7 @@ func (c *compEntry) record() emitter.Record {
 // session is one ACP session's state, shared by every connection of the
 // process.
 type session struct {
+	a       *Agent
 	id      string
 	cwd     string
 	created time.Time
@@ -96,6 +98,15 @@ type session struct {
 	tokens      int64 // simulated context size
 	updated     time.Time
 	turn        *running // the running turn, nil when idle
+
+	// With a state directory: the session's log, and the compactions whose
+	// final record it does not have yet (persistSettled). active counts
+	// the handlers that may still write to it; closed is session/close,
+	// after which the last of them closes it.
+	log         *sessionlog.Log
+	unpersisted []*compEntry
+	active      int
+	closed      bool
 }
 
 func newSessionID() string {
@@ -104,17 +115,26 @@ func newSessionID() string {
 	return "sess_" + hex.EncodeToString(b[:])
 }
 
-func (a *Agent) newSession(cwd string) *session {
+// newSession creates a session, and its log in the state directory if the
+// agent has one.
+func (a *Agent) newSession(cwd string) (*session, error) {
 	if cwd == "" {
 		cwd = "/"
 	}
 	now := time.Now()
-	s := &session{id: newSessionID(), cwd: cwd, created: now, updated: now, tokens: startTokens}
+	s := &session{a: a, id: newSessionID(), cwd: cwd, created: now, updated: now, tokens: startTokens}
+	if a.store != nil {
+		l, err := a.store.Create(s.id, storedInfo{Cwd: cwd})
+		if err != nil {
+			return nil, fmt.Errorf("the session's state file: %w", err)
+		}
+		s.log = l
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sessions[s.id] = s
 	a.order = append(a.order, s)
-	return s
+	return s, nil
 }
 
 func (a *Agent) session(id string) *session {
@@ -194,6 +214,7 @@ func (s *session) addMessage(r role, content []json.RawMessage) string {
 	}
 	id := fmt.Sprintf("%s%d", prefix, s.nextMessage)
 	s.entries = append(s.entries, entry{role: r, messageID: id, content: content})
+	s.appendMessageLocked(r, id, content)
 	for _, b := range content {
 		s.tokens += tokensPerEntry + int64(len(b))/4
 	}
@@ -211,11 +232,27 @@ func (s *session) nextCompactionID() protocol.ID {
 	return protocol.ID(fmt.Sprintf("cmp_%d", s.nextCmp))
 }
 
+// addCompaction adds a compaction to the history where it starts; its
+// log gets the start (its in_progress record, so that a crash before it
+// settles reads back failed) and, once it settles, its final record.
 func (s *session) addCompaction(c *compEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.entries = append(s.entries, entry{comp: c})
 	s.updated = time.Now()
+	if s.log == nil {
+		return
+	}
+	if c.handle == nil {
+		// Settled before it started (failearly): its final record, now,
+		// at its place.
+		s.appendRecordLocked(c.stored)
+		return
+	}
+	if rec := c.handle.Record(); !rec.Status.Terminal() {
+		s.appendRecordLocked(rec) // its start
+	}
+	s.unpersisted = append(s.unpersisted, c)
 }
 
 func (s *session) snapshot() []entry {

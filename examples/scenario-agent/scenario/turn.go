@@ -75,6 +75,10 @@ func (c *conn) prompt(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 		c.reply(ctx, rpc, req, nil, errInvalidParams("prompt must not be empty"))
 		return
 	}
+	// The turn's messages and records go to the session's log until the
+	// response is written (the kit settles what is open before it).
+	s.enter()
+	defer s.leave()
 	ctx, run, ok := s.beginTurn(ctx)
 	if !ok {
 		c.reply(ctx, rpc, req, nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidRequest, Message: "a prompt is already running in this session"})
@@ -352,7 +356,7 @@ func (t *turn) failEarly() (string, error) {
 		rec.Details = settled.details
 	default:
 	}
-	t.s.addCompaction(&compEntry{early: rec})
+	t.s.addCompaction(&compEntry{stored: rec})
 	return t.stopReason(), nil
 }
 

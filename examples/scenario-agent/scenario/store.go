@@ -1,0 +1,218 @@
+package scenario
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/acpcompact/acpcompact/sessionlog"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// What the agent keeps in a session's log (package sessionlog): the
+// header's info, and each message's data. Compactions are emitter
+// records, in sessionlog's own entries.
+type (
+	storedInfo struct {
+		Cwd string `json:"cwd"`
+	}
+	storedMessage struct {
+		Role    string            `json:"role"` // "user" or "agent"
+		Content []json.RawMessage `json:"content"`
+	}
+)
+
+func roleName(r role) string {
+	if r == roleUser {
+		return "user"
+	}
+	return "agent"
+}
+
+// appendMessageLocked writes a message to the session's log; s.mu must be
+// held, so that the log's order is the history's.
+func (s *session) appendMessageLocked(r role, id string, content []json.RawMessage) {
+	if s.log == nil {
+		return
+	}
+	if err := s.log.AppendMessage(id, storedMessage{Role: roleName(r), Content: content}); err != nil {
+		s.a.log.Warn("message not persisted", "session", s.id, "message", id, "error", err)
+	}
+}
+
+// appendRecordLocked writes a compaction's record (its start, or its final
+// record) to the session's log; s.mu must be held.
+func (s *session) appendRecordLocked(rec emitter.Record) {
+	if s.log == nil {
+		return
+	}
+	if err := s.log.AppendRecord(rec); err != nil {
+		s.a.log.Warn("compaction record not persisted", "session", s.id, "compaction", rec.ID, "status", rec.Status, "error", err)
+	}
+}
+
+// persistSettled writes the final record of each compaction that has
+// settled since the last call, in the order they started. The agent calls
+// it once a turn's response is written (whoever settled them, the
+// runtime, the kit at the turn's end or the watchdog, has by then), and
+// when the agent closes.
+func (s *session) persistSettled() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep := s.unpersisted[:0]
+	for _, c := range s.unpersisted {
+		if rec := c.record(); rec.Status.Terminal() {
+			s.appendRecordLocked(rec)
+			continue
+		}
+		keep = append(keep, c)
+	}
+	clear(s.unpersisted[len(keep):])
+	s.unpersisted = keep
+}
+
+// enter marks a handler that writes to the session's log as running; leave
+// ends it, closing the log if the session was closed meanwhile.
+func (s *session) enter() {
+	s.mu.Lock()
+	s.active++
+	s.mu.Unlock()
+}
+
+func (s *session) leave() {
+	s.persistSettled()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.active--
+	s.closeLogLocked()
+}
+
+// closeLogLocked closes the log of a closed session once no handler
+// writes to it.
+func (s *session) closeLogLocked() {
+	if !s.closed || s.active > 0 || s.log == nil {
+		return
+	}
+	if err := s.log.Close(); err != nil {
+		s.a.log.Warn("session log not closed cleanly", "session", s.id, "error", err)
+	}
+	s.log = nil
+}
+
+// restored returns the session sessionID from the state directory, read
+// into memory and open for appending, or the error that session/load
+// answers with: unknown session for none, a state file error naming the
+// file for a log it cannot read.
+func (a *Agent) restored(sessionID string) (*session, error) {
+	if s := a.session(sessionID); s != nil || a.store == nil {
+		if s == nil {
+			return nil, errUnknownSession(sessionID)
+		}
+		return s, nil
+	}
+	a.restoring.Lock()
+	defer a.restoring.Unlock()
+	if s := a.session(sessionID); s != nil {
+		return s, nil
+	}
+	s, err := a.restore(sessionID)
+	if errors.Is(err, sessionlog.ErrNotFound) || errors.Is(err, sessionlog.ErrSessionID) {
+		return nil, errUnknownSession(sessionID)
+	}
+	if err != nil {
+		a.log.Warn("session not restored", "session", sessionID, "error", err)
+		return nil, errStateFile(sessionID, err)
+	}
+	a.mu.Lock()
+	a.sessions[s.id] = s
+	a.order = append(a.order, s)
+	a.mu.Unlock()
+	a.log.Info("session restored", "session", s.id, "entries", len(s.entries), "file", s.log.Path())
+	return s, nil
+}
+
+// errStateFile answers session/load for a session whose log cannot be
+// read: the message names the file (and the line), and the data carries
+// them too.
+func errStateFile(sessionID string, err error) error {
+	e := &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError,
+		Message: fmt.Sprintf("session %q cannot be loaded from its state file: %v", sessionID, err)}
+	var fe *sessionlog.Error
+	if errors.As(err, &fe) {
+		e.SetError(map[string]any{"file": fe.Path, "line": fe.Line})
+	}
+	return e
+}
+
+// restore reads a session's log into a new session.
+func (a *Agent) restore(sessionID string) (*session, error) {
+	r, err := a.store.Read(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	h := r.Header()
+	var info storedInfo
+	if len(h.Info) > 0 {
+		if err := json.Unmarshal(h.Info, &info); err != nil {
+			return nil, &sessionlog.Error{Path: r.Path(), Line: 1, Kind: sessionlog.ErrForeign, Detail: "not a scenario-agent session", Err: err}
+		}
+	}
+	s := &session{a: a, id: sessionID, cwd: info.Cwd, created: h.Created, updated: h.Created, tokens: startTokens}
+	if s.cwd == "" {
+		s.cwd = "/"
+	}
+	for e, err := range r.Entries() {
+		if err != nil {
+			return nil, err
+		}
+		switch e.Kind {
+		case sessionlog.KindMessage:
+			var m storedMessage
+			if err := json.Unmarshal(e.Data, &m); err != nil || (m.Role != "user" && m.Role != "agent") || e.MessageID == "" {
+				return nil, &sessionlog.Error{Path: r.Path(), Line: e.Line, Kind: sessionlog.ErrForeign, Detail: "not a scenario-agent message", Err: err}
+			}
+			rl := roleAgent
+			if m.Role == "user" {
+				rl = roleUser
+				if f := strings.Fields(firstText(m.Content)); len(f) == 0 || f[0] != "/compact" {
+					s.ordinary++
+				}
+			}
+			s.entries = append(s.entries, entry{role: rl, messageID: e.MessageID, content: m.Content})
+			for _, b := range m.Content {
+				s.tokens += tokensPerEntry + int64(len(b))/4
+			}
+			s.nextMessage = max(s.nextMessage, idNumber(e.MessageID))
+		case sessionlog.KindCompaction:
+			rec := e.Record
+			s.entries = append(s.entries, entry{comp: &compEntry{stored: rec}})
+			if rec.Status == protocol.Completed && rec.Details != nil && rec.Details.TokensAfter > 0 {
+				s.tokens = rec.Details.TokensAfter
+			}
+			s.nextCmp = max(s.nextCmp, idNumber(string(rec.ID)))
+		}
+	}
+	if st, err := os.Stat(r.Path()); err == nil {
+		s.updated = st.ModTime()
+	}
+	if s.log, err = a.store.Append(sessionID); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// idNumber returns N of an ID ending in _N (msg_user_3, cmp_7), else 0.
+func idNumber(id string) int {
+	i := strings.LastIndexByte(id, '_')
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
