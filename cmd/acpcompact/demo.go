@@ -10,6 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -24,10 +26,13 @@ const demoUsage = `usage: acpcompact demo [--wire] [--fallback NAME] [--verbose]
 Runs the scenario agent (examples/scenario-agent) in this process against two
 ACP v1 clients, one that advertises clientCapabilities.session.compaction and
 one that does not. Each plays the same script (a normal prompt, /compact,
-/compact fail, a /compact slow it cancels after a couple of chunks), then
-reconnects and loads the session. The timeline each client would show is
-printed: one row per message or compaction, each compaction updated in place.
-No network, API key or model is needed.
+/compact fail, a /compact slow it cancels after a couple of chunks) with the
+agent keeping its sessions in a temporary state directory. Then that agent is
+stopped, a new agent process starts on the same directory (this program,
+re-executed as 'acpcompact demo-agent'), and the client loads the session
+from it. The timeline each client would show is printed: one row per message
+or compaction, each compaction updated in place. No network, API key or model
+is needed.
 
 --wire prints the JSON-RPC messages instead, in the transcript format that
 'acpcompact check' reads:
@@ -56,9 +61,10 @@ type demoClient struct {
 
 // demoConn is one finished client connection and what to call it.
 type demoConn struct {
-	title string
-	cl    *client.Client
-	sid   string
+	title   string // in the transcript
+	heading string // over the timeline
+	cl      *client.Client
+	sid     string
 }
 
 // runDemo implements "acpcompact demo"; args exclude the subcommand name.
@@ -87,13 +93,13 @@ func runDemo(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	agent, err := scenario.New(scenario.Config{Fallback: *fb, Logger: logger})
-	if err != nil {
+	if _, err := fallback.ByName(*fb); err != nil {
 		fmt.Fprintf(stderr, "acpcompact demo: %v\n", err)
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(ctx, demoTimeout)
 	defer cancel()
+	d := demo{cfg: scenario.Config{Fallback: *fb, Logger: logger}, verbose: *verbose, stderr: stderr}
 
 	clients := []demoClient{
 		{name: "A", capable: true},
@@ -103,9 +109,11 @@ func runDemo(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 		fmt.Fprintf(stdout, "acpcompact demo: the scenario agent, in process, and two ACP v1 clients.\n")
 		fmt.Fprintf(stdout, "Client A advertises clientCapabilities.session.compaction and gets compaction_update /\n")
 		fmt.Fprintf(stdout, "compaction_summary_chunk; client B does not, and gets the %q fallback instead.\n", *fb)
+		fmt.Fprintf(stdout, "The agent keeps each session in a file of a temporary state directory; after the\n")
+		fmt.Fprintf(stdout, "live session it is stopped, and a new agent process loads the session from the file.\n")
 	}
 	for _, dc := range clients {
-		conns, err := demoPlay(ctx, agent, dc)
+		conns, err := d.play(ctx, dc)
 		if err != nil {
 			fmt.Fprintf(stderr, "acpcompact demo: client %s: %v\n", dc.name, err)
 			return 1
@@ -126,9 +134,28 @@ func runDemo(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	return 0
 }
 
-// demoPlay runs one client against the agent: the script on a live
-// connection, then session/load on a fresh one.
-func demoPlay(ctx context.Context, agent *scenario.Agent, dc demoClient) ([]demoConn, error) {
+// demo runs the scenario agent for the demo's clients.
+type demo struct {
+	cfg     scenario.Config // with the temporary state directory
+	verbose bool
+	stderr  io.Writer
+}
+
+// play runs one client against the agent: the script on a live connection
+// to an agent in this process, which is then stopped; then session/load on
+// a new agent process that reads the session from the state directory, a
+// temporary one, removed before anything is printed.
+func (d demo) play(ctx context.Context, dc demoClient) ([]demoConn, error) {
+	dir, err := os.MkdirTemp("", "acpcompact-demo-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	d.cfg.StateDir = dir
+	agent, err := scenario.New(d.cfg)
+	if err != nil {
+		return nil, err
+	}
 	live, done, err := demoConnect(ctx, agent, dc.capable)
 	if err != nil {
 		return nil, err
@@ -145,26 +172,120 @@ func demoPlay(ctx context.Context, agent *scenario.Agent, dc demoClient) ([]demo
 	if err := demoHangUp(live, done); err != nil {
 		return nil, err
 	}
+	if err := agent.Close(); err != nil { // the agent stops: its files are closed
+		return nil, fmt.Errorf("stopping the agent: %w", err)
+	}
 
-	loaded, done, err := demoConnect(ctx, agent, dc.capable)
+	loaded, how, err := d.restart(ctx, dc.capable)
 	if err != nil {
 		return nil, err
 	}
-	if err := loaded.Load(ctx, sid, demoCwd); err != nil {
+	if err := loaded.load(ctx, sid); err != nil {
 		return nil, fmt.Errorf("session/load: %w", err)
 	}
-	if err := demoHangUp(loaded, done); err != nil {
-		return nil, err
-	}
-	how := "with the capability"
+	capability := "with the capability"
 	if !dc.capable {
-		how = "without the capability"
+		capability = "without the capability"
 	}
 	return []demoConn{
-		{title: fmt.Sprintf("client %s (v1, %s): live session", dc.name, how), cl: live, sid: sid},
-		{title: fmt.Sprintf("client %s (v1, %s): session/load on a fresh connection", dc.name, how), cl: loaded, sid: sid},
+		{title: fmt.Sprintf("client %s (v1, %s): live session, the agent in process %d", dc.name, capability, os.Getpid()), cl: live, sid: sid,
+			heading: fmt.Sprintf("Live session %s (the agent runs in this process, pid %d)", sid, os.Getpid())},
+		{title: fmt.Sprintf("client %s (v1, %s): the agent stopped, session/load in %s", dc.name, capability, how), cl: loaded.cl, sid: sid,
+			heading: fmt.Sprintf("After a restart: that agent was stopped; %s reads\n  %s from the state directory, and session/load replays the history", how, sid+".jsonl")},
 	}, nil
 }
+
+// restarted is the client of the agent the demo restarts, and how to end
+// it.
+type restarted struct {
+	cl   *client.Client
+	stop func() error
+}
+
+// load loads sid and stops the agent.
+func (r restarted) load(ctx context.Context, sid string) error {
+	err := r.cl.Load(ctx, sid, demoCwd)
+	if serr := r.stop(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// restart starts a new agent on the state directory: a new process, this
+// program re-executed as "acpcompact demo-agent", and initializes a client
+// on its stdio. Where a process cannot be started, a new agent in this
+// process stands in, and how says so.
+func (d demo) restart(ctx context.Context, capable bool) (r restarted, how string, err error) {
+	exe, err := os.Executable()
+	if err == nil {
+		var cmd *exec.Cmd
+		if r, cmd, err = d.startProcess(ctx, exe, capable); err == nil {
+			return r, fmt.Sprintf("a new agent process (pid %d)", cmd.Process.Pid), nil
+		}
+	}
+	fmt.Fprintf(d.stderr, "acpcompact demo: no new agent process (%v); a new agent in this process loads the session instead\n", err)
+	agent, err := scenario.New(d.cfg)
+	if err != nil {
+		return r, "", err
+	}
+	cl, done, err := demoConnect(ctx, agent, capable)
+	if err != nil {
+		return r, "", err
+	}
+	stop := func() error {
+		err := demoHangUp(cl, done)
+		if cerr := agent.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	return restarted{cl: cl, stop: stop}, "a new agent in this process", nil
+}
+
+// startProcess runs exe demo-agent on the state directory.
+func (d demo) startProcess(ctx context.Context, exe string, capable bool) (restarted, *exec.Cmd, error) {
+	args := []string{demoAgentCommand, "--state-dir", d.cfg.StateDir, "--fallback", d.cfg.Fallback}
+	if d.verbose {
+		args = append(args, "--verbose")
+	}
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Stderr = d.stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return restarted{}, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return restarted{}, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return restarted{}, nil, err
+	}
+	cl := client.New(ctx, processPipes{r: stdout, w: stdin})
+	stop := func() error {
+		_ = stdin.Close() // the end of its input: the agent answers what it read and exits
+		<-cl.Done()
+		if err := cmd.Wait(); err != nil {
+			return fmt.Errorf("the new agent process: %w", err)
+		}
+		return nil
+	}
+	if _, err := cl.Initialize(ctx, 1, capable); err != nil {
+		_ = stop()
+		return restarted{}, nil, fmt.Errorf("initialize: %w", err)
+	}
+	return restarted{cl: cl, stop: stop}, cmd, nil
+}
+
+// processPipes joins a child's stdout and stdin into one connection.
+type processPipes struct {
+	r io.Reader
+	w io.WriteCloser
+}
+
+func (p processPipes) Read(b []byte) (int, error)  { return p.r.Read(b) }
+func (p processPipes) Write(b []byte) (int, error) { return p.w.Write(b) }
+func (p processPipes) Close() error                { return p.w.Close() }
 
 // demoConnect serves a new connection of agent over net.Pipe and
 // initializes a v1 client on it.
@@ -249,11 +370,7 @@ func demoWriteTimelines(w io.Writer, dc demoClient, fb string, conns []demoConn)
 	head := fmt.Sprintf("Client %s  (%s)", dc.name, how)
 	fmt.Fprintf(&b, "\n%s\n%s\n", head, strings.Repeat("=", len(head)))
 	for i, c := range conns {
-		title := "Live session " + c.sid
-		if i > 0 {
-			title = "After reconnecting: session/load on a fresh connection replays the history"
-		}
-		fmt.Fprintf(&b, "\n  %s\n\n", title)
+		fmt.Fprintf(&b, "\n  %s\n\n", c.heading)
 		v := newDemoView(c.cl.Messages(), c.sid, i > 0)
 		v.render(&b)
 		fmt.Fprintf(&b, "\n  %s\n", demoVerdict(c.cl))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,15 @@ import (
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 )
+
+// TestMain lets the demo re-execute the test binary as its new agent
+// process ("acpcompact demo-agent").
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == demoAgentCommand {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 type demoResult struct {
 	code           int
@@ -49,7 +59,7 @@ func TestDemoPrintsEachClientsTimeline(t *testing.T) {
 		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
 	}
 	a, b := demoSection(t, r.stdout, "A"), demoSection(t, r.stdout, "B")
-	live, replay, ok := strings.Cut(a, "After reconnecting: session/load")
+	live, replay, ok := strings.Cut(a, "After a restart: that agent was stopped; a new agent process (pid ")
 	if !ok {
 		t.Fatalf("client A has no replay section:\n%s", a)
 	}
@@ -98,6 +108,25 @@ func TestDemoPrintsEachClientsTimeline(t *testing.T) {
 	}
 	if n := strings.Count(r.stdout, "no violations"); n != 4 {
 		t.Errorf("%d of 4 connections passed the conformance checker:\n%s", n, r.stdout)
+	}
+	// The reload is a new process: not this one, and not the other
+	// client's.
+	var pids []int
+	for _, sec := range []string{a, b} {
+		var live, loaded int
+		if _, err := fmt.Sscanf(sec[strings.Index(sec, "(the agent runs in this process, pid "):], "(the agent runs in this process, pid %d)", &live); err != nil {
+			t.Fatalf("no live pid: %v\n%s", err, sec)
+		}
+		if _, err := fmt.Sscanf(sec[strings.Index(sec, "a new agent process (pid "):], "a new agent process (pid %d)", &loaded); err != nil {
+			t.Fatalf("no new process: %v\n%s", err, sec)
+		}
+		if live != os.Getpid() || loaded == live {
+			t.Errorf("live in pid %d (this test is %d), loaded in pid %d", live, os.Getpid(), loaded)
+		}
+		pids = append(pids, loaded)
+	}
+	if pids[0] == pids[1] {
+		t.Errorf("both clients loaded from process %d", pids[0])
 	}
 }
 

@@ -44,6 +44,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runCheck(ctx, args[1:], stdin, stdout, stderr)
 	case "proxy":
 		return runProxy(ctx, args[1:], stdin, stdout, stderr)
+	case demoAgentCommand: // the demo's new agent process; not listed
+		return runDemoAgent(ctx, args[1:], stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

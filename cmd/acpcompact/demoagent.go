@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
+)
+
+// demoAgentCommand is the subcommand the demo re-executes this program
+// with, to load a session in a new agent process. It is not listed in the
+// usage: it serves the demo only.
+const demoAgentCommand = "demo-agent"
+
+// runDemoAgent serves one ACP connection on stdin/stdout with the scenario
+// agent on a state directory, until the end of stdin.
+func runDemoAgent(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(demoAgentCommand, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("state-dir", "", "the state directory the demo's first agent wrote (required)")
+	fb := fs.String("fallback", scenario.DefaultFallback, "the form a client without the capability gets")
+	verbose := fs.Bool("verbose", false, "log to stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *dir == "" || fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "usage: acpcompact %s --state-dir DIR [--fallback NAME] [--verbose]\n", demoAgentCommand)
+		return 2
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if *verbose {
+		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("pid", os.Getpid())
+	}
+	a, err := scenario.New(scenario.Config{Fallback: *fb, Logger: logger, StateDir: *dir})
+	if err != nil {
+		fmt.Fprintf(stderr, "acpcompact %s: %v\n", demoAgentCommand, err)
+		return 2
+	}
+	err = a.Serve(ctx, stdioConn{stdin, stdout})
+	if cerr := a.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "acpcompact %s: %v\n", demoAgentCommand, err)
+		return 1
+	}
+	return 0
+}
+
+// stdioConn is the agent's end of the connection on stdin and stdout.
+type stdioConn struct {
+	r io.Reader
+	w io.Writer
+}
+
+func (s stdioConn) Read(p []byte) (int, error)  { return s.r.Read(p) }
+func (s stdioConn) Write(p []byte) (int, error) { return s.w.Write(p) }
+
+// Close closes stdout, which tells the client the agent is gone.
+func (s stdioConn) Close() error {
+	if c, ok := s.w.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
