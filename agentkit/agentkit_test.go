@@ -456,7 +456,7 @@ func stateUpdate(ctx context.Context, conn *jsonrpc2.Conn, sid, state, stop stri
 }
 
 func TestV1ClientWithoutTheCapabilitySeesNoStandardUpdates(t *testing.T) {
-	marker := emitter.RendererFunc(func(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
+	marker := rendererFunc(func(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
 		text := map[emitter.EventKind]string{emitter.EventStarted: "Compacting...", emitter.EventSettled: "\n\nCompacting " + string(ev.Status) + "."}[ev.Kind]
 		if text == "" {
 			return nil
@@ -633,4 +633,11 @@ func TestCancelReachesItsPromptAndNeverTheNext(t *testing.T) {
 		t.Errorf("of %d pairs: %d cancels lost, %d applied to the next prompt", pairs, lost, stale)
 	}
 	kittest.CheckRaceStatuses(t, evs, pairs)
+}
+
+// rendererFunc adapts a function to emitter.Renderer.
+type rendererFunc func(ctx context.Context, ev emitter.Event, n emitter.Notifier) error
+
+func (f rendererFunc) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
+	return f(ctx, ev, n)
 }

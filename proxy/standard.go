@@ -275,7 +275,7 @@ func (c *conn) gateStandard(ctx context.Context, n int, sid string, u any) actio
 		if blocks, ok := u.Summary.Get(); ok {
 			opts = append(opts, emitter.Summary(blocks...))
 		} else if u.Summary.IsNull() {
-			opts = append(opts, emitter.ClearSummary())
+			opts = append(opts, emitter.Summary())
 		}
 		if m, ok := u.Meta.Get(); ok {
 			opts = append(opts, emitter.WithSettleMeta(m))

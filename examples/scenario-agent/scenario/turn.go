@@ -331,7 +331,7 @@ func (t *turn) fail() (string, error) {
 		return "", err
 	}
 	c.chunk(t.summary()[0])
-	c.logSettle(c.h.Fail(t.ctx, ErrSummaryRequest, emitter.ClearSummary(), emitter.WithDetails(t.s.details("", false))))
+	c.logSettle(c.h.Fail(t.ctx, ErrSummaryRequest, emitter.Summary(), emitter.WithDetails(t.s.details("", false))))
 	return t.stopReason(), nil
 }
 
@@ -391,7 +391,7 @@ func (c *compaction) interrupted() (string, error) {
 	if !cancelled(t.ctx) {
 		return "", context.Cause(t.ctx)
 	}
-	c.logSettle(c.h.Cancel(t.ctx, emitter.ClearSummary(), emitter.WithDetails(t.s.details("", false))))
+	c.logSettle(c.h.Cancel(t.ctx, emitter.Summary(), emitter.WithDetails(t.s.details("", false))))
 	return stopCancelled, nil
 }
 
