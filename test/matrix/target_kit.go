@@ -94,7 +94,7 @@ func (a *kitAgent) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc
 		notify: func(ctx context.Context, method string, params any) error {
 			return conn.Notify(context.WithoutCancel(ctx), method, params)
 		},
-		session: func() sessionReporter { return a.kit.Session(conn, sessionID) },
+		session: func(ctx context.Context) sessionReporter { return agentkit.SessionFrom(ctx, sessionID) },
 		emitter: func() (*emitter.Emitter, error) { return a.kit.Emitter(conn) },
 	}
 	var params json.RawMessage
