@@ -170,3 +170,45 @@ func TestHandleCallsAreHeldWhileTheTurnEndIsSettled(t *testing.T) {
 	h.Play(r.ctx, t, r.client, session)
 	h.Check(t, r.finish(1))
 }
+
+// TestSessionFromInAHandlerAndAGoroutineThatOutlivesIt: SessionFrom reads
+// the connection from the prompt handler's context, and from that context
+// in a goroutine that outlives the handler; there, with no turn running, a
+// start is refused with emitter.ErrOutsideTurn unless it is a background
+// one, which the client sees when the next turn begins.
+func TestSessionFromInAHandlerAndAGoroutineThatOutlivesIt(t *testing.T) {
+	answered := make(chan struct{})
+	late := make(chan error, 1)
+	a := &agent{}
+	prompts := 0
+	a.prompt = func(ctx context.Context, _ *jsonrpc2.Conn, sid string) (any, error) {
+		if prompts++; prompts > 1 {
+			return endTurn()
+		}
+		c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"))
+		if err != nil {
+			return nil, err
+		}
+		if err := c.Complete(ctx); err != nil {
+			return nil, err
+		}
+		go func() {
+			<-answered
+			late <- kittest.OutsideTheTurn(ctx, agentkit.SessionFrom(ctx, sid))
+		}()
+		return endTurn()
+	}
+	r := newRig(t, a)
+	r.initialize(1, true)
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	close(answered)
+	if err := <-late; err != nil {
+		t.Error(err)
+	}
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	kittest.CheckOutsideTheTurn(t, r.finish(1))
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,4 +234,48 @@ func TestHandleCallsAreHeldWhileTheTurnEndIsSettled(t *testing.T) {
 	r.initialize(1, true)
 	h.Play(r.ctx, t, r.client, session)
 	h.Check(t, r.finish(1))
+}
+
+// TestSessionFromInAHandlerAndAGoroutineThatOutlivesIt: SessionFrom reads
+// the connection from Prompt's context, and from that context in a
+// goroutine that outlives Prompt; there, with no turn running, a start is
+// refused with emitter.ErrOutsideTurn unless it is a background one, which
+// the client sees when the next turn begins.
+func TestSessionFromInAHandlerAndAGoroutineThatOutlivesIt(t *testing.T) {
+	answered := make(chan struct{})
+	late := make(chan error, 1)
+	a := &agent{}
+	var prompts atomic.Int32
+	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+		if prompts.Add(1) > 1 {
+			return endTurn()
+		}
+		sid := string(p.SessionId)
+		c, err := acpsdk.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"))
+		if err != nil {
+			return acp.PromptResponse{}, err
+		}
+		if err := c.Complete(ctx); err != nil {
+			return acp.PromptResponse{}, err
+		}
+		go func() {
+			<-answered
+			late <- kittest.OutsideTheTurn(ctx, acpsdk.SessionFrom(ctx, sid))
+		}()
+		return endTurn()
+	}
+	r := newRig(t)
+	r.serve(a)
+	r.initialize(1, true)
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	close(answered)
+	if err := <-late; err != nil {
+		t.Error(err)
+	}
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	kittest.CheckOutsideTheTurn(t, r.finish(1))
 }
