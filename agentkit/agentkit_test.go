@@ -525,7 +525,7 @@ func TestSessionErrorsAreSentinels(t *testing.T) {
 	if _, err := a.kit.Emitter(r.agent); !errors.Is(err, agentkit.ErrNotInitialized) {
 		t.Errorf("Emitter before initialize: %v", err)
 	}
-	for _, c := range []context.Context{context.Background(), context.WithValue(ctx, struct{}{}, 1)} {
+	for _, c := range []context.Context{context.Background(), context.WithValue(ctx, otherKey{}, 1)} {
 		if _, err := agentkit.SessionFrom(c, session).Start(ctx); !errors.Is(err, agentkit.ErrUnknownConn) {
 			t.Errorf("a context no kit handler derived: %v", err)
 		}
@@ -652,3 +652,6 @@ type rendererFunc func(ctx context.Context, ev emitter.Event, n emitter.Notifier
 func (f rendererFunc) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
 	return f(ctx, ev, n)
 }
+
+// otherKey is a context key of the test's own.
+type otherKey struct{}

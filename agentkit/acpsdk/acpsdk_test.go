@@ -397,7 +397,7 @@ func TestSessionErrorsAreSentinels(t *testing.T) {
 	if _, err := acpsdk.SessionFrom(handlerCtx, session).Start(ctx); !errors.Is(err, acpsdk.ErrNotInitialized) {
 		t.Errorf("before initialize: %v", err)
 	}
-	for _, c := range []context.Context{context.Background(), context.WithValue(ctx, struct{}{}, 1)} {
+	for _, c := range []context.Context{context.Background(), context.WithValue(ctx, otherKey{}, 1)} {
 		if _, err := acpsdk.SessionFrom(c, session).Start(ctx); !errors.Is(err, acpsdk.ErrUnknownConn) {
 			t.Errorf("a context no kit handler derived: %v", err)
 		}
@@ -459,3 +459,6 @@ func TestCancelReachesItsPromptAndNeverTheNext(t *testing.T) {
 	}
 	kittest.CheckRaceStatuses(t, evs, pairs)
 }
+
+// otherKey is a context key of the test's own.
+type otherKey struct{}

@@ -155,4 +155,3 @@ func TestKitPathStaysWithinTheLimit(t *testing.T) {
 		t.Errorf("the two kits' paths have %d names, more than %d", total, kitPathLimit)
 	}
 }
-

@@ -53,13 +53,13 @@ func (o *Outlive) pump(ctx context.Context, s Starter, turn *emitter.Compaction)
 	<-o.turnOver
 	var errs []error
 	if c, err := s.Start(ctx, emitter.WithID("cmp_late")); c != nil || !errors.Is(err, emitter.ErrOutsideTurn) {
-		errs = append(errs, fmt.Errorf("Start after the turn = %v, %v; want ErrOutsideTurn", c, err))
+		errs = append(errs, fmt.Errorf("after the turn, Start = %v, %v; want ErrOutsideTurn", c, err))
 	}
 	if err := turn.Chunk(ctx, protocol.Text("late")); !errors.Is(err, emitter.ErrSettled) {
-		errs = append(errs, fmt.Errorf("Chunk of the settled compaction after the turn = %v; want ErrSettled", err))
+		errs = append(errs, fmt.Errorf("after the turn, Chunk of the settled compaction = %v; want ErrSettled", err))
 	}
 	if err := turn.Complete(ctx); !errors.Is(err, emitter.ErrSettled) {
-		errs = append(errs, fmt.Errorf("Complete of the settled compaction after the turn = %v; want ErrSettled", err))
+		errs = append(errs, fmt.Errorf("after the turn, Complete of the settled compaction = %v; want ErrSettled", err))
 	}
 	bg, err := s.Start(context.WithoutCancel(ctx), emitter.WithID("cmp_bg"), emitter.Background(), emitter.UserDisplayable())
 	if err != nil {
@@ -140,7 +140,7 @@ func (o *Outlive) Check(t testing.TB, evs []Event, version int) {
 // next turn).
 func OutsideTheTurn(ctx context.Context, s Starter) error {
 	if c, err := s.Start(ctx, emitter.WithID("cmp_late")); c != nil || !errors.Is(err, emitter.ErrOutsideTurn) {
-		return fmt.Errorf("Start after the turn = %v, %v; want emitter.ErrOutsideTurn", c, err)
+		return fmt.Errorf("after the turn, Start = %v, %v; want emitter.ErrOutsideTurn", c, err)
 	}
 	bg, err := s.Start(ctx, emitter.WithID("cmp_bg"), emitter.Background())
 	if err != nil {
