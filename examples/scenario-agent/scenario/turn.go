@@ -120,7 +120,8 @@ func (c *conn) prompt(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 }
 
 // guarded runs the script, recovering a panic of the runtime: the
-// session's open compactions are settled as failed before the prompt is
+// compactions the turn opened and left open are failed
+// (emitter.ErrAgentCrashed) through their handles before the prompt is
 // answered with an error, and the process carries on. (agentkit.Recover
 // would settle every session of the connection, for a process about to
 // die.)
