@@ -59,7 +59,7 @@ func Example_summaryAndCancel() {
 	stdin, stdout := clientPeer() // os.Stdin and os.Stdout in an agent
 
 	kit := agentkit.New() // a v1 client without the capability sees a tool call
-	handler := jsonrpc2.HandlerWithError(func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+	handler := jsonrpc2.HandlerWithError(func(ctx context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
 		switch req.Method {
 		case "initialize":
 			return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
@@ -72,7 +72,7 @@ func Example_summaryAndCancel() {
 			if err := json.Unmarshal(*req.Params, &p); err != nil {
 				return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: err.Error()}
 			}
-			return prompt(ctx, kit.Session(conn, p.SessionID))
+			return prompt(ctx, agentkit.SessionFrom(ctx, p.SessionID)) // the session on this connection
 		case "session/cancel":
 			return nil, nil // the kit has cancelled the prompt's context
 		}

@@ -20,7 +20,7 @@
 // with UserDisplayable. A withheld chunk is not sent and Chunk returns
 // ErrWithheld; a withheld final summary is omitted (the terminal update
 // still goes out); the observer sees every withheld block, and
-// SlogObserver logs one line per compaction that withheld any.
+// NewSlogObserver's observer logs one line per compaction that withheld any.
 //
 // # Live and replay agree
 //

@@ -201,13 +201,6 @@ func (e *Emitter) CloseSession(ctx context.Context, sessionID string, reason err
 	return total, first
 }
 
-// Sessions returns how many sessions the emitter keeps.
-func (e *Emitter) Sessions() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.sessions)
-}
-
 // SettleAll settles every open compaction of every session for reason (see
 // ErrCancelled), those started with Background included; it is what a
 // connection close calls. It returns how many
@@ -231,20 +224,23 @@ func (e *Emitter) SettleAll(ctx context.Context, reason error) (int, error) {
 	return total, first
 }
 
-// Open returns the number of open compactions across sessions.
-func (e *Emitter) Open() int {
-	e.mu.Lock()
-	ss := make([]*Session, 0, len(e.sessions))
-	for _, s := range e.sessions {
-		ss = append(ss, s)
+// admit passes a runtime's call in session sessionID through the host's
+// gate (WithGate). On success the caller runs the call, then release.
+func (e *Emitter) admit(ctx context.Context, sessionID string) (release func(), err error) {
+	if e.cfg.gate == nil {
+		return noRelease, nil
 	}
-	e.mu.Unlock()
-	n := 0
-	for _, s := range ss {
-		n += s.Open()
+	release, err = e.cfg.gate(ctx, sessionID)
+	if err != nil {
+		return nil, err
 	}
-	return n
+	if release == nil {
+		release = noRelease
+	}
+	return release, nil
 }
+
+func noRelease() {}
 
 // Session tracks the compactions of one ACP session. Its methods are safe
 // for concurrent use; notifications of one session leave in call order.
@@ -343,13 +339,6 @@ func (u *idSet) add(id protocol.ID) {
 	}
 }
 
-// ID returns the ACP session ID its notifications are sent under.
-func (s *Session) ID() string { return s.id }
-
-// Child returns the child session ID when s reports a child's compactions
-// on its parent's stream, else "".
-func (s *Session) Child() string { return s.child }
-
 // Open returns the number of open compactions of this session.
 func (s *Session) Open() int {
 	s.mu.Lock()
@@ -373,6 +362,11 @@ func (s *Session) Start(ctx context.Context, opts ...StartOption) (*Compaction, 
 	for _, o := range opts {
 		o(&so)
 	}
+	release, err := s.e.admit(ctx, s.id)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, err := s.openLocked(ctx, so)
@@ -436,13 +430,22 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 	return c, nil
 }
 
-// Compaction returns the open compaction with id, for runtimes whose events
-// address compactions by ID rather than by handle.
-func (s *Session) Compaction(id protocol.ID) (*Compaction, bool) {
+// Compaction returns the handle of the open compaction id, for runtimes
+// whose events address compactions by ID rather than by handle: its
+// methods are the handle's, gate included (WithGate). An ID that is not
+// open is refused with ErrSettled when the session used it, else with
+// ErrNotOpen.
+func (s *Session) Compaction(id protocol.ID) (*Compaction, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.findOpen(id)
-	return c, c != nil
+	if c := s.findOpen(id); c != nil {
+		return c, nil
+	}
+	sentinel := ErrNotOpen
+	if s.used.has(id) {
+		sentinel = ErrSettled
+	}
+	return nil, fmt.Errorf("%w: session %s, compaction %s", sentinel, s.id, id)
 }
 
 // Chunk streams a summary block for the open compaction id. A chunk for an
@@ -450,31 +453,46 @@ func (s *Session) Compaction(id protocol.ID) (*Compaction, bool) {
 // reported: ErrNotOpen or ErrSettled. A block the summary policy withholds
 // is not sent either: ErrWithheld.
 func (s *Session) Chunk(ctx context.Context, id protocol.ID, block protocol.ContentBlock) error {
+	release, err := s.e.admit(ctx, s.id)
+	if err != nil {
+		return err
+	}
+	defer release()
 	c, err := s.lookup(ctx, id, "chunk")
 	if err != nil {
 		return err
 	}
-	return c.Chunk(ctx, block)
+	return c.chunk(ctx, block)
 }
 
 // Complete settles the open compaction id as completed (see
 // Compaction.Complete).
 func (s *Session) Complete(ctx context.Context, id protocol.ID, opts ...SettleOption) error {
+	release, err := s.e.admit(ctx, s.id)
+	if err != nil {
+		return err
+	}
+	defer release()
 	c, err := s.lookup(ctx, id, "completion")
 	if err != nil {
 		return err
 	}
-	return c.Complete(ctx, opts...)
+	return c.settle(ctx, protocol.Completed, nil, collect(opts))
 }
 
 // Cancel settles the open compaction id as cancelled (see
 // Compaction.Cancel).
 func (s *Session) Cancel(ctx context.Context, id protocol.ID, opts ...SettleOption) error {
+	release, err := s.e.admit(ctx, s.id)
+	if err != nil {
+		return err
+	}
+	defer release()
 	c, err := s.lookup(ctx, id, "cancel")
 	if err != nil {
 		return err
 	}
-	return c.Cancel(ctx, opts...)
+	return c.settle(ctx, protocol.Cancelled, ErrCancelled, collect(opts))
 }
 
 func (s *Session) lookup(ctx context.Context, id protocol.ID, what string) (*Compaction, error) {
@@ -500,6 +518,11 @@ func (s *Session) Fail(ctx context.Context, id protocol.ID, cause error, opts ..
 	if cause == nil {
 		cause = errors.New("")
 	}
+	release, err := s.e.admit(ctx, s.id)
+	if err != nil {
+		return err
+	}
+	defer release()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.findOpen(id)
@@ -620,7 +643,7 @@ func (s *Session) Replay(ctx context.Context, rec Record) error {
 // filterLocked applies the summary policy to a final or replayed summary;
 // it returns the blocks that pass and how many were withheld.
 func (s *Session) filterLocked(ctx context.Context, ev Event, blocks []protocol.ContentBlock, displayable bool) ([]protocol.ContentBlock, int) {
-	info := ev.Info()
+	info := ev.info()
 	info.Displayable = displayable
 	out := make([]protocol.ContentBlock, 0, len(blocks))
 	withheld := 0
@@ -750,14 +773,6 @@ func (c *Compaction) ID() protocol.ID {
 	return c.id
 }
 
-// SessionID returns the ACP session the compaction belongs to.
-func (c *Compaction) SessionID() string {
-	if c == nil {
-		return ""
-	}
-	return c.s.id
-}
-
 // Chunk streams one summary content block. It is sent only while the
 // compaction is open; after the terminal update it is dropped, reported to
 // the observer, and ErrSettled is returned. A block the summary policy
@@ -768,6 +783,16 @@ func (c *Compaction) Chunk(ctx context.Context, block protocol.ContentBlock) err
 	if c == nil {
 		return ErrNilCompaction
 	}
+	release, err := c.s.e.admit(ctx, c.s.id)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return c.chunk(ctx, block)
+}
+
+// chunk is Chunk once admitted.
+func (c *Compaction) chunk(ctx context.Context, block protocol.ContentBlock) error {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -828,7 +853,7 @@ func (c *Compaction) deliverEndLocked(ctx context.Context) error {
 	if ev == nil {
 		return nil
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.s.e.cfg.settleTimeout)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	err := c.s.renderLocked(dctx, *ev)
 	if err == nil && ev.Status == protocol.Completed {
@@ -839,15 +864,12 @@ func (c *Compaction) deliverEndLocked(ctx context.Context) error {
 
 // Complete settles the compaction as completed. Without options the summary
 // is omitted, which keeps what was streamed; Summary replaces it and
-// ClearSummary clears it. A Summary the policy withholds entirely is
+// Summary() clears it. A Summary the policy withholds entirely is
 // omitted when nothing was streamed, and clears what was streamed
 // otherwise; the terminal update is sent and Complete returns nil, while
 // the observer sees the withheld blocks (see ErrWithheld).
 func (c *Compaction) Complete(ctx context.Context, opts ...SettleOption) error {
-	if c == nil {
-		return ErrNilCompaction
-	}
-	return c.settle(ctx, protocol.Completed, nil, collect(opts))
+	return c.report(ctx, protocol.Completed, nil, opts)
 }
 
 // Fail settles the compaction as failed. The error text the client sees is
@@ -857,13 +879,10 @@ func (c *Compaction) Complete(ctx context.Context, opts ...SettleOption) error {
 // summary streamed so far is cleared (summary: null): a failed compaction
 // retained no summary, and its record replays none (see Record).
 func (c *Compaction) Fail(ctx context.Context, cause error, opts ...SettleOption) error {
-	if c == nil {
-		return ErrNilCompaction
-	}
 	if cause == nil {
 		cause = errors.New("")
 	}
-	return c.settle(ctx, protocol.Failed, cause, collect(opts))
+	return c.report(ctx, protocol.Failed, cause, opts)
 }
 
 // Cancel settles the compaction as cancelled. Use it only for a user
@@ -871,10 +890,20 @@ func (c *Compaction) Fail(ctx context.Context, cause error, opts ...SettleOption
 // Fail, a summary streamed so far is cleared unless a Summary option
 // confirms one.
 func (c *Compaction) Cancel(ctx context.Context, opts ...SettleOption) error {
+	return c.report(ctx, protocol.Cancelled, ErrCancelled, opts)
+}
+
+// report is a runtime's settlement of the compaction, through the gate.
+func (c *Compaction) report(ctx context.Context, status protocol.Status, cause error, opts []SettleOption) error {
 	if c == nil {
 		return ErrNilCompaction
 	}
-	return c.settle(ctx, protocol.Cancelled, ErrCancelled, collect(opts))
+	release, err := c.s.e.admit(ctx, c.s.id)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return c.settle(ctx, status, cause, collect(opts))
 }
 
 // Record returns what a session/load replay needs to reproduce this
@@ -1020,7 +1049,7 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 	}
 	// Terminal updates must reach the client even when the turn's context
 	// is already cancelled, so send on a detached, bounded context.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.e.cfg.settleTimeout)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	err := s.emitLocked(dctx, ev)
 	if err == nil && status == protocol.Completed {
@@ -1061,7 +1090,7 @@ func (c *Compaction) beat() {
 	if c.active {
 		c.active = false
 	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), s.e.cfg.settleTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 		_ = s.emitLocked(ctx, c.event(EventHeartbeat))
 		cancel()
 	}

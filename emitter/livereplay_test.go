@@ -81,7 +81,7 @@ func settleWays() []settleWay {
 			}},
 		{name: "completed clearing the summary", want: `completed summary=none error=none`,
 			settle: func(ctx context.Context, _ *emitter.Session, c *emitter.Compaction) error {
-				return c.Complete(ctx, emitter.ClearSummary())
+				return c.Complete(ctx, emitter.Summary())
 			}},
 		{name: "completed with an empty summary", want: `completed summary=none error=none`,
 			settle: func(ctx context.Context, _ *emitter.Session, c *emitter.Compaction) error {

@@ -1,6 +1,7 @@
 package emitter
 
 import (
+	"context"
 	"time"
 
 	"github.com/acpcompact/acpcompact/capability"
@@ -18,7 +19,6 @@ type config struct {
 	newID         func() protocol.ID
 	maxDuration   time.Duration
 	heartbeat     time.Duration
-	settleTimeout time.Duration
 	omitRedundant bool
 	errorText     func(error) string
 	summaryPolicy SummaryPolicy
@@ -29,14 +29,19 @@ type config struct {
 	// inTurn and outside are WithTurns'.
 	inTurn  func(sessionID string) bool
 	outside OutsideTurn
+	// gate is WithGate's.
+	gate func(ctx context.Context, sessionID string) (release func(), err error)
 }
+
+// settleTimeout bounds how long a terminal update may take to send on its
+// detached context.
+const settleTimeout = 5 * time.Second
 
 func defaults() config {
 	return config{
 		negotiation:   capability.Negotiation{Version: capability.V1},
 		policy:        capability.DefaultPolicy,
 		newID:         randomID,
-		settleTimeout: 5 * time.Second,
 		errorText:     defaultErrorText("Compaction failed"),
 		summaryPolicy: DisplayableOnly,
 	}
@@ -84,6 +89,21 @@ func WithTurns(inTurn func(sessionID string) bool, outside OutsideTurn) Option {
 	return func(c *config) { c.inTurn, c.outside = inTurn, outside }
 }
 
+// WithGate makes every reporting call of a runtime pass gate first: a
+// Session's Start, Chunk, Complete, Cancel and Fail, and a Compaction's
+// Chunk, Complete, Cancel and Fail, so that calls by handle and by ID are
+// judged alike. gate gets the call's context and session ID; an error
+// refuses the call, which returns it and opens or sends nothing; otherwise
+// the call runs, and release is called once it has returned. What the
+// host drives itself does not pass it: SettleAll, CloseSession, Deliver,
+// Replay, the watchdog and the heartbeat. The agent kits install their
+// turn guard with it, so that nothing opens or changes between a turn's
+// settlement and the message that ends the turn. gate must not call into
+// the emitter.
+func WithGate(gate func(ctx context.Context, sessionID string) (release func(), err error)) Option {
+	return func(c *config) { c.gate = gate }
+}
+
 // WithPolicy overrides capability.DefaultPolicy.
 func WithPolicy(p capability.Policy) Option {
 	return func(c *config) {
@@ -109,18 +129,6 @@ func WithChildStreams() Option { return func(c *config) { c.childStreams = true 
 // WithObserver receives every lifecycle event (see Observer).
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
 
-// WithIDGenerator replaces the ID minted when Start gets no WithID. The
-// default is "cmp_" plus 96 random bits, so IDs stay unique across agent
-// restarts and never collide with replayed history. Generated IDs that were
-// already used in the session are skipped.
-func WithIDGenerator(f func() protocol.ID) Option {
-	return func(c *config) {
-		if f != nil {
-			c.newID = f
-		}
-	}
-}
-
 // WithMaxDuration arms a watchdog per compaction: one still open after d is
 // settled as failed (ErrTimeout). Zero, the default, disables it.
 func WithMaxDuration(d time.Duration) Option { return func(c *config) { c.maxDuration = d } }
@@ -129,16 +137,6 @@ func WithMaxDuration(d time.Duration) Option { return func(c *config) { c.maxDur
 // that has sent nothing for d, so client watchdogs see life during long
 // compactions. Zero, the default, disables it.
 func WithHeartbeat(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
-
-// WithSettleTimeout bounds how long a terminal update may take to send on
-// its detached context (default 5 s).
-func WithSettleTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.settleTimeout = d
-		}
-	}
-}
 
 // WithOmitRedundantSummary omits a completion's summary when it equals what
 // was streamed, saving a second copy on the wire. The comparison uses a
@@ -150,16 +148,6 @@ func WithOmitRedundantSummary() Option { return func(c *config) { c.omitRedundan
 // failed".
 func WithGenericError(text string) Option {
 	return func(c *config) { c.errorText = defaultErrorText(text) }
-}
-
-// WithErrorText replaces how a failure's cause becomes the user-visible
-// error string entirely.
-func WithErrorText(f func(error) string) Option {
-	return func(c *config) {
-		if f != nil {
-			c.errorText = f
-		}
-	}
 }
 
 // WithSummaryPolicy decides what of each summary leaves the process. The
@@ -277,7 +265,8 @@ func collect(opts []SettleOption) settleOptions {
 }
 
 // Summary sends blocks as the authoritative, complete summary, replacing
-// whatever was streamed. Summary() with no blocks clears it.
+// whatever was streamed. Summary() with no blocks clears it on the client
+// (summary: null), for a result with no user-displayable projection.
 func Summary(blocks ...protocol.ContentBlock) SettleOption {
 	return func(o *settleOptions) {
 		if len(blocks) == 0 {
@@ -286,12 +275,6 @@ func Summary(blocks ...protocol.ContentBlock) SettleOption {
 		}
 		o.summary, o.blocks = summarySet, blocks
 	}
-}
-
-// ClearSummary clears the summary on the client (summary: null), for a
-// result with no user-displayable projection.
-func ClearSummary() SettleOption {
-	return func(o *settleOptions) { o.summary, o.blocks = summaryClear, nil }
 }
 
 // WithSettleMeta sends m as the terminal update's _meta.

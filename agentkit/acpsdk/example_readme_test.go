@@ -11,7 +11,6 @@ import (
 	"log"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/acpcompact/acpcompact/agentkit/acpsdk"
@@ -23,15 +22,13 @@ import (
 // myAgent is an acp.Agent; only Prompt is shown.
 type myAgent struct {
 	otherMethods // Initialize, NewSession, Cancel, ...
-	kit          *acpsdk.Kit
-	conn         atomic.Pointer[acpsdk.Conn] // the SDK may call Prompt before NewAgentSideConnection returns
 }
 
 // Prompt runs one turn. Here the model compacts its context first and
 // streams the summary. ctx is the kit's: session/cancel ends it, in wire
 // order, with cause emitter.ErrCancelled.
 func (a *myAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-	s := a.kit.Session(a.conn.Load(), string(p.SessionId))
+	s := acpsdk.SessionFrom(ctx, string(p.SessionId)) // the session on this connection
 	// UserDisplayable: this summary is fit to show the user, so the
 	// client gets it; without it every block is withheld.
 	c, err := s.Start(ctx, emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
@@ -62,12 +59,11 @@ func Example_summaryAndCancel() {
 	stdin, stdout := clientPeer() // os.Stdin and os.Stdout in an agent
 
 	kit := acpsdk.New() // a v1 client without the capability sees a tool call
-	a := &myAgent{kit: kit}
-	a.conn.Store(kit.NewAgentSideConnection(a, stdout, stdin))
+	conn := kit.NewAgentSideConnection(&myAgent{}, stdout, stdin)
 	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	select {
-	case <-a.conn.Load().Done(): // the client hung up
+	case <-conn.Done(): // the client hung up
 	case <-sig.Done(): // the editor stops the agent
 	}
 	// Settle what is still open and write it before the process exits.

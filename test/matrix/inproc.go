@@ -26,7 +26,6 @@ import (
 // (agentkit.Session, acpsdk.Session).
 type sessionReporter interface {
 	Start(ctx context.Context, opts ...emitter.StartOption) (*emitter.Compaction, error)
-	Fail(ctx context.Context, id protocol.ID, cause error, opts ...emitter.SettleOption) error
 	Replay(ctx context.Context, rec emitter.Record) error
 }
 
@@ -36,8 +35,9 @@ type agentWire struct {
 	// notify sends a notification; it must not depend on ctx (a
 	// cancelled turn may still report).
 	notify func(ctx context.Context, method string, params any) error
-	// session is the kit's reporter of sessionID on this connection.
-	session func() sessionReporter
+	// session is the kit's reporter of sessionID on this connection, from
+	// a handler's context (SessionFrom).
+	session func(ctx context.Context) sessionReporter
 	// emitter is the kit's emitter of this connection.
 	emitter func() (*emitter.Emitter, error)
 }
@@ -328,18 +328,27 @@ func (p *inprocPlay) steps(ctx context.Context, w agentWire, ti int) {
 	default:
 		return
 	}
-	sess := w.session()
+	sess := w.session(ctx)
+	session := func() (*emitter.Session, error) {
+		em, err := w.emitter()
+		if err != nil {
+			return nil, err
+		}
+		return em.Session(sessionID), nil
+	}
 	rt := &runtime{
-		start:  sess.Start,
-		fail:   sess.Fail,
-		replay: sess.Replay,
-		session: func() (*emitter.Session, error) {
-			em, err := w.emitter()
+		start: sess.Start,
+		// A failure before any start, by ID: the emitter's, behind the
+		// same turn guard (the kit's gate) as the kit's Session.
+		fail: func(ctx context.Context, id protocol.ID, cause error, opts ...emitter.SettleOption) error {
+			s, err := session()
 			if err != nil {
-				return nil, err
+				return err
 			}
-			return em.Session(sessionID), nil
+			return s.Fail(ctx, id, cause, opts...)
 		},
+		replay:  sess.Replay,
+		session: session,
 		notify: func(ctx context.Context, u json.RawMessage) error {
 			return w.notify(ctx, "session/update", map[string]any{"sessionId": sessionID, "update": u})
 		},

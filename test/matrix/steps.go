@@ -210,7 +210,7 @@ func settleOptions(s Step) []emitter.SettleOption {
 		}
 		opts = append(opts, emitter.Summary(blocks...))
 	case ClearSummary:
-		opts = append(opts, emitter.ClearSummary())
+		opts = append(opts, emitter.Summary())
 	case EmptySummary:
 		opts = append(opts, emitter.Summary())
 	}

@@ -98,7 +98,7 @@ func sdkHandle(ctx context.Context, p *inprocPlay, kit *acpsdk.Kit, conn *acpsdk
 		notify: func(ctx context.Context, method string, params any) error {
 			return conn.Connection().SendNotification(context.WithoutCancel(ctx), method, params)
 		},
-		session: func() sessionReporter { return kit.Session(conn, sessionID) },
+		session: func(ctx context.Context) sessionReporter { return acpsdk.SessionFrom(ctx, sessionID) },
 		emitter: func() (*emitter.Emitter, error) { return kit.Emitter(conn) },
 	}
 	replied := make(chan answer, 1)

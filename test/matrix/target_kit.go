@@ -17,7 +17,7 @@ import (
 // KitTarget plays scenarios on a tiny agent built on sourcegraph/jsonrpc2
 // behind agentkit, served over a net.Pipe to a jsonrpc2 client peer. The
 // agent runs each turn's steps in its request handler (behind
-// agentkit.AsyncHandler) through kit.Session; the kit settles what is open
+// agentkit.AsyncHandler) through agentkit.SessionFrom; the kit settles what is open
 // at the end of each turn (v1: before the prompt response; v2: before the
 // idle state_update, which the agent sends). The cancel grace is disabled
 // (negative), so a cancelled turn is settled at its end and no timer is
@@ -94,7 +94,7 @@ func (a *kitAgent) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc
 		notify: func(ctx context.Context, method string, params any) error {
 			return conn.Notify(context.WithoutCancel(ctx), method, params)
 		},
-		session: func() sessionReporter { return a.kit.Session(conn, sessionID) },
+		session: func(ctx context.Context) sessionReporter { return agentkit.SessionFrom(ctx, sessionID) },
 		emitter: func() (*emitter.Emitter, error) { return a.kit.Emitter(conn) },
 	}
 	var params json.RawMessage

@@ -528,7 +528,7 @@ func (c *conn) resume(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 // compaction as one terminal update through agentkit (fallback form for a
 // v1 client without the capability; a running one is skipped).
 func (c *conn) replay(ctx context.Context, rpc *jsonrpc2.Conn, s *session) error {
-	ks := c.a.kit.Session(rpc, s.id)
+	ks := agentkit.SessionFrom(ctx, s.id)
 	v2 := c.v2()
 	for _, e := range s.snapshot() {
 		switch {

@@ -67,7 +67,7 @@ func (c *compEntry) streamedText() string {
 // emitter keeps only a summary given at settlement; a completion that kept
 // the streamed summary (flood; Record.KeptStreamed) replays the streamed
 // blocks, as the client held them live. A completion that cleared its
-// summary (ClearSummary) or gave none after nothing streamed replays none.
+// summary (Summary()) or gave none after nothing streamed replays none.
 func (c *compEntry) record() emitter.Record {
 	if c.handle == nil {
 		return c.early

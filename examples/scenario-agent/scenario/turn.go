@@ -52,6 +52,9 @@ type turn struct {
 	s   *session
 	ks  *agentkit.Session
 	v2  bool
+	// opened are the handles of the compactions the turn started, for a
+	// panic to settle.
+	opened []*emitter.Compaction
 }
 
 // prompt handles session/prompt. v1 answers when the turn ends; v2
@@ -81,7 +84,7 @@ func (c *conn) prompt(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 		return
 	}
 	defer s.endTurn(run)
-	t := &turn{c: c, rpc: rpc, ctx: ctx, s: s, ks: c.a.kit.Session(rpc, s.id), v2: c.v2()}
+	t := &turn{c: c, rpc: rpc, ctx: ctx, s: s, ks: agentkit.SessionFrom(ctx, s.id), v2: c.v2()}
 	userID := s.addMessage(roleUser, p.Prompt)
 	if t.v2 {
 		t.notify(stateUpdate{SessionUpdate: "state_update", State: "running"})
@@ -117,7 +120,8 @@ func (c *conn) prompt(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 }
 
 // guarded runs the script, recovering a panic of the runtime: the
-// session's open compactions are settled as failed before the prompt is
+// compactions the turn opened and left open are failed
+// (emitter.ErrAgentCrashed) through their handles before the prompt is
 // answered with an error, and the process carries on. (agentkit.Recover
 // would settle every session of the connection, for a process about to
 // die.)
@@ -129,8 +133,10 @@ func (t *turn) guarded(prompt string) (stop string, err error) {
 		}
 		t.c.a.log.Error("runtime panicked; the session's open compactions are settled as failed",
 			"session", t.s.id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-		if _, serr := t.ks.SettleAll(context.WithoutCancel(t.ctx), emitter.ErrAgentCrashed); serr != nil {
-			t.c.a.log.Warn("settlement after the panic not delivered", "session", t.s.id, "error", serr)
+		for _, h := range t.opened {
+			if serr := h.Fail(context.WithoutCancel(t.ctx), emitter.ErrAgentCrashed); serr != nil && !errors.Is(serr, emitter.ErrSettled) {
+				t.c.a.log.Warn("settlement after the panic not delivered", "session", t.s.id, "compaction", h.ID(), "error", serr)
+			}
 		}
 		stop, err = "", errRuntimePanicked
 	}()
@@ -221,6 +227,7 @@ func (t *turn) start(trigger protocol.Trigger) (*compaction, error) {
 		t.c.a.settled.forget(t.s.id, id)
 		return nil, fmt.Errorf("start compaction %s: %w", id, err)
 	}
+	t.opened = append(t.opened, h)
 	if err != nil {
 		t.c.a.log.Warn("compaction start not delivered", "session", t.s.id, "compaction", id, "error", err)
 	}
@@ -331,16 +338,21 @@ func (t *turn) fail() (string, error) {
 		return "", err
 	}
 	c.chunk(t.summary()[0])
-	c.logSettle(c.h.Fail(t.ctx, ErrSummaryRequest, emitter.ClearSummary(), emitter.WithDetails(t.s.details("", false))))
+	c.logSettle(c.h.Fail(t.ctx, ErrSummaryRequest, emitter.Summary(), emitter.WithDetails(t.s.details("", false))))
 	return t.stopReason(), nil
 }
 
-// failEarly reports a failure for a compaction that never started; the
-// emitter sends in_progress then failed.
+// failEarly reports a failure for a compaction that never reported a
+// start: it is started and failed at once, so the client sees in_progress
+// then failed.
 func (t *turn) failEarly() (string, error) {
 	id := t.s.nextCompactionID()
 	settled := t.c.a.settled.register(t.s.id, id)
-	if err := t.ks.Fail(t.ctx, id, ErrSummarizerUnavailable, emitter.WithDetails(t.s.details("", false))); err != nil {
+	h, err := t.ks.Start(t.ctx, emitter.WithID(id))
+	if h != nil {
+		err = h.Fail(t.ctx, ErrSummarizerUnavailable, emitter.WithDetails(t.s.details("", false)))
+	}
+	if err != nil {
 		t.c.a.settled.forget(t.s.id, id)
 		return "", fmt.Errorf("report compaction %s failed: %w", id, err)
 	}
@@ -391,7 +403,7 @@ func (c *compaction) interrupted() (string, error) {
 	if !cancelled(t.ctx) {
 		return "", context.Cause(t.ctx)
 	}
-	c.logSettle(c.h.Cancel(t.ctx, emitter.ClearSummary(), emitter.WithDetails(t.s.details("", false))))
+	c.logSettle(c.h.Cancel(t.ctx, emitter.Summary(), emitter.WithDetails(t.s.details("", false))))
 	return stopCancelled, nil
 }
 
