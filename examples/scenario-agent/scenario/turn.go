@@ -208,30 +208,33 @@ func cancelled(ctx context.Context) bool {
 type compaction struct {
 	t       *turn
 	h       *emitter.Compaction
-	entry   *compEntry
 	settled *settlement
+	// streamed is how many bytes of summary it streamed, for its details.
+	streamed int
 }
 
-// start opens a compaction in the session's history and on the wire.
+// start opens a compaction in the session's history and on the wire. Its
+// record reaches the history when it settles (Agent.final).
 func (t *turn) start(trigger protocol.Trigger) (*compaction, error) {
 	id := t.s.nextCompactionID()
 	settled := t.c.a.settled.register(t.s.id, id)
-	h, err := t.ks.Start(t.ctx, emitter.WithID(id), emitter.WithTrigger(trigger), emitter.UserDisplayable())
+	after := t.s.lastMessageID()
+	t.s.addCompaction(id)
+	h, err := t.ks.Start(t.ctx, emitter.WithID(id), emitter.WithTrigger(trigger), emitter.UserDisplayable(), emitter.After(after))
 	if h == nil {
 		t.c.a.settled.forget(t.s.id, id)
+		t.s.dropCompaction(id)
 		return nil, fmt.Errorf("start compaction %s: %w", id, err)
 	}
 	if err != nil {
 		t.c.a.log.Warn("compaction start not delivered", "session", t.s.id, "compaction", id, "error", err)
 	}
-	e := &compEntry{handle: h}
-	t.s.addCompaction(e)
-	return &compaction{t: t, h: h, entry: e, settled: settled}, nil
+	return &compaction{t: t, h: h, settled: settled}, nil
 }
 
 // chunk streams one block of summary text.
 func (c *compaction) chunk(s string) {
-	c.entry.stream(s)
+	c.streamed += len(s)
 	if err := c.h.Chunk(c.t.ctx, protocol.Text(s)); err != nil {
 		c.t.c.a.log.Debug("summary chunk not sent", "session", c.t.s.id, "compaction", c.h.ID(), "error", err)
 	}
@@ -306,7 +309,7 @@ func (t *turn) compact(trigger protocol.Trigger, announce bool) (string, error) 
 		c.chunk(p)
 	}
 	full := strings.Join(parts, "")
-	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full)), emitter.WithDetails(t.s.details(full, true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full)), emitter.WithDetails(t.s.details(len(full), true))))
 	if announce {
 		t.say(compactedMessage)
 	}
@@ -319,7 +322,7 @@ func (t *turn) noSummary() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details("", true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details(0, true))))
 	return t.stopReason(), nil
 }
 
@@ -331,28 +334,21 @@ func (t *turn) fail() (string, error) {
 		return "", err
 	}
 	c.chunk(t.summary()[0])
-	c.logSettle(c.h.Fail(t.ctx, ErrSummaryRequest, emitter.ClearSummary(), emitter.WithDetails(t.s.details("", false))))
+	c.logSettle(c.h.Fail(t.ctx, ErrSummaryRequest, emitter.ClearSummary(), emitter.WithDetails(t.s.details(0, false))))
 	return t.stopReason(), nil
 }
 
 // failEarly reports a failure for a compaction that never started; the
-// emitter sends in_progress then failed.
+// emitter sends in_progress then failed, and hands its record over like
+// any other's (it has no position: a failure before any start takes no
+// emitter.After, and the history places it itself).
 func (t *turn) failEarly() (string, error) {
 	id := t.s.nextCompactionID()
-	settled := t.c.a.settled.register(t.s.id, id)
-	if err := t.ks.Fail(t.ctx, id, ErrSummarizerUnavailable, emitter.WithDetails(t.s.details("", false))); err != nil {
-		t.c.a.settled.forget(t.s.id, id)
+	t.s.addCompaction(id)
+	if err := t.ks.Fail(t.ctx, id, ErrSummarizerUnavailable, emitter.WithDetails(t.s.details(0, false))); err != nil {
+		t.s.dropCompaction(id)
 		return "", fmt.Errorf("report compaction %s failed: %w", id, err)
 	}
-	// The emitter settled it before Fail returned; keep the record it sent,
-	// so the replay repeats it.
-	rec := emitter.Record{ID: id, Status: protocol.Failed, Trigger: protocol.Manual, Error: ErrSummarizerUnavailable.Error()}
-	select {
-	case <-settled.done:
-		rec.Details = settled.details
-	default:
-	}
-	t.s.addCompaction(&compEntry{early: rec})
 	return t.stopReason(), nil
 }
 
@@ -379,7 +375,7 @@ func (t *turn) slow() (string, error) {
 		full.WriteString(p)
 		c.chunk(p)
 	}
-	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full.String())), emitter.WithDetails(t.s.details(full.String(), true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full.String())), emitter.WithDetails(t.s.details(full.Len(), true))))
 	return t.stopReason(), nil
 }
 
@@ -391,7 +387,7 @@ func (c *compaction) interrupted() (string, error) {
 	if !cancelled(t.ctx) {
 		return "", context.Cause(t.ctx)
 	}
-	c.logSettle(c.h.Cancel(t.ctx, emitter.ClearSummary(), emitter.WithDetails(t.s.details("", false))))
+	c.logSettle(c.h.Cancel(t.ctx, emitter.ClearSummary(), emitter.WithDetails(t.s.details(0, false))))
 	return stopCancelled, nil
 }
 
@@ -428,7 +424,8 @@ func (t *turn) panicking() (string, error) {
 }
 
 // flood streams n chunks as fast as the transport takes them and completes
-// without a summary, keeping what was streamed.
+// without a summary, keeping what was streamed (which the emitter keeps
+// for the final record: OnFinalRecord).
 func (t *turn) flood(n int) (string, error) {
 	c, err := t.start(protocol.Manual)
 	if err != nil {
@@ -440,7 +437,7 @@ func (t *turn) flood(n int) (string, error) {
 		}
 		c.chunk(fmt.Sprintf("chunk %d of %d\n", i+1, n))
 	}
-	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details(c.entry.streamedText(), true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details(c.streamed, true))))
 	return t.stopReason(), nil
 }
 
@@ -459,7 +456,7 @@ func (t *turn) twice() (string, error) {
 	b := "## Retained context (newer half)\n\nThe second half of the conversation.\n"
 	first.chunk(a)
 	second.chunk(b)
-	second.logSettle(second.h.Complete(t.ctx, emitter.Summary(protocol.Text(b)), emitter.WithDetails(t.s.details(b, true))))
-	first.logSettle(first.h.Complete(t.ctx, emitter.Summary(protocol.Text(a)), emitter.WithDetails(t.s.details(a, true))))
+	second.logSettle(second.h.Complete(t.ctx, emitter.Summary(protocol.Text(b)), emitter.WithDetails(t.s.details(len(b), true))))
+	first.logSettle(first.h.Complete(t.ctx, emitter.Summary(protocol.Text(a)), emitter.WithDetails(t.s.details(len(a), true))))
 	return t.stopReason(), nil
 }
