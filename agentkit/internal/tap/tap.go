@@ -140,7 +140,7 @@ func newTap(cfg Config, q *outQueue) *Tap {
 		l = slog.Default()
 	}
 	t := &Tap{cfg: cfg, log: l, out: q}
-	t.e = turn.New(turn.Config{CancelGrace: cfg.CancelGrace, OnGrace: t.onGrace})
+	t.e = turn.New(turn.Config{CancelGrace: cfg.CancelGrace, OnGrace: t.onGrace, OnBegin: t.onBegin})
 	return t
 }
 
@@ -311,13 +311,27 @@ func (t *Tap) onGrace(g turn.Grace) {
 	t.settle(g.Session, emitter.ErrCancelled, tr, "cancel grace expired")
 }
 
+// onBegin is the engine's OnBegin: a session's turn began, and the
+// background compactions that settled between turns are delivered to it.
+func (t *Tap) onBegin(sessionID string) {
+	em := t.Emitter()
+	if em == nil || !t.known(sessionID) {
+		return
+	}
+	if err := em.Session(sessionID).Deliver(context.Background()); err != nil {
+		t.log.Warn(t.cfg.Name+": held compaction updates not delivered", "session", sessionID, "error", err)
+	}
+}
+
 // settle settles the open compactions of one session for reason.
 func (t *Tap) settle(sessionID string, reason error, tr emitter.TraceContext, why string) {
 	em := t.Emitter()
 	if em == nil || !t.known(sessionID) {
 		return // nothing was ever opened in it
 	}
-	ctx := context.Background()
+	// Marked as the settlement's, so that a start its observer attempts
+	// is refused rather than made to wait for the end it belongs to.
+	ctx := turn.Settling(context.Background())
 	if tr.Traceparent != "" {
 		ctx = emitter.WithTrace(ctx, tr)
 	}
@@ -336,7 +350,10 @@ func (t *Tap) negotiated(n capability.Negotiation) {
 	for _, d := range n.Diagnostics {
 		t.log.Warn(t.cfg.Name+": initialize", "path", d.Path, "diagnostic", d.Message)
 	}
-	opts := []emitter.Option{emitter.WithNegotiation(n)}
+	// Nothing about compaction between turns: a start from a goroutine that
+	// outlived its prompt is refused (emitter.ErrOutsideTurn) unless it was
+	// started with emitter.Background, which shows it when it settles.
+	opts := []emitter.Option{emitter.WithNegotiation(n), emitter.WithTurns(t.e.InTurn, emitter.RefuseOutsideTurn)}
 	if r := t.fallback(); r != nil {
 		opts = append(opts, emitter.WithFallback(r))
 	}
