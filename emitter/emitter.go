@@ -258,10 +258,61 @@ type Session struct {
 	open   []*Compaction // open compactions, oldest first
 	used   idSet         // every ID used in the session, open, settled or replayed
 	closed bool          // Emitter.CloseSession ran
+	// handing says a goroutine is handing finals over, so that the sink
+	// sees one record at a time, in order.
+	handing bool
 	// unseen are the compactions the client has not seen start, in start
 	// order: held between turns or started with Background, open or
 	// settled and waiting for a turn to deliver their terminal update.
 	unseen []*Compaction
+	// finals are the final records waiting for OnFinalRecord's sink, in
+	// settlement order.
+	finals []final
+}
+
+// final is a final record waiting to be handed over (OnFinalRecord), with
+// the context of the call that settled it.
+type final struct {
+	ctx context.Context
+	rec Record
+}
+
+// handOver calls OnFinalRecord's sink for the session's waiting records,
+// in order, without s.mu held. Every path that settles calls it once it
+// has released s.mu. Only one goroutine hands over at a time: one that
+// finds another at it leaves its record to it, which is what lets the sink
+// call the emitter, even settle, without deadlocking on itself.
+func (s *Session) handOver() {
+	f := s.e.cfg.onFinal
+	if f == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.handing || len(s.finals) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.handing = true
+	locked := true
+	defer func() {
+		// Also when f panics: later records must not wait forever.
+		if !locked {
+			s.mu.Lock()
+		}
+		s.handing = false
+		s.mu.Unlock()
+	}()
+	for len(s.finals) > 0 {
+		batch := s.finals
+		s.finals = nil
+		s.mu.Unlock()
+		locked = false
+		for _, fr := range batch {
+			f(fr.ctx, s.id, fr.rec)
+		}
+		s.mu.Lock()
+		locked = true
+	}
 }
 
 // inTurnLocked reports whether the session has a turn running, as the
@@ -412,7 +463,7 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 	if trigger == "" {
 		trigger = protocol.Manual
 	}
-	c := &Compaction{s: s, id: id, trigger: trigger, displayable: so.displayable, meta: so.meta, started: time.Now(),
+	c := &Compaction{s: s, id: id, trigger: trigger, displayable: so.displayable, meta: so.meta, after: so.after, started: time.Now(),
 		background: so.background, shown: inTurn && !so.background}
 	s.used.add(id)
 	s.open = append(s.open, c)
@@ -518,6 +569,9 @@ func (s *Session) Fail(ctx context.Context, id protocol.ID, cause error, opts ..
 	if cause == nil {
 		cause = errors.New("")
 	}
+	// Deferred first, so it runs once s.mu and the gate are released: the
+	// sink may call the emitter.
+	defer s.handOver()
 	release, err := s.e.admit(ctx, s.id)
 	if err != nil {
 		return err
@@ -731,6 +785,7 @@ type Compaction struct {
 	id        protocol.ID
 	trigger   protocol.Trigger
 	meta      protocol.Meta
+	after     string // After's position, for Record
 	started   time.Time
 	watchdog  *time.Timer
 	heartbeat *time.Timer
@@ -749,8 +804,13 @@ type Compaction struct {
 	// shown: the client saw the compaction start; until then its chunks
 	// are kept in held and its terminal update in late.
 	shown bool
-	held  []protocol.ContentBlock
-	late  *Event
+	// held are the summary blocks streamed so far, as sent: while the
+	// compaction is unseen, for the client to get when it is shown; with
+	// OnFinalRecord, until it settles, for its final record (the summary
+	// a completion that keeps what was streamed leaves the client with).
+	// Otherwise nothing is kept, and memory stays constant.
+	held []protocol.ContentBlock
+	late *Event
 }
 
 // ending is what a compaction keeps once settled, for Record. It is
@@ -760,9 +820,6 @@ type ending struct {
 	summary []protocol.ContentBlock
 	errText string
 	details *Details
-	// keptStreamed: a completion kept the streamed summary, which the
-	// client holds and the emitter did not retain (Record.KeptStreamed).
-	keptStreamed bool
 }
 
 // ID returns the compaction's ID.
@@ -822,6 +879,11 @@ func (c *Compaction) chunk(ctx context.Context, block protocol.ContentBlock) err
 	c.streamed = hashBlock(c.streamed, b, c.chunks == 0)
 	c.chunks++
 	c.active = true
+	if s.e.cfg.onFinal != nil {
+		// Kept for the final record: the client holds it, and a
+		// completion that keeps what was streamed leaves it there.
+		c.held = append(c.held, b)
+	}
 	return s.emitLocked(ctx, ev)
 }
 
@@ -839,7 +901,9 @@ func (c *Compaction) showLocked(ctx context.Context) error {
 			first = err
 		}
 	}
-	c.held = nil
+	if s.e.cfg.onFinal == nil {
+		c.held = nil // sent; nothing needs them any more
+	}
 	c.active = true
 	return first
 }
@@ -898,45 +962,63 @@ func (c *Compaction) report(ctx context.Context, status protocol.Status, cause e
 	if c == nil {
 		return ErrNilCompaction
 	}
+	// The final record is handed over once s.mu and the gate are
+	// released: the sink may call the emitter.
+	defer c.s.handOver()
 	release, err := c.s.e.admit(ctx, c.s.id)
 	if err != nil {
 		return err
 	}
 	defer release()
-	return c.settle(ctx, status, cause, collect(opts))
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.settleLocked(ctx, status, cause, collect(opts))
 }
 
-// Record returns what a session/load replay needs to reproduce this
-// compaction: replaying it (Session.Replay) leaves a client that sees only
-// the replay holding what the live client held after the terminal update.
-// The emitter does not retain streamed chunks (memory stays constant), so
-// Summary holds only a final summary given at settlement. The one case the
-// emitter cannot close alone is a completion that kept the streamed
-// summary (Complete without Summary after chunks): KeptStreamed is set,
-// and the runtime, which streamed the text, sets Summary to it before
-// replaying. Failed and cancelled compactions need nothing: their live
-// terminal update cleared any unconfirmed streamed summary.
+// Record returns the compaction as stored for history replay. It is final
+// once the compaction has settled, whoever settled it, and never changes
+// after; before that it says in_progress (and Replay skips it). A final
+// record replayed with Session.Replay leaves a client that sees only the
+// replay holding what the live client held after the terminal update:
+// status, error, and the summary the terminal update left it with (a
+// Summary given at settlement; none for a failed or cancelled compaction
+// without one, whose terminal update cleared what it streamed).
+//
+// The one summary the emitter holds only when asked is the one a
+// completion keeps from what it streamed (Complete without Summary after
+// chunks): with OnFinalRecord set it keeps the streamed blocks until
+// settlement, and the record has them; without it it keeps none (memory
+// per open compaction stays constant) and the record of such a completion
+// has no Summary. A runtime that stores records for replay sets
+// OnFinalRecord, which hands it every final record as it settles.
 func (c *Compaction) Record() Record {
 	if c == nil {
 		return Record{}
 	}
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	r := Record{ID: c.id, Status: protocol.InProgress, Trigger: c.trigger, Displayable: c.displayable, Meta: c.meta}
+	return c.recordLocked()
+}
+
+// recordLocked is Record; s.mu must be held.
+func (c *Compaction) recordLocked() Record {
+	r := Record{ID: c.id, Status: protocol.InProgress, Trigger: c.trigger, Displayable: c.displayable, Meta: c.meta, After: c.after}
 	if end := c.end; c.settled && end != nil {
 		r.Status, r.Summary, r.Error, r.Details = end.status, end.summary, end.errText, end.details
-		r.KeptStreamed = end.keptStreamed
 	}
 	return r
 }
 
 func (c *Compaction) settle(ctx context.Context, status protocol.Status, cause error, so settleOptions) error {
+	defer c.s.handOver() // deferred first, so it runs once s.mu is released
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	return c.settleLocked(ctx, status, cause, so)
 }
 
-// settleLocked sends the terminal update; s.mu must be held.
+// settleLocked sends the terminal update and queues the final record for
+// OnFinalRecord; s.mu must be held, and the caller hands the record over
+// (Session.handOver) once it has released s.mu.
 func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, cause error, so settleOptions) error {
 	s := c.s
 	if c.settled {
@@ -983,8 +1065,8 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 	}
 	// The summary patch leaves the client holding exactly what the record
 	// keeps, so that a replay of Record reproduces it (live = replay):
-	// the final summary, or nothing. The one exception is a completion
-	// that keeps what was streamed (Record.KeptStreamed).
+	// the final summary, what a completion kept from the stream (recorded
+	// with OnFinalRecord, which keeps the streamed blocks), or nothing.
 	switch so.summary {
 	case summarySet:
 		blocks, withheld := s.filterLocked(ctx, ev, so.blocks, c.displayable)
@@ -1021,7 +1103,9 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 		case c.chunks == 0:
 			// Nothing streamed: omission leaves the client with none.
 		case status == protocol.Completed:
-			end.keptStreamed = true
+			// The client keeps what was streamed; the record has it
+			// when the emitter kept it (OnFinalRecord).
+			end.summary = c.held
 		default:
 			// A failed or cancelled compaction retained no summary: what
 			// was streamed was never confirmed, so it is cleared, as its
@@ -1038,9 +1122,12 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 	c.held = nil
 	if !c.shown && !s.inTurnLocked() {
 		// Between turns: the observer learns of the settlement now, the
-		// client when the session's next turn begins (Deliver).
+		// client when the session's next turn begins (Deliver). The record
+		// is final now, and handed over now: the replay must hold it even
+		// if the client never comes back for that turn.
 		c.late = &ev
 		s.observeLocked(ctx, ev)
+		s.queueFinalLocked(ctx, c)
 		return nil
 	}
 	if !c.shown {
@@ -1055,7 +1142,15 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 	if err == nil && status == protocol.Completed {
 		err = s.usageLocked(dctx, ev.Details)
 	}
+	s.queueFinalLocked(ctx, c)
 	return err
+}
+
+// queueFinalLocked queues c's final record for OnFinalRecord's sink.
+func (s *Session) queueFinalLocked(ctx context.Context, c *Compaction) {
+	if s.e.cfg.onFinal != nil {
+		s.finals = append(s.finals, final{ctx: context.WithoutCancel(ctx), rec: c.recordLocked()})
+	}
 }
 
 // usageLocked sends the optional usage_update that follows a completed
@@ -1108,7 +1203,11 @@ func (c *Compaction) metaFor(kind EventKind) protocol.Meta {
 	return nil
 }
 
-// Record is a compaction as stored for history replay.
+// Record is a compaction as stored for history replay: what Session.Replay
+// needs to leave a client holding what the live client held, and where in
+// the runtime's history it goes (After). OnFinalRecord hands the runtime
+// each compaction's final record; Compaction.Record reads it. Its JSON form
+// (MarshalJSON) is versioned, for stores.
 type Record struct {
 	ID      protocol.ID
 	Status  protocol.Status
@@ -1126,13 +1225,13 @@ type Record struct {
 	Meta protocol.Meta
 	// Details is the compaction's record, replayed under the record key.
 	Details *Details
-	// KeptStreamed reports that the compaction completed keeping the
-	// summary it had streamed (Complete without Summary after chunks): the
-	// client holds the streamed blocks, which the emitter does not retain.
-	// Before replaying, set Summary to what the runtime streamed; left
-	// nil, the replay clears the summary the client saw live. Replay
-	// itself ignores the field.
-	KeptStreamed bool
+	// After is the runtime's position in its history, given at Start
+	// (After): the ID of the message the compaction follows, opaque to
+	// the emitter. Replay ignores it (a record is replayed where the
+	// caller replays it); a runtime uses it to put the record back between
+	// its own messages. Empty when the runtime gave none, as for a failure
+	// reported before any start.
+	After string
 }
 
 func errorText(s string) error {

@@ -31,6 +31,9 @@ type config struct {
 	outside OutsideTurn
 	// gate is WithGate's.
 	gate func(ctx context.Context, sessionID string) (release func(), err error)
+	// onFinal is OnFinalRecord's; set, the streamed blocks of open
+	// compactions are kept for their final records.
+	onFinal func(ctx context.Context, sessionID string, rec Record)
 }
 
 // settleTimeout bounds how long a terminal update may take to send on its
@@ -102,6 +105,40 @@ func WithTurns(inTurn func(sessionID string) bool, outside OutsideTurn) Option {
 // the emitter.
 func WithGate(gate func(ctx context.Context, sessionID string) (release func(), err error)) Option {
 	return func(c *config) { c.gate = gate }
+}
+
+// OnFinalRecord hands f the final Record of every compaction, exactly once,
+// once it has settled: whoever settles it (the runtime's Complete, Fail or
+// Cancel; Session.Fail before any start; a SettleAll at the turn's end,
+// after a cancel or a caught panic; the watchdog; Emitter.SettleAll when
+// the connection closes; CloseSession). The record holds everything
+// Session.Replay needs to leave a client holding what the live client
+// held, the summary streamed by a completion that kept it included: with
+// OnFinalRecord set, the emitter keeps the streamed blocks of each open
+// compaction until it settles (memory follows what is live; without it,
+// none are kept and memory per open compaction stays constant). It is the
+// runtime's sink for history: store each record, in order, and replay the
+// stored records on session/load.
+//
+// f runs after the terminal update was handed to the Notifier (delivered
+// or not: the compaction is settled either way, and a later replay is the
+// client's next chance to see it). A compaction that settles unseen
+// between turns (WithTurns), whose terminal update goes out only when the
+// session's next turn begins, is handed over at settlement all the same:
+// the replay must hold it even if the client never comes back.
+//
+// f is called without the emitter's locks held, one call at a time per
+// session, in settlement order, so it may call the emitter (a record that
+// a call from f settles is handed over once f returns). Normally the call
+// that settled a compaction returns after f has run for it; when another
+// goroutine is handing over a record of the same session at that moment,
+// that goroutine hands this one over next, and the settling call may
+// return first. ctx carries the values of the settling call's context
+// (trace context) but not its cancellation or deadline: a cancelled turn's
+// records must still be kept. rec shares its summary, _meta and details
+// with the compaction's own Record: treat them as read-only.
+func OnFinalRecord(f func(ctx context.Context, sessionID string, rec Record)) Option {
+	return func(c *config) { c.onFinal = f }
 }
 
 // WithPolicy overrides capability.DefaultPolicy.
@@ -202,6 +239,7 @@ type startOptions struct {
 	trigger     protocol.Trigger
 	displayable bool
 	meta        protocol.Meta
+	after       string
 }
 
 // WithID uses the runtime's own ID (a message UUID, an item ID) instead of
@@ -233,6 +271,17 @@ func UserDisplayable() StartOption { return func(o *startOptions) { o.displayabl
 // session's close do settle it. It may be started outside a turn (see
 // WithTurns).
 func Background() StartOption { return func(o *startOptions) { o.background = true } }
+
+// After records the runtime's position in its history: the ID of the
+// message (or other history entry) this compaction follows. The emitter
+// does not read it; it is Record.After, so that a runtime replaying its
+// history (session/load) can put each record back between its own
+// messages where the compaction happened. A failure reported before any
+// start (Session.Fail) takes no StartOption, so its record has no
+// position: a runtime that needs one starts the compaction with After
+// first, then fails it (the client sees the same in_progress then failed),
+// or sets After on the record its OnFinalRecord sink receives.
+func After(position string) StartOption { return func(o *startOptions) { o.after = position } }
 
 // WithStartMeta sends m as the _meta of the in_progress update.
 func WithStartMeta(m protocol.Meta) StartOption { return func(o *startOptions) { o.meta = m } }

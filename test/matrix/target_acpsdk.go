@@ -47,9 +47,13 @@ func (t AcpsdkTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 		acpsdk.WithCancelGrace(-1),
 		acpsdk.WithFallback(r),
 	}
+	hist := &history{}
+	if t.History {
+		opts = append(opts, acpsdk.WithEmitterOptions(emitter.OnFinalRecord(hist.final)))
+	}
 	kit := acpsdk.New(append(opts, t.Options...)...)
 	var handlers sync.WaitGroup
-	p := newInprocPlay(sc, func(p *inprocPlay) (io.ReadWriteCloser, func(), error) {
+	p := newInprocPlay(sc, hist, func(p *inprocPlay) (io.ReadWriteCloser, func(), error) {
 		pp := &sdkPipes{}
 		pp.toAgentR, pp.toAgentW = io.Pipe()
 		pp.fromAgentR, pp.fromAgentW = io.Pipe()

@@ -26,9 +26,11 @@ import (
 type KitTarget struct {
 	// Options are added to the kit's.
 	Options []agentkit.Option
-	// History asks for Run.History: after the scenario, a new connection
-	// whose session/load replays, through the kit, the runtime's records
-	// of every compaction it reported.
+	// History asks for Run.History: the kit's emitters hand the runtime
+	// its final records (emitter.OnFinalRecord, through
+	// agentkit.WithEmitterOptions), and after the scenario a new
+	// connection's session/load replays them through the kit, in the
+	// order they were handed over.
 	History bool
 }
 
@@ -59,8 +61,12 @@ func (t KitTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 		agentkit.WithCancelGrace(-1),
 		agentkit.WithFallback(r),
 	}
+	hist := &history{}
+	if t.History {
+		opts = append(opts, agentkit.WithEmitterOptions(emitter.OnFinalRecord(hist.final)))
+	}
 	kit := agentkit.New(append(opts, t.Options...)...)
-	p := newInprocPlay(sc, func(p *inprocPlay) (io.ReadWriteCloser, func(), error) {
+	p := newInprocPlay(sc, hist, func(p *inprocPlay) (io.ReadWriteCloser, func(), error) {
 		agentEnd, clientEnd := net.Pipe()
 		agent := kit.NewConn(context.Background(), jsonrpc2.NewPlainObjectStream(agentEnd),
 			agentkit.AsyncHandler(&kitAgent{p: p, kit: kit}), jsonrpc2.SetLogger(nopLogger{}))

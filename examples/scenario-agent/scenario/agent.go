@@ -116,6 +116,9 @@ func New(cfg Config) (*Agent, error) {
 		emitter.WithRecords(emitter.DefaultRecordKey),
 		emitter.WithUsageUpdates(),
 		emitter.WithObserver(emitter.Observers(a.settled, emitter.NewSlogObserver(a.log))),
+		// Every compaction's final record, whoever settles it, for the
+		// session's history (what session/load replays).
+		emitter.OnFinalRecord(a.final),
 	}
 	if cfg.CompactionTimeout > 0 {
 		eopts = append(eopts, emitter.WithMaxDuration(cfg.CompactionTimeout))
@@ -130,6 +133,15 @@ func New(cfg Config) (*Agent, error) {
 		agentkit.WithLogger(a.log),
 	)
 	return a, nil
+}
+
+// final keeps a compaction's final record in its session's history; it is
+// the emitter's OnFinalRecord sink for every connection. A session closed
+// meanwhile (session/close) is forgotten, and so is its record.
+func (a *Agent) final(_ context.Context, sessionID string, rec emitter.Record) {
+	if s := a.session(sessionID); s != nil {
+		s.settled(rec)
+	}
 }
 
 // orDefault maps zero to def; it keeps negative values, which mean off.
@@ -533,7 +545,7 @@ func (c *conn) replay(ctx context.Context, rpc *jsonrpc2.Conn, s *session) error
 	for _, e := range s.snapshot() {
 		switch {
 		case e.comp != nil:
-			rec := e.comp.record()
+			rec := e.comp.record() // in_progress while it runs: skipped
 			if err := ks.Replay(ctx, rec); err != nil {
 				return fmt.Errorf("replay compaction %s: %w", rec.ID, err)
 			}

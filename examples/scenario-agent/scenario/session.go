@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,48 +37,29 @@ type entry struct {
 	comp      *compEntry        // for a compaction
 }
 
-// compEntry is a compaction in history. The handle's Record gives its
-// status, error and record at replay time, so a compaction the kit or the
-// watchdog settled after its turn replays as what it became.
+// compEntry is a compaction in history, at the place it began. Its record
+// is the final record the emitter handed over when the compaction settled
+// (emitter.OnFinalRecord: Agent.final), whoever settled it (the runtime,
+// the kit at the turn's end, the cancel grace or the connection's close,
+// the watchdog), with the summary the client was left holding, streamed
+// or given at settlement. Until then it is in_progress, which a replay
+// skips.
 type compEntry struct {
-	mu       sync.Mutex
-	handle   *emitter.Compaction // nil when the runtime failed before any start
-	early    emitter.Record      // the record of such a failure
-	streamed []protocol.ContentBlock
+	id protocol.ID
+	mu sync.Mutex
+	r  emitter.Record
 }
 
-func (c *compEntry) stream(s string) {
-	c.mu.Lock()
-	c.streamed = append(c.streamed, protocol.Text(s))
-	c.mu.Unlock()
-}
-
-func (c *compEntry) streamedText() string {
+func (c *compEntry) record() emitter.Record {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var b strings.Builder
-	for _, s := range c.streamed {
-		b.WriteString(s.Text)
-	}
-	return b.String()
+	return c.r
 }
 
-// record returns what session/load replays for this compaction. The
-// emitter keeps only a summary given at settlement; a completion that kept
-// the streamed summary (flood; Record.KeptStreamed) replays the streamed
-// blocks, as the client held them live. A completion that cleared its
-// summary (Summary()) or gave none after nothing streamed replays none.
-func (c *compEntry) record() emitter.Record {
-	if c.handle == nil {
-		return c.early
-	}
-	rec := c.handle.Record()
-	if rec.KeptStreamed {
-		c.mu.Lock()
-		rec.Summary = append([]protocol.ContentBlock(nil), c.streamed...)
-		c.mu.Unlock()
-	}
-	return rec
+func (c *compEntry) set(rec emitter.Record) {
+	c.mu.Lock()
+	c.r = rec
+	c.mu.Unlock()
 }
 
 // session is one ACP session's state, shared by every connection of the
@@ -211,11 +192,50 @@ func (s *session) nextCompactionID() protocol.ID {
 	return protocol.ID(fmt.Sprintf("cmp_%d", s.nextCmp))
 }
 
-func (s *session) addCompaction(c *compEntry) {
+// addCompaction places compaction id in the history, before the runtime
+// reports it, so that its final record, which may be handed over as soon
+// as it starts (a cancel grace of 0), finds its place.
+func (s *session) addCompaction(id protocol.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.entries = append(s.entries, entry{comp: c})
+	s.entries = append(s.entries, entry{comp: &compEntry{id: id, r: emitter.Record{ID: id, Status: protocol.InProgress}}})
 	s.updated = time.Now()
+}
+
+// dropCompaction removes compaction id, which never reached the client.
+func (s *session) dropCompaction(id protocol.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.entries = slices.DeleteFunc(s.entries, func(e entry) bool { return e.comp != nil && e.comp.id == id })
+}
+
+// settled keeps the final record of a compaction of the session, at the
+// place the compaction began.
+func (s *session) settled(rec emitter.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.entries {
+		if e.comp != nil && e.comp.id == rec.ID {
+			e.comp.set(rec)
+			return
+		}
+	}
+	// Not placed by the runtime: it goes where it ended, now.
+	s.entries = append(s.entries, entry{comp: &compEntry{id: rec.ID, r: rec}})
+	s.updated = time.Now()
+}
+
+// lastMessageID returns the ID of the history's latest message, the
+// position a compaction starting now follows (emitter.After).
+func (s *session) lastMessageID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.entries) - 1; i >= 0; i-- {
+		if id := s.entries[i].messageID; id != "" {
+			return id
+		}
+	}
+	return ""
 }
 
 func (s *session) snapshot() []entry {
@@ -252,8 +272,8 @@ func (s *session) messageCount() int {
 
 // details is a plausible record of a compaction of the history so far: it
 // replaces every message but the last (the prompt that asked for it),
-// which it keeps verbatim.
-func (s *session) details(summary string, completed bool) emitter.Details {
+// which it keeps verbatim. summaryBytes is the size of its summary.
+func (s *session) details(summaryBytes int, completed bool) emitter.Details {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []string
@@ -266,7 +286,7 @@ func (s *session) details(summary string, completed bool) emitter.Details {
 		TokensBefore:  s.tokens,
 		ContextWindow: contextWindow,
 		Summarizer:    &emitter.Summarizer{Model: "scenario-summarizer", PromptID: "scenario-compact-v1"},
-		SummaryBytes:  int64(len(summary)),
+		SummaryBytes:  int64(summaryBytes),
 	}
 	if n := len(ids); n > 1 {
 		d.Source = &emitter.MessageRange{FirstMessageID: ids[0], LastMessageID: ids[n-2], Count: n - 1}
@@ -275,7 +295,7 @@ func (s *session) details(summary string, completed bool) emitter.Details {
 		d.KeptTail = &emitter.MessageRange{FirstMessageID: ids[0], LastMessageID: ids[0], Count: 1}
 	}
 	if completed {
-		d.TokensAfter = baseTokensAfter + int64(len(summary))/4
+		d.TokensAfter = baseTokensAfter + int64(summaryBytes)/4
 		d.KnownLoss = []string{"verbatim tool output older than the summary"}
 		s.tokens = d.TokensAfter
 	}
@@ -300,11 +320,9 @@ type settlements struct {
 	waiting map[string]*settlement
 }
 
-// settlement is one awaited compaction; details is valid once done is
-// closed.
+// settlement is one awaited compaction; done is closed when it settles.
 type settlement struct {
-	done    chan struct{}
-	details *emitter.Details
+	done chan struct{}
 }
 
 func newSettlements() *settlements { return &settlements{waiting: map[string]*settlement{}} }
@@ -339,7 +357,6 @@ func (w *settlements) Observe(_ context.Context, ev emitter.Event) {
 	delete(w.waiting, k)
 	w.mu.Unlock()
 	if ok {
-		st.details = ev.Details
 		close(st.done)
 	}
 }

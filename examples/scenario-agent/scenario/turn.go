@@ -214,31 +214,34 @@ func cancelled(ctx context.Context) bool {
 type compaction struct {
 	t       *turn
 	h       *emitter.Compaction
-	entry   *compEntry
 	settled *settlement
+	// streamed is how many bytes of summary it streamed, for its details.
+	streamed int
 }
 
-// start opens a compaction in the session's history and on the wire.
+// start opens a compaction in the session's history and on the wire. Its
+// record reaches the history when it settles (Agent.final).
 func (t *turn) start(trigger protocol.Trigger) (*compaction, error) {
 	id := t.s.nextCompactionID()
 	settled := t.c.a.settled.register(t.s.id, id)
-	h, err := t.ks.Start(t.ctx, emitter.WithID(id), emitter.WithTrigger(trigger), emitter.UserDisplayable())
+	after := t.s.lastMessageID()
+	t.s.addCompaction(id)
+	h, err := t.ks.Start(t.ctx, emitter.WithID(id), emitter.WithTrigger(trigger), emitter.UserDisplayable(), emitter.After(after))
 	if h == nil {
 		t.c.a.settled.forget(t.s.id, id)
+		t.s.dropCompaction(id)
 		return nil, fmt.Errorf("start compaction %s: %w", id, err)
 	}
 	t.opened = append(t.opened, h)
 	if err != nil {
 		t.c.a.log.Warn("compaction start not delivered", "session", t.s.id, "compaction", id, "error", err)
 	}
-	e := &compEntry{handle: h}
-	t.s.addCompaction(e)
-	return &compaction{t: t, h: h, entry: e, settled: settled}, nil
+	return &compaction{t: t, h: h, settled: settled}, nil
 }
 
 // chunk streams one block of summary text.
 func (c *compaction) chunk(s string) {
-	c.entry.stream(s)
+	c.streamed += len(s)
 	if err := c.h.Chunk(c.t.ctx, protocol.Text(s)); err != nil {
 		c.t.c.a.log.Debug("summary chunk not sent", "session", c.t.s.id, "compaction", c.h.ID(), "error", err)
 	}
@@ -313,7 +316,7 @@ func (t *turn) compact(trigger protocol.Trigger, announce bool) (string, error) 
 		c.chunk(p)
 	}
 	full := strings.Join(parts, "")
-	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full)), emitter.WithDetails(t.s.details(full, true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full)), emitter.WithDetails(t.s.details(len(full), true))))
 	if announce {
 		t.say(compactedMessage)
 	}
@@ -326,7 +329,7 @@ func (t *turn) noSummary() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details("", true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details(0, true))))
 	return t.stopReason(), nil
 }
 
@@ -338,33 +341,25 @@ func (t *turn) fail() (string, error) {
 		return "", err
 	}
 	c.chunk(t.summary()[0])
-	c.logSettle(c.h.Fail(t.ctx, ErrSummaryRequest, emitter.Summary(), emitter.WithDetails(t.s.details("", false))))
+	c.logSettle(c.h.Fail(t.ctx, ErrSummaryRequest, emitter.Summary(), emitter.WithDetails(t.s.details(0, false))))
 	return t.stopReason(), nil
 }
 
 // failEarly reports a failure for a compaction that never reported a
 // start: it is started and failed at once, so the client sees in_progress
-// then failed.
+// then failed, and the emitter hands its record over like any other's.
 func (t *turn) failEarly() (string, error) {
 	id := t.s.nextCompactionID()
-	settled := t.c.a.settled.register(t.s.id, id)
-	h, err := t.ks.Start(t.ctx, emitter.WithID(id))
-	if h != nil {
-		err = h.Fail(t.ctx, ErrSummarizerUnavailable, emitter.WithDetails(t.s.details("", false)))
-	}
-	if err != nil {
-		t.c.a.settled.forget(t.s.id, id)
+	after := t.s.lastMessageID()
+	t.s.addCompaction(id)
+	h, err := t.ks.Start(t.ctx, emitter.WithID(id), emitter.After(after))
+	if h == nil {
+		t.s.dropCompaction(id)
 		return "", fmt.Errorf("report compaction %s failed: %w", id, err)
 	}
-	// The emitter settled it before Fail returned; keep the record it sent,
-	// so the replay repeats it.
-	rec := emitter.Record{ID: id, Status: protocol.Failed, Trigger: protocol.Manual, Error: ErrSummarizerUnavailable.Error()}
-	select {
-	case <-settled.done:
-		rec.Details = settled.details
-	default:
+	if err := h.Fail(t.ctx, ErrSummarizerUnavailable, emitter.WithDetails(t.s.details(0, false))); err != nil {
+		t.c.a.log.Warn("compaction failure not delivered", "session", t.s.id, "compaction", id, "error", err)
 	}
-	t.s.addCompaction(&compEntry{early: rec})
 	return t.stopReason(), nil
 }
 
@@ -391,7 +386,7 @@ func (t *turn) slow() (string, error) {
 		full.WriteString(p)
 		c.chunk(p)
 	}
-	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full.String())), emitter.WithDetails(t.s.details(full.String(), true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full.String())), emitter.WithDetails(t.s.details(full.Len(), true))))
 	return t.stopReason(), nil
 }
 
@@ -403,7 +398,7 @@ func (c *compaction) interrupted() (string, error) {
 	if !cancelled(t.ctx) {
 		return "", context.Cause(t.ctx)
 	}
-	c.logSettle(c.h.Cancel(t.ctx, emitter.Summary(), emitter.WithDetails(t.s.details("", false))))
+	c.logSettle(c.h.Cancel(t.ctx, emitter.Summary(), emitter.WithDetails(t.s.details(0, false))))
 	return stopCancelled, nil
 }
 
@@ -440,7 +435,8 @@ func (t *turn) panicking() (string, error) {
 }
 
 // flood streams n chunks as fast as the transport takes them and completes
-// without a summary, keeping what was streamed.
+// without a summary, keeping what was streamed (which the emitter keeps
+// for the final record: OnFinalRecord).
 func (t *turn) flood(n int) (string, error) {
 	c, err := t.start(protocol.Manual)
 	if err != nil {
@@ -452,7 +448,7 @@ func (t *turn) flood(n int) (string, error) {
 		}
 		c.chunk(fmt.Sprintf("chunk %d of %d\n", i+1, n))
 	}
-	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details(c.entry.streamedText(), true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details(c.streamed, true))))
 	return t.stopReason(), nil
 }
 
@@ -471,7 +467,7 @@ func (t *turn) twice() (string, error) {
 	b := "## Retained context (newer half)\n\nThe second half of the conversation.\n"
 	first.chunk(a)
 	second.chunk(b)
-	second.logSettle(second.h.Complete(t.ctx, emitter.Summary(protocol.Text(b)), emitter.WithDetails(t.s.details(b, true))))
-	first.logSettle(first.h.Complete(t.ctx, emitter.Summary(protocol.Text(a)), emitter.WithDetails(t.s.details(a, true))))
+	second.logSettle(second.h.Complete(t.ctx, emitter.Summary(protocol.Text(b)), emitter.WithDetails(t.s.details(len(b), true))))
+	first.logSettle(first.h.Complete(t.ctx, emitter.Summary(protocol.Text(a)), emitter.WithDetails(t.s.details(len(a), true))))
 	return t.stopReason(), nil
 }
