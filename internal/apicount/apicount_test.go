@@ -11,12 +11,15 @@ import (
 )
 
 // The limits. Issue 19 aims at 100 exported identifiers in emitter (124
-// before it) and at most 20 names on the kit path (30 before it: 15 per kit; 18 now). emitter
-// has 110 now; the limit leaves room for the four names of the final-record
-// hook being added alongside (OnFinalRecord, After and their kinds) and
-// no more: whoever adds a name removes one, or raises the limit on purpose.
+// before it) and at most 20 names on the kit path (30 before it: 15 per
+// kit; 18 now). emitter has 115: the kit-path cleanup took it to 110, and
+// the final-record hook added five (OnFinalRecord, After, ErrRecordVersion
+// and Record's JSON methods). The limit is a ratchet: whoever adds a name
+// removes one, or lowers it when names go. The rest of the way to 100 means
+// retiring documented features (child sessions, the redundant-summary and
+// generic-error options, the by-ID Session methods the proxy uses).
 const (
-	emitterLimit = 114
+	emitterLimit = 115
 	kitPathLimit = 20
 )
 
