@@ -7,6 +7,7 @@ package acpsdk_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log"
 	"os"
@@ -51,6 +52,17 @@ func (a *myAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptRe
 	return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
 }
 
+// keepRecord keeps each compaction's final record with its session's
+// history, whoever settled it (the runtime, the turn's end, a cancel, a
+// crash, the connection's end), so that session/load, even in a later
+// process, replays it with Session.Replay. Here a log line stands in for
+// the store; emitter.Record's JSON form is versioned for keeping.
+func keepRecord(_ context.Context, sessionID string, rec emitter.Record) {
+	if b, err := json.Marshal(rec); err == nil {
+		log.Printf("session %s: keep %s", sessionID, b)
+	}
+}
+
 // The README's integration on coder/acp-go-sdk, run against a client
 // (clientPeer) on in-process pipes that prompts twice, cancels the second
 // prompt after its first summary chunk, and prints what it sent (->) and
@@ -58,7 +70,9 @@ func (a *myAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptRe
 func Example_summaryAndCancel() {
 	stdin, stdout := clientPeer() // os.Stdin and os.Stdout in an agent
 
-	kit := acpsdk.New() // a v1 client without the capability sees a tool call
+	// A v1 client without the capability sees a tool call; every final
+	// record goes to keepRecord.
+	kit := acpsdk.New(acpsdk.WithEmitterOptions(emitter.OnFinalRecord(keepRecord)))
 	conn := kit.NewAgentSideConnection(&myAgent{}, stdout, stdin)
 	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
