@@ -322,16 +322,18 @@ func (s *Session) inTurnLocked() bool {
 }
 
 // removeUnseen removes c from the unseen compactions, keeping their order.
-func (s *Session) removeUnseen(c *Compaction) {
-	for i, o := range s.unseen {
-		if o == c {
-			s.unseen = slices.Delete(s.unseen, i, i+1)
-			if len(s.unseen) == 0 {
-				s.unseen = nil
-			}
-			return
-		}
+func (s *Session) removeUnseen(c *Compaction) { s.unseen = without(s.unseen, c) }
+
+// without returns list less c, in order; nil when nothing is left, so an
+// idle session holds no backing array.
+func without(list []*Compaction, c *Compaction) []*Compaction {
+	if i := slices.Index(list, c); i >= 0 {
+		list = slices.Delete(list, i, i+1)
 	}
+	if len(list) == 0 {
+		return nil
+	}
+	return list
 }
 
 // findOpen returns the open compaction with id, or nil.
@@ -345,17 +347,7 @@ func (s *Session) findOpen(id protocol.ID) *Compaction {
 }
 
 // removeOpen removes c from the open compactions, keeping their order.
-func (s *Session) removeOpen(c *Compaction) {
-	for i, o := range s.open {
-		if o == c {
-			s.open = slices.Delete(s.open, i, i+1)
-			if len(s.open) == 0 {
-				s.open = nil
-			}
-			return
-		}
-	}
-}
+func (s *Session) removeOpen(c *Compaction) { s.open = without(s.open, c) }
 
 // idSet is a set of IDs: a slice while it is small, a map beyond.
 type idSet struct {
