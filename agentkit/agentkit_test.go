@@ -26,7 +26,7 @@ func TestStreamedCompactionReachesTheClientInOrderWithTheAgentsOwnUpdates(t *tes
 	a := &agent{}
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
 		_ = agentMessage(ctx, conn, sid, "before")
-		c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
+		c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
 		if err != nil {
 			return nil, err
 		}
@@ -62,7 +62,7 @@ func TestStreamedCompactionReachesTheClientInOrderWithTheAgentsOwnUpdates(t *tes
 func TestRuntimeFailureReachesTheClientAsFailedWithItsMessage(t *testing.T) {
 	a := &agent{}
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"))
+		c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"))
 		if err != nil {
 			return nil, err
 		}
@@ -86,7 +86,7 @@ func TestRuntimeFailureReachesTheClientAsFailedWithItsMessage(t *testing.T) {
 func TestTurnEndingWithAnOpenCompactionSettlesItAsFailedBeforeTheResponse(t *testing.T) {
 	a := &agent{}
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		if _, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+		if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
 			return nil, err
 		}
 		return endTurn() // the runtime forgot its handle
@@ -115,7 +115,7 @@ func TestRuntimeReportingAfterItsTurnEndedSendsNothing(t *testing.T) {
 	var chunkErr, completeErr error
 	var wg sync.WaitGroup
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
+		c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +169,7 @@ func TestCancelReportedByTheRuntimeReachesTheClientBeforeTheResponse(t *testing.
 	a := &agent{}
 	var cause error
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"))
+		c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"))
 		if err != nil {
 			return nil, err
 		}
@@ -201,7 +201,7 @@ func TestCancelTheRuntimeNeverReportsIsSettledAsCancelledAtTheGraceDeadline(t *t
 	a := &agent{}
 	var late error
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"))
+		c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"))
 		if err != nil {
 			return nil, err
 		}
@@ -223,7 +223,7 @@ func TestCancelTheRuntimeNeverReportsIsSettledAsCancelledAtTheGraceDeadline(t *t
 func TestCancelledTurnEndingWithAnOpenCompactionSettlesItAsCancelled(t *testing.T) {
 	a := &agent{}
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		if _, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+		if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
 			return nil, err
 		}
 		<-ctx.Done()
@@ -239,7 +239,7 @@ func TestCancelledTurnEndingWithAnOpenCompactionSettlesItAsCancelled(t *testing.
 func TestAgentClosingTheConnectionSettlesOpenCompactionsOnTheWire(t *testing.T) {
 	a := &agent{}
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		if _, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+		if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
 			return nil, err
 		}
 		<-ctx.Done()
@@ -267,7 +267,7 @@ func TestConnectionContextEndingSettlesOpenCompactionsOnTheWire(t *testing.T) {
 	defer stop()
 	a := &agent{connCtx: connCtx}
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		if _, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+		if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
 			return nil, err
 		}
 		<-ctx.Done()
@@ -297,19 +297,19 @@ func TestPeerHangingUpSettlesWhatIsOpen(t *testing.T) {
 		}
 	})
 	a := &agent{}
-	var late error
-	var open int
+	var late, open error
 	done := make(chan struct{})
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
 		defer close(done)
-		s := a.kit.Session(conn, sid)
+		s := agentkit.SessionFrom(ctx, sid)
 		c, err := s.Start(ctx, emitter.WithID("cmp_1"))
 		if err != nil {
 			return nil, err
 		}
 		<-ctx.Done()
 		<-settled
-		late, open = c.Complete(ctx), s.Open()
+		late = c.Complete(ctx)
+		_, open = s.Compaction("cmp_1")
 		return nil, ctx.Err()
 	}
 	r := newRig(t, a, agentkit.WithEmitterOptions(emitter.WithObserver(obs)))
@@ -323,8 +323,8 @@ func TestPeerHangingUpSettlesWhatIsOpen(t *testing.T) {
 	_ = r.client.Conn.Close()
 	<-done
 	r.close()
-	if !errors.Is(late, emitter.ErrSettled) || open != 0 {
-		t.Errorf("after hang-up: Complete = %v, open = %d; want ErrSettled, 0", late, open)
+	if !errors.Is(late, agentkit.ErrClosed) || !errors.Is(open, agentkit.ErrClosed) {
+		t.Errorf("after hang-up: Complete = %v, Compaction = %v; want ErrClosed", late, open)
 	}
 }
 
@@ -333,7 +333,7 @@ func TestReplayOnLoadPrecedesTheLoadResponse(t *testing.T) {
 	var reuse error
 	a.load = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) error {
 		_ = agentMessage(ctx, conn, sid, "earlier")
-		if err := a.kit.Session(conn, sid).Replay(ctx, emitter.Record{
+		if err := agentkit.SessionFrom(ctx, sid).Replay(ctx, emitter.Record{
 			ID: "cmp_old", Status: protocol.Completed, Trigger: protocol.Auto,
 			Summary: []protocol.ContentBlock{protocol.Text("Retained")}, Displayable: true,
 		}); err != nil {
@@ -342,7 +342,7 @@ func TestReplayOnLoadPrecedesTheLoadResponse(t *testing.T) {
 		return agentMessage(ctx, conn, sid, "later")
 	}
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		_, reuse = a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_old"))
+		_, reuse = agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_old"))
 		return endTurn()
 	}
 	r := newRig(t, a)
@@ -370,7 +370,7 @@ func TestV2TurnEndsAtTheIdleStateUpdateNotAtThePromptAcknowledgement(t *testing.
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
 		wg.Go(func() {
 			_ = stateUpdate(ctx, conn, sid, "running", "")
-			c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
+			c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
 			if err != nil {
 				t.Error(err)
 				return
@@ -410,7 +410,7 @@ func TestV2CancelSettlesAsCancelledBeforeIdle(t *testing.T) {
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
 		wg.Go(func() {
 			_ = stateUpdate(ctx, conn, sid, "running", "")
-			if _, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+			if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
 				t.Error(err)
 				return
 			}
@@ -456,7 +456,7 @@ func stateUpdate(ctx context.Context, conn *jsonrpc2.Conn, sid, state, stop stri
 }
 
 func TestV1ClientWithoutTheCapabilitySeesNoStandardUpdates(t *testing.T) {
-	marker := emitter.RendererFunc(func(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
+	marker := rendererFunc(func(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
 		text := map[emitter.EventKind]string{emitter.EventStarted: "Compacting...", emitter.EventSettled: "\n\nCompacting " + string(ev.Status) + "."}[ev.Kind]
 		if text == "" {
 			return nil
@@ -483,7 +483,7 @@ func TestV1ClientWithoutTheCapabilitySeesNoStandardUpdates(t *testing.T) {
 					return nil, err
 				}
 				mode = em.Mode()
-				c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
+				c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
 				if err != nil {
 					return nil, err
 				}
@@ -508,27 +508,38 @@ func TestV1ClientWithoutTheCapabilitySeesNoStandardUpdates(t *testing.T) {
 
 func TestSessionErrorsAreSentinels(t *testing.T) {
 	a := &agent{}
+	var handlerCtx context.Context
+	a.load = func(ctx context.Context, _ *jsonrpc2.Conn, _ string) error {
+		handlerCtx = ctx
+		return nil
+	}
 	r := newRig(t, a)
 	ctx := context.Background()
-	if _, err := a.kit.Session(r.agent, session).Start(ctx); !errors.Is(err, agentkit.ErrNotInitialized) {
+	// A handler that runs before initialize.
+	if err := r.client.Conn.Call(r.ctx, "session/load", map[string]any{"sessionId": session}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agentkit.SessionFrom(handlerCtx, session).Start(ctx); !errors.Is(err, agentkit.ErrNotInitialized) {
 		t.Errorf("before initialize: %v", err)
 	}
 	if _, err := a.kit.Emitter(r.agent); !errors.Is(err, agentkit.ErrNotInitialized) {
 		t.Errorf("Emitter before initialize: %v", err)
 	}
-	if _, err := agentkit.New().Session(r.agent, session).Start(ctx); !errors.Is(err, agentkit.ErrUnknownConn) {
-		t.Errorf("another kit's connection: %v", err)
+	for _, c := range []context.Context{context.Background(), context.WithValue(ctx, otherKey{}, 1)} {
+		if _, err := agentkit.SessionFrom(c, session).Start(ctx); !errors.Is(err, agentkit.ErrUnknownConn) {
+			t.Errorf("a context no kit handler derived: %v", err)
+		}
+		if _, err := agentkit.SessionFrom(c, session).Compaction("cmp_1"); !errors.Is(err, agentkit.ErrUnknownConn) {
+			t.Errorf("a context no kit handler derived, Compaction: %v", err)
+		}
 	}
 	r.initialize(1, true)
-	held := a.kit.Session(r.agent, session)
-	if held.ID() != session {
-		t.Errorf("ID %q", held.ID())
-	}
+	held := agentkit.SessionFrom(handlerCtx, session)
 	r.close()
 	if _, err := held.Start(ctx); !errors.Is(err, agentkit.ErrClosed) {
 		t.Errorf("after close, held session: %v", err)
 	}
-	if _, err := a.kit.Session(r.agent, session).Start(ctx); !errors.Is(err, agentkit.ErrUnknownConn) {
+	if _, err := agentkit.SessionFrom(handlerCtx, session).Start(ctx); !errors.Is(err, agentkit.ErrClosed) {
 		t.Errorf("after close, new lookup: %v", err)
 	}
 }
@@ -550,7 +561,7 @@ func TestPromptContextCarriesTheTraceContextOfItsMeta(t *testing.T) {
 		inHandler = tc.Traceparent
 		// A runtime may pass a context of its own; the turn's trace is
 		// attached anyway.
-		_, err := a.kit.Session(conn, sid).Start(context.Background(), emitter.WithID("cmp_1"))
+		_, err := agentkit.SessionFrom(ctx, sid).Start(context.Background(), emitter.WithID("cmp_1"))
 		if err != nil {
 			return nil, err
 		}
@@ -574,21 +585,21 @@ func TestPromptContextCarriesTheTraceContextOfItsMeta(t *testing.T) {
 
 func TestStartIsRefusedWhileTheTurnIsBeingSettled(t *testing.T) {
 	var (
-		a       = &agent{}
-		conn    *jsonrpc2.Conn
-		refused error
+		a          = &agent{}
+		handlerCtx context.Context
+		refused    error
 	)
 	obs := emitter.ObserverFunc(func(ctx context.Context, ev emitter.Event) {
 		if ev.Kind == emitter.EventSettled && errors.Is(ev.Err, emitter.ErrTurnEnded) {
 			// Between the settlement and the prompt response. (Observers
 			// must not call back into the emitter; the refused Start never
 			// reaches it, which is what this checks.)
-			_, refused = a.kit.Session(conn, session).Start(ctx, emitter.WithID("cmp_late"))
+			_, refused = agentkit.SessionFrom(handlerCtx, session).Start(ctx, emitter.WithID("cmp_late"))
 		}
 	})
-	a.prompt = func(ctx context.Context, c *jsonrpc2.Conn, sid string) (any, error) {
-		conn = c
-		if _, err := a.kit.Session(c, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+	a.prompt = func(ctx context.Context, _ *jsonrpc2.Conn, sid string) (any, error) {
+		handlerCtx = ctx
+		if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
 			return nil, err
 		}
 		return endTurn()
@@ -616,7 +627,7 @@ func TestCancelReachesItsPromptAndNeverTheNext(t *testing.T) {
 	var rt kittest.RaceRuntime
 	a := &agent{cancel: func(string) { rt.Cancelled() }}
 	a.promptText = func(ctx context.Context, conn *jsonrpc2.Conn, sid, text string) (any, error) {
-		stop, err := rt.Prompt(ctx, text, a.kit.Session(conn, sid))
+		stop, err := rt.Prompt(ctx, text, agentkit.SessionFrom(ctx, sid))
 		if err != nil {
 			return nil, err
 		}
@@ -634,3 +645,13 @@ func TestCancelReachesItsPromptAndNeverTheNext(t *testing.T) {
 	}
 	kittest.CheckRaceStatuses(t, evs, pairs)
 }
+
+// rendererFunc adapts a function to emitter.Renderer.
+type rendererFunc func(ctx context.Context, ev emitter.Event, n emitter.Notifier) error
+
+func (f rendererFunc) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
+	return f(ctx, ev, n)
+}
+
+// otherKey is a context key of the test's own.
+type otherKey struct{}

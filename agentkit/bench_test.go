@@ -141,12 +141,13 @@ func (p *benchPipe) shutdown(conn *jsonrpc2.Conn) {
 
 // benchAgent answers initialize (v1) and session/prompt; its prompt
 // handler blocks until release is closed, so a turn stays open.
-func benchAgent(release <-chan struct{}) jsonrpc2.Handler {
+func benchAgent(release <-chan struct{}, prompts chan<- context.Context) jsonrpc2.Handler {
 	return jsonrpc2.HandlerWithError(func(ctx context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
 		switch req.Method {
 		case "initialize":
 			return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
 		case "session/prompt":
+			prompts <- ctx
 			select {
 			case <-release:
 			case <-ctx.Done():
@@ -169,6 +170,7 @@ type benchConn struct {
 	kit     *agentkit.Kit
 	pipe    *benchPipe
 	release chan struct{}
+	prompt  chan context.Context // the running prompt handler's context
 }
 
 // newBenchConn connects an agent: bare (withKit false) or behind a kit,
@@ -176,8 +178,8 @@ type benchConn struct {
 // kitStream is set.
 func newBenchConn(b *testing.B, withKit, kitStream bool) *benchConn {
 	b.Helper()
-	bc := &benchConn{pipe: newBenchPipe(b), release: make(chan struct{})}
-	h := agentkit.AsyncHandler(benchAgent(bc.release))
+	bc := &benchConn{pipe: newBenchPipe(b), release: make(chan struct{}), prompt: make(chan context.Context, 1)}
+	h := agentkit.AsyncHandler(benchAgent(bc.release, bc.prompt))
 	stream := jsonrpc2.NewPlainObjectStream(bc.pipe)
 	if kitStream {
 		stream = agentkit.NewStream(bc.pipe)
@@ -260,7 +262,7 @@ func BenchmarkChunk(b *testing.B) {
 		b.Run(v.name, func(b *testing.B) {
 			bc := newBenchConn(b, true, v.kitStream)
 			ctx := context.Background()
-			c, err := bc.kit.Session(bc.conn, session).Start(ctx, emitter.WithID("cmp_bench"), emitter.UserDisplayable())
+			c, err := agentkit.SessionFrom(<-bc.prompt, session).Start(ctx, emitter.WithID("cmp_bench"), emitter.UserDisplayable())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -154,9 +154,18 @@ func bindingOf(ctx context.Context) *binding {
 	return b
 }
 
-func crash(ctx context.Context) {
+// tapFrom returns the tap of the connection whose handler ctx belongs to
+// (SessionFrom, Recover), or nil.
+func tapFrom(ctx context.Context) *tap.Tap {
 	if b := bindingOf(ctx); b != nil {
-		b.t.Crash()
+		return b.t
+	}
+	return nil
+}
+
+func crash(ctx context.Context) {
+	if t := tapFrom(ctx); t != nil {
+		t.Crash()
 	}
 }
 
@@ -248,16 +257,4 @@ func (a asyncHandler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *json
 		a.h.Handle(ctx, conn, req)
 		returned = true
 	}()
-}
-
-// Recover settles the connection's open compactions as failed
-// (emitter.ErrAgentCrashed) when the goroutine is panicking, then panics
-// again with the same value. Use it as `defer agentkit.Recover(ctx)` first
-// thing in goroutines of your own that run with a kit handler's context;
-// it does nothing for other contexts and when there is no panic.
-func Recover(ctx context.Context) {
-	if v := recover(); v != nil {
-		crash(ctx)
-		panic(v)
-	}
 }

@@ -6,13 +6,13 @@
 // # Integration
 //
 // Create one Kit per process, let it create each connection, and report
-// compactions through Kit.Session:
+// compactions through SessionFrom, from the handler's context:
 //
 //	kit := agentkit.New(agentkit.WithCancelGrace(5 * time.Second))
 //	conn := kit.NewConn(ctx, agentkit.NewStream(stdio), agentkit.AsyncHandler(agentHandler))
 //
 //	// in the prompt's handler, when the model starts compacting:
-//	c, err := kit.Session(conn, sessionID).Start(ctx, emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
+//	c, err := agentkit.SessionFrom(ctx, sessionID).Start(ctx, emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
 //	c.Chunk(ctx, protocol.Text(delta))
 //	c.Complete(ctx) // or c.Fail(ctx, err), c.Cancel(ctx)
 //
@@ -24,9 +24,19 @@
 // Start may return a handle and an error together: with
 // emitter.ErrUndeliverable the compaction is open but its start did not
 // reach the client; keep the handle and settle it as usual. A runtime that
-// addresses compactions by ID rather than by handle uses the same Session:
-// Session.Chunk, Complete, Cancel and Fail take the ID (emitter.WithID at
-// Start).
+// addresses compactions by ID rather than by handle gets the handle back
+// with Session.Compaction (emitter.WithID at Start): there is one way to
+// report, the handle, and every call on it passes the turn guard (see "One
+// wire engine").
+//
+// Every handler the kit runs gets a context that carries its connection,
+// and so does every context derived from it, such as the one a goroutine
+// of the runtime keeps after the handler returned: SessionFrom needs
+// nothing else, so the runtime never holds the connection. With a context
+// no kit handler derived, the Session's methods fail with ErrUnknownConn.
+// Outside a turn (a goroutine that outlived its prompt) a start is refused
+// with emitter.ErrOutsideTurn unless it was started with
+// emitter.Background.
 //
 // When the client cancels, the prompt handler's context ends with cause
 // emitter.ErrCancelled (context.Cause): the handler just returns (stop
@@ -94,16 +104,17 @@
 // When a turn ends, every compaction of the session still open is settled
 // on the wire before the message that ends it: `cancelled` when the client
 // cancelled the turn, otherwise `failed` with emitter.ErrTurnEnded. While
-// that settlement runs, Session's Start, Chunk, Complete, Cancel and Fail
-// wait until the turn's end is written (a call from the settlement's own
-// observer is refused with an error wrapping emitter.ErrTurnEnded), and the
-// turn's end waits for one in progress, so nothing opens or changes in
-// between. Nothing about compaction reaches the client between turns: a
-// Start there (from a goroutine that outlived its prompt's handler, say) is
-// refused with emitter.ErrOutsideTurn, unless the compaction is started with
-// emitter.Background(), which the client sees only when it settles, in the
-// running turn or, delivered by the kit, when the session's next turn
-// begins (see the emitter's rules). A
+// that settlement runs and the message is written, every reporting call
+// waits for the message to be written: the kit installs the engine's turn
+// guard as the emitter's gate (emitter.WithGate), so Session.Start and the
+// handles' Chunk, Complete, Cancel and Fail pass it alike, and the turn's
+// end waits for one in progress; nothing opens or changes in between.
+// Then a handle whose compaction the end settled is refused with
+// emitter.ErrSettled, and a start with no turn running with
+// emitter.ErrOutsideTurn. A compaction started with emitter.Background
+// outlives its turn: the client sees it when it settles (at the start of
+// the session's next turn when that is between turns), and the
+// connection's end or the session's close settles it if it has not. A
 // successful answer to session/close is written after what its session
 // still has open is settled (as cancelled: closing ends a session's work
 // as a cancel does), and the emitter forgets the session.
@@ -199,12 +210,10 @@
 // waits, so a client that pipelines requests faster than they are handled
 // fills its own pipe rather than the agent's memory. The kit still sees
 // each message in wire order as it is read. A handler waiting for the
-// client's answer to a request of its own about its session
-// (session/request_permission, fs/read_text_file) does not hold a slot
-// until the answer arrives or the handler returns, whichever comes first,
-// so that answer is always read, and an answer that never comes does not
-// raise the limit; a handler that waits for any other message of the
-// client's holds its slot (see AsyncHandler).
+// client's answer to a request of its own (session/request_permission)
+// does not count while it waits, so that answer is always read; a handler
+// that waits for any other message of the client's holds its slot (see
+// AsyncHandler).
 //
 // # Output
 //

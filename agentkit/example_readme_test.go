@@ -45,6 +45,17 @@ func prompt(ctx context.Context, s *agentkit.Session) (any, error) {
 	return map[string]any{"stopReason": "end_turn"}, nil
 }
 
+// keepRecord keeps each compaction's final record with its session's
+// history, whoever settled it (the runtime, the turn's end, a cancel, a
+// crash, the connection's end), so that session/load, even in a later
+// process, replays it with Session.Replay. Here a log line stands in for
+// the store; emitter.Record's JSON form is versioned for keeping.
+func keepRecord(_ context.Context, sessionID string, rec emitter.Record) {
+	if b, err := json.Marshal(rec); err == nil {
+		log.Printf("session %s: keep %s", sessionID, b)
+	}
+}
+
 // stdio is the agent's stdin and stdout as one stream.
 type stdio struct {
 	io.Reader
@@ -58,8 +69,10 @@ type stdio struct {
 func Example_summaryAndCancel() {
 	stdin, stdout := clientPeer() // os.Stdin and os.Stdout in an agent
 
-	kit := agentkit.New() // a v1 client without the capability sees a tool call
-	handler := jsonrpc2.HandlerWithError(func(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+	// A v1 client without the capability sees a tool call; every final
+	// record goes to keepRecord.
+	kit := agentkit.New(agentkit.WithEmitterOptions(emitter.OnFinalRecord(keepRecord)))
+	handler := jsonrpc2.HandlerWithError(func(ctx context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
 		switch req.Method {
 		case "initialize":
 			return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
@@ -72,7 +85,7 @@ func Example_summaryAndCancel() {
 			if err := json.Unmarshal(*req.Params, &p); err != nil {
 				return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: err.Error()}
 			}
-			return prompt(ctx, kit.Session(conn, p.SessionID))
+			return prompt(ctx, agentkit.SessionFrom(ctx, p.SessionID)) // the session on this connection
 		case "session/cancel":
 			return nil, nil // the kit has cancelled the prompt's context
 		}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,9 +41,23 @@ type agent struct {
 	promptText func(ctx context.Context, conn *jsonrpc2.Conn, sessionID, text string) (any, error)
 	load       func(ctx context.Context, conn *jsonrpc2.Conn, sessionID string) error
 	cancel     func(sessionID string) // called for each session/cancel
+	// wrap, when set, wraps the agent's end of the pipe.
+	wrap func(net.Conn) net.Conn
+	mu   sync.Mutex
+	last context.Context // the context of the latest handler call
+}
+
+// lastCtx returns the context of the latest handler call.
+func (a *agent) lastCtx() context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.last
 }
 
 func (a *agent) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+	a.mu.Lock()
+	a.last = ctx
+	a.mu.Unlock()
 	var p struct {
 		SessionID string `json:"sessionId"`
 		Prompt    []struct {
@@ -106,6 +121,9 @@ func newRig(t *testing.T, a *agent, opts ...agentkit.Option) *rig {
 	t.Cleanup(cancel)
 	a.kit = agentkit.New(append([]agentkit.Option{quiet}, opts...)...)
 	agentSide, clientSide := net.Pipe()
+	if a.wrap != nil {
+		agentSide = a.wrap(agentSide)
+	}
 	r := &rig{t: t, ctx: ctx, kit: a.kit}
 	connCtx := a.connCtx
 	if connCtx == nil {

@@ -79,8 +79,9 @@ type binding struct {
 	closed chan struct{}
 }
 
-// register indexes conn for Kit.Session. Both NewConn and the first handled
-// message call it, because a handler may run before NewConn returns.
+// register indexes conn for Shutdown, CloseConn and Emitter. Both NewConn
+// and the first handled message call it, because a handler may run before
+// NewConn returns.
 func (b *binding) register(conn *jsonrpc2.Conn) {
 	b.once.Do(func() {
 		k := b.k
@@ -204,24 +205,13 @@ func (k *Kit) tap(conn *jsonrpc2.Conn) *tap.Tap {
 	return nil
 }
 
-// Session returns the reporter of one ACP session on conn. It never returns
-// nil: on a connection the kit does not serve, every method fails with
-// ErrUnknownConn.
-func (k *Kit) Session(conn *jsonrpc2.Conn, sessionID string) *Session {
-	t := k.tap(conn)
-	if t == nil {
-		return unknownSession(sessionID)
-	}
-	return newSession(t, sessionID)
-}
-
 // Emitter returns conn's emitter, for what Session does not cover
-// (Emitter.ChildSession, Mode, Negotiation). Compactions opened through it
-// bypass the kit's refusal of starts while a turn is being settled, but are
-// still settled at the end of their session's turn: from the first call
-// on, every turn's end settles its session in the emitter, which then
-// keeps a tracker of each session that had a turn until it closes (see
-// "Memory" in the package documentation).
+// (Emitter.ChildSession, Mode, Negotiation). Its reporting calls pass the
+// turn guard as Session's do, and its compactions are settled at the end
+// of their session's turn: from the first call on, every turn's end
+// settles its session in the emitter, which then keeps a tracker of each
+// session that had a turn until it closes (see "Memory" in the package
+// documentation).
 func (k *Kit) Emitter(conn *jsonrpc2.Conn) (*emitter.Emitter, error) {
 	t := k.tap(conn)
 	if t == nil {

@@ -12,18 +12,20 @@ import (
 )
 
 // Sentinel errors; errors returned by this package that stem from one of
-// them wrap it, so callers branch with errors.Is. A call of Session refused
-// while its session's turn end is being settled wraps emitter.ErrTurnEnded
-// instead.
+// them wrap it, so callers branch with errors.Is. (A call the turn guard
+// judges after a turn's end is refused with the emitter's errors: see
+// Session.)
 var (
 	// ErrNotInitialized: the connection has not yet answered initialize
 	// successfully, so it is not known how the client takes compaction.
 	ErrNotInitialized = errors.New("agentkit: the connection's initialize exchange has not completed")
 	// ErrClosed: the connection has closed; its compactions were settled.
 	ErrClosed = errors.New("agentkit: the connection is closed")
-	// ErrUnknownConn: the connection is not served by this Kit: another
-	// Kit created it, or it has closed and the Kit forgot it.
-	ErrUnknownConn = errors.New("agentkit: the connection is not served by this kit (never was, or has closed)")
+	// ErrUnknownConn: there is no kit connection to use: SessionFrom was
+	// given a context that no handler of a kit's connection derived, or
+	// the Kit does not serve the connection given to it (another Kit
+	// created it, or it has closed and the Kit forgot it).
+	ErrUnknownConn = errors.New("agentkit: no connection of this kit (not a kit handler's context, another kit's connection, or a closed one)")
 )
 
 // DefaultCancelGrace is the cancel grace when WithCancelGrace is not

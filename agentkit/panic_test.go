@@ -52,7 +52,7 @@ func runHelperAgent(mode string) {
 }
 
 func startThenPanic(ctx context.Context, kit *agentkit.Kit, conn *jsonrpc2.Conn, sid string) {
-	c, err := kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
+	c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
 	if err != nil {
 		panic(err)
 	}

@@ -11,42 +11,59 @@ import (
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
-// Session reports the compactions of one ACP session on one connection: the
-// emitter's Session behind the connection's wire engine. Get it from
-// Kit.Session; it is cheap, so getting it per call is fine. Safe for
-// concurrent use.
+// Session reports the compactions of one ACP session on the connection of
+// the handler that got it from SessionFrom: the emitter's Session behind
+// the connection's wire engine. It is cheap, so getting it per call is
+// fine. Safe for concurrent use.
 //
-// Start, Chunk, Complete, Cancel and Fail pass the engine's turn guard:
-// while the session's turn end is being settled and written they are
-// refused with an error wrapping emitter.ErrTurnEnded, and the turn's end
-// waits for one in progress, so nothing opens or changes between the
-// settlement and the message that ends the turn. Every method fails with
-// ErrUnknownConn for a connection the Kit does not serve, and those that
-// report with ErrNotInitialized before the initialize exchange and
-// ErrClosed once the connection has closed.
+// Start, and every call on the handles that Start and Compaction return
+// (Chunk, Complete, Cancel, Fail), pass the engine's turn guard: while the
+// session's turn end is being settled and written they wait for the
+// message that ends the turn to be written, and the turn's end waits for
+// one in progress, so nothing opens or changes between the settlement and
+// that message. Then they are judged as calls of the next turn (a prompt
+// was queued behind the one that ended) or as calls between turns: a
+// handle whose compaction the turn's end settled is refused with
+// emitter.ErrSettled, and a Start with emitter.ErrOutsideTurn unless it
+// was started with emitter.Background. A call from the settlement's own
+// observer is refused at once (emitter.ErrOutsideTurn, wrapping
+// emitter.ErrTurnEnded).
+//
+// Every method fails with ErrUnknownConn when SessionFrom's context carries
+// no kit connection; Start and Compaction fail with ErrNotInitialized
+// before the initialize exchange and with ErrClosed once the connection
+// has closed, when the handles' calls fail with an error that wraps both
+// ErrClosed and emitter.ErrSettled (the close settled their compactions).
 type Session struct {
 	t   *tap.Tap
 	id  string
 	err error
 }
 
-func newSession(t *tap.Tap, sessionID string) *Session { return &Session{t: t, id: sessionID} }
-
-func unknownSession(sessionID string) *Session {
-	return &Session{id: sessionID, err: fmt.Errorf("%w: session %s", ErrUnknownConn, sessionID)}
+// SessionFrom returns the reporter of session sessionID on the connection
+// whose handler ctx belongs to: any handler the kit runs (session/prompt,
+// session/load, every other request and notification) gets a context that
+// carries its connection, and so does every context derived from it, such
+// as one a goroutine of the runtime keeps after the handler returned. So a
+// runtime never holds the connection itself. It never returns nil: with a
+// context no kit handler derived, every method fails with ErrUnknownConn.
+func SessionFrom(ctx context.Context, sessionID string) *Session {
+	t := tapFrom(ctx)
+	if t == nil {
+		return &Session{id: sessionID, err: fmt.Errorf("%w: no kit connection in the context of session %s", ErrUnknownConn, sessionID)}
+	}
+	return &Session{t: t, id: sessionID}
 }
 
-// ID returns the ACP session ID.
-func (s *Session) ID() string { return s.id }
-
 // Start opens a compaction and reports it as in_progress (see
-// emitter.Session.Start). It may return a handle and an error together: an
-// error wrapping emitter.ErrUndeliverable means the compaction is open but
-// its start did not reach the client; keep the handle and settle it as
-// usual. Pass emitter.UserDisplayable() when the summary is fit to show
-// the user; without it the summary is withheld (see the package
-// documentation). When ctx carries no trace context, the turn's prompt
-// `_meta` trace context is attached for the emitter's observer.
+// emitter.Session.Start), and returns its handle. It may return a handle
+// and an error together: an error wrapping emitter.ErrUndeliverable means
+// the compaction is open but its start did not reach the client; keep the
+// handle and settle it as usual. Pass emitter.UserDisplayable() when the
+// summary is fit to show the user; without it the summary is withheld (see
+// the package documentation). When ctx carries no trace context, the
+// turn's prompt `_meta` trace context is attached for the emitter's
+// observer.
 func (s *Session) Start(ctx context.Context, opts ...emitter.StartOption) (*emitter.Compaction, error) {
 	if s.err != nil {
 		return nil, s.err
@@ -54,44 +71,16 @@ func (s *Session) Start(ctx context.Context, opts ...emitter.StartOption) (*emit
 	return s.t.Start(ctx, s.id, opts...)
 }
 
-// Chunk streams a summary block of the open compaction id (see
-// emitter.Session.Chunk), for a runtime that addresses compactions by ID
-// rather than by handle. A block the summary policy withholds is not sent
-// and Chunk returns emitter.ErrWithheld: by default, every block of a
-// compaction not started with emitter.UserDisplayable() (see the package
-// documentation).
-func (s *Session) Chunk(ctx context.Context, id protocol.ID, block protocol.ContentBlock) error {
+// Compaction returns the handle of the open compaction id (emitter.WithID
+// at Start), for a runtime that addresses compactions by ID rather than
+// by handle; its calls pass the turn guard as every handle's do. An ID
+// that is not open is refused with emitter.ErrSettled when the session
+// used it, else with emitter.ErrNotOpen.
+func (s *Session) Compaction(id protocol.ID) (*emitter.Compaction, error) {
 	if s.err != nil {
-		return s.err
+		return nil, s.err
 	}
-	return s.t.Chunk(ctx, s.id, id, block)
-}
-
-// Complete settles the open compaction id as completed (see
-// emitter.Session.Complete).
-func (s *Session) Complete(ctx context.Context, id protocol.ID, opts ...emitter.SettleOption) error {
-	if s.err != nil {
-		return s.err
-	}
-	return s.t.Complete(ctx, s.id, id, opts...)
-}
-
-// Cancel settles the open compaction id as cancelled (see
-// emitter.Session.Cancel).
-func (s *Session) Cancel(ctx context.Context, id protocol.ID, opts ...emitter.SettleOption) error {
-	if s.err != nil {
-		return s.err
-	}
-	return s.t.Cancel(ctx, s.id, id, opts...)
-}
-
-// Fail reports the failure of compaction id, started or not (see
-// emitter.Session.Fail).
-func (s *Session) Fail(ctx context.Context, id protocol.ID, cause error, opts ...emitter.SettleOption) error {
-	if s.err != nil {
-		return s.err
-	}
-	return s.t.Fail(ctx, s.id, id, cause, opts...)
+	return s.t.Compaction(s.id, id)
 }
 
 // Replay emits a settled compaction at the caller's position in a history
@@ -105,20 +94,17 @@ func (s *Session) Replay(ctx context.Context, rec emitter.Record) error {
 	return s.t.Replay(ctx, s.id, rec)
 }
 
-// SettleAll settles the session's open compactions now: cancelled for
-// emitter.ErrCancelled, failed otherwise (see emitter.Session.SettleAll).
-// The kit calls it itself at the end of each turn.
-func (s *Session) SettleAll(ctx context.Context, reason error) (int, error) {
-	if s.err != nil {
-		return 0, s.err
+// Recover settles the connection's open compactions as failed
+// (emitter.ErrAgentCrashed) when the goroutine is panicking, then panics
+// again with the same value. The kit guards its handlers itself; use it as
+// `defer agentkit.Recover(ctx)` first thing in goroutines of your own that
+// run with a kit handler's context. It does nothing for other contexts and
+// when there is no panic.
+func Recover(ctx context.Context) {
+	if v := recover(); v != nil {
+		if t := tapFrom(ctx); t != nil {
+			t.Crash()
+		}
+		panic(v)
 	}
-	return s.t.SettleAll(ctx, s.id, reason)
-}
-
-// Open returns how many compactions of the session are open.
-func (s *Session) Open() int {
-	if s.err != nil {
-		return 0
-	}
-	return s.t.Open(s.id)
 }

@@ -32,7 +32,7 @@ func runSignalAgent() {
 	kit := agentkit.New(quiet)
 	a := &agent{kit: kit}
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		if _, err := kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable()); err != nil {
+		if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable()); err != nil {
 			return nil, err
 		}
 		<-ctx.Done()
@@ -64,7 +64,7 @@ func TestSignalSettlesThenTheAgentExits(t *testing.T) {
 // its cause.
 func hangPrompt(kit *agentkit.Kit, cause chan<- error) func(context.Context, *jsonrpc2.Conn, string) (any, error) {
 	return func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		if _, err := kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable()); err != nil {
+		if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable()); err != nil {
 			return nil, err
 		}
 		<-ctx.Done()
@@ -111,8 +111,8 @@ func TestShutdownSettlesWritesThenCloses(t *testing.T) {
 	if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
 		t.Errorf("statuses %v\n%s", got, kittest.Dump(evs))
 	}
-	if _, err := r.kit.Session(r.agent, session).Start(r.ctx); !errors.Is(err, agentkit.ErrUnknownConn) {
-		t.Errorf("Start after Shutdown = %v, want ErrUnknownConn", err)
+	if _, err := agentkit.SessionFrom(a.lastCtx(), session).Start(r.ctx); !errors.Is(err, agentkit.ErrClosed) {
+		t.Errorf("Start after Shutdown = %v, want ErrClosed", err)
 	}
 	kittest.Validate(t, evs, 1)
 
@@ -188,7 +188,7 @@ func TestShutdownIsBoundedWhenTheClientDoesNotRead(t *testing.T) {
 	flooded := make(chan error, 1)
 	a := &agent{kit: kit}
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		c, err := kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
+		c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
 		if c == nil {
 			return nil, err
 		}

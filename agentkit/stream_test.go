@@ -51,7 +51,7 @@ func TestFloodReachesTheClientInOrderBeforeTheResponse(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			a := &agent{}
 			a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-				c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_flood"), emitter.UserDisplayable())
+				c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_flood"), emitter.UserDisplayable())
 				if err != nil {
 					return nil, err
 				}
@@ -129,7 +129,7 @@ func TestLoneNotificationIsWrittenWithoutWaitingForMore(t *testing.T) {
 				if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Kind == "agent_message_chunk" }); err != nil {
 					return nil, err
 				}
-				c, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1"))
+				c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"))
 				if err != nil {
 					return nil, err
 				}

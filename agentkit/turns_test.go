@@ -31,7 +31,7 @@ func TestSecondPromptRejectedWhileOneRunsEndsNothing(t *testing.T) {
 	sp := kittest.NewSecondPrompt()
 	a := &agent{}
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		stop, err := sp.Prompt(ctx, a.kit.Session(conn, sid))
+		stop, err := sp.Prompt(ctx, agentkit.SessionFrom(ctx, sid))
 		if err != nil {
 			return nil, rpcError(err)
 		}
@@ -50,7 +50,7 @@ func TestSecondPromptRejectedWhileOneRunsEndsNothing(t *testing.T) {
 func TestRequestIDsMatchByValue(t *testing.T) {
 	a := &agent{}
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		if _, err := a.kit.Session(conn, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+		if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
 			return nil, err
 		}
 		return endTurn() // left open: the turn's end settles it
@@ -78,7 +78,7 @@ func TestCancelGraceMeansTheSameEverywhere(t *testing.T) {
 			h := kittest.NewHang()
 			a := &agent{}
 			a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-				stop, err := h.Prompt(ctx, a.kit.Session(conn, sid))
+				stop, err := h.Prompt(ctx, agentkit.SessionFrom(ctx, sid))
 				if err != nil {
 					return nil, err
 				}
@@ -103,12 +103,18 @@ func TestErrorsNameTheirPackage(t *testing.T) {
 	a := &agent{}
 	r := newRig(t, a)
 	ctx := context.Background()
-	_, before := a.kit.Session(r.agent, session).Start(ctx)
+	// A handler that runs before initialize.
+	if err := r.client.Conn.Call(r.ctx, "session/load", map[string]any{"sessionId": session}, nil); err != nil {
+		t.Fatal(err)
+	}
+	handlerCtx := a.lastCtx()
+	_, before := agentkit.SessionFrom(handlerCtx, session).Start(ctx)
+	_, unknown := agentkit.SessionFrom(ctx, session).Start(ctx)
 	r.initialize(1, true)
-	held := a.kit.Session(r.agent, session)
+	held := agentkit.SessionFrom(handlerCtx, session)
 	r.close()
 	_, after := held.Start(ctx)
-	for _, tc := range []struct{ err, want error }{{before, agentkit.ErrNotInitialized}, {after, agentkit.ErrClosed}} {
+	for _, tc := range []struct{ err, want error }{{before, agentkit.ErrNotInitialized}, {unknown, agentkit.ErrUnknownConn}, {after, agentkit.ErrClosed}} {
 		if !errors.Is(tc.err, tc.want) || !strings.HasPrefix(tc.err.Error(), "agentkit: ") {
 			t.Errorf("error %q: want one that wraps %q and names agentkit", tc.err, tc.want)
 		}
@@ -127,7 +133,7 @@ func TestNothingAboutCompactionBetweenTurns(t *testing.T) {
 			o := kittest.NewOutlive()
 			a := &agent{}
 			a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-				stop, err := o.Prompt(ctx, a.kit.Session(conn, sid))
+				stop, err := o.Prompt(ctx, agentkit.SessionFrom(ctx, sid))
 				if err != nil {
 					return nil, rpcError(err)
 				}
@@ -142,4 +148,67 @@ func TestNothingAboutCompactionBetweenTurns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHandleCallsAreHeldWhileTheTurnEndIsSettled: the turn guard holds the
+// calls on a compaction's handle, not only those by ID: while the turn's
+// end is settled and the prompt's response written, the handle's Chunk,
+// Complete, Fail and Cancel wait, and are then refused (emitter.ErrSettled),
+// so nothing changes between the settlement and the response.
+func TestHandleCallsAreHeldWhileTheTurnEndIsSettled(t *testing.T) {
+	h := kittest.NewHeldEnd()
+	a := &agent{wrap: h.Conn}
+	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
+		stop, err := h.Prompt(ctx, agentkit.SessionFrom(ctx, sid))
+		if err != nil {
+			return nil, rpcError(err)
+		}
+		return map[string]any{"stopReason": stop}, nil
+	}
+	r := newRig(t, a)
+	r.initialize(1, true)
+	h.Play(r.ctx, t, r.client, session)
+	h.Check(t, r.finish(1))
+}
+
+// TestSessionFromInAHandlerAndAGoroutineThatOutlivesIt: SessionFrom reads
+// the connection from the prompt handler's context, and from that context
+// in a goroutine that outlives the handler; there, with no turn running, a
+// start is refused with emitter.ErrOutsideTurn unless it is a background
+// one, which the client sees when the next turn begins.
+func TestSessionFromInAHandlerAndAGoroutineThatOutlivesIt(t *testing.T) {
+	answered := make(chan struct{})
+	late := make(chan error, 1)
+	a := &agent{}
+	prompts := 0
+	a.prompt = func(ctx context.Context, _ *jsonrpc2.Conn, sid string) (any, error) {
+		if prompts++; prompts > 1 {
+			return endTurn()
+		}
+		c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"))
+		if err != nil {
+			return nil, err
+		}
+		if err := c.Complete(ctx); err != nil {
+			return nil, err
+		}
+		go func() {
+			<-answered
+			late <- kittest.OutsideTheTurn(ctx, agentkit.SessionFrom(ctx, sid))
+		}()
+		return endTurn()
+	}
+	r := newRig(t, a)
+	r.initialize(1, true)
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	close(answered)
+	if err := <-late; err != nil {
+		t.Error(err)
+	}
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	kittest.CheckOutsideTheTurn(t, r.finish(1))
 }

@@ -208,26 +208,27 @@ func heapInUse() uint64 {
 	return ms.HeapAlloc
 }
 
-// openMany opens one compaction in each of n sessions of a fresh emitter,
-// streaming chunks chunks of text into each, and returns the emitter and the
-// live heap it holds.
-func openMany(n, chunks int, text string) (*emitter.Emitter, uint64) {
+// openMany opens one compaction in each of n sessions of a fresh emitter
+// (with opts), streaming chunks chunks of text into each, and returns the
+// emitter and the live heap it holds.
+func openMany(n, chunks int, text string, opts ...emitter.Option) (*emitter.Emitter, uint64) {
 	nop := emitter.NotifierFunc(func(context.Context, string, any) error { return nil })
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("sess_%06d", i)
 	}
 	ctx := context.Background()
-	block := protocol.Text(text)
 	before := heapInUse()
-	em := benchEmitter(nop)
+	em := benchEmitter(nop, opts...)
 	for _, id := range ids {
 		c, err := em.Session(id).Start(ctx, emitter.UserDisplayable())
 		if err != nil {
 			panic(err)
 		}
 		for range chunks {
-			if err := c.Chunk(ctx, block); err != nil {
+			// A text of its own per chunk, as a runtime's deltas are: a
+			// block kept is then its text kept.
+			if err := c.Chunk(ctx, protocol.Text(strings.Clone(text))); err != nil {
 				panic(err)
 			}
 		}
@@ -243,19 +244,29 @@ func openMany(n, chunks int, text string) (*emitter.Emitter, uint64) {
 // BenchmarkOpenCompactionMemory opens one compaction in each of 100,000
 // sessions and reports the live heap per open compaction (runtime.MemStats
 // after GC; the session ID strings are the caller's and not counted).
-// "streamed" first streams 4 chunks of 2 KiB into each: streamed chunks
-// are not retained, so the two report the same.
+// "streamed" first streams 4 chunks of 2 KiB into each: by default streamed
+// chunks are not retained, so the two report the same. The "onfinalrecord"
+// variants set OnFinalRecord, which keeps the streamed blocks of an open
+// compaction for its final record: the streamed one grows by what was
+// streamed, until the compaction settles.
 func BenchmarkOpenCompactionMemory(b *testing.B) {
 	const n = 100_000
+	sink := emitter.OnFinalRecord(func(context.Context, string, emitter.Record) {})
 	for _, v := range []struct {
 		name   string
 		chunks int
 		text   string
-	}{{"idle", 0, ""}, {"streamed", 4, strings.Repeat("x", 2048)}} {
+		opts   []emitter.Option
+	}{
+		{"idle", 0, "", nil},
+		{"streamed", 4, strings.Repeat("x", 2048), nil},
+		{"idle-onfinalrecord", 0, "", []emitter.Option{sink}},
+		{"streamed-onfinalrecord", 4, strings.Repeat("x", 2048), []emitter.Option{sink}},
+	} {
 		b.Run(v.name, func(b *testing.B) {
 			var per float64
 			for b.Loop() {
-				em, used := openMany(n, v.chunks, v.text)
+				em, used := openMany(n, v.chunks, v.text, v.opts...)
 				per = float64(used) / n
 				runtime.KeepAlive(em)
 			}
@@ -266,7 +277,7 @@ func BenchmarkOpenCompactionMemory(b *testing.B) {
 
 // TestOpenCompactionMemoryIsBoundedAndIndependentOfSummaryLength guards the
 // memory budget (at most 512 bytes per open compaction, one per session)
-// and that streamed summary text is not retained.
+// and that, without OnFinalRecord, streamed summary text is not retained.
 func TestOpenCompactionMemoryIsBoundedAndIndependentOfSummaryLength(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates a few hundred MB")
@@ -283,5 +294,48 @@ func TestOpenCompactionMemoryIsBoundedAndIndependentOfSummaryLength(t *testing.T
 	}
 	if perStreamed > perIdle+64 {
 		t.Errorf("streaming 8 KiB per compaction grew it from %.0f to %.0f bytes: chunks are retained", perIdle, perStreamed)
+	}
+}
+
+// TestOnFinalRecordKeepsStreamedBlocksOnlyWhileOpen: with OnFinalRecord
+// the streamed blocks of an open compaction are kept (its final record
+// needs them) and released when it settles and its record is handed over,
+// so the emitter's memory follows what is live.
+func TestOnFinalRecordKeepsStreamedBlocksOnlyWhileOpen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates a few hundred MB")
+	}
+	const n = 5_000
+	text := strings.Repeat("x", 2048)
+	handed := 0
+	sink := emitter.OnFinalRecord(func(_ context.Context, _ string, rec emitter.Record) {
+		if len(rec.Summary) == 4 {
+			handed++
+		}
+	})
+	em, idle := openMany(n, 0, "", sink)
+	runtime.KeepAlive(em)
+	before := heapInUse()
+	em, streamed := openMany(n, 4, text, sink)
+	perIdle, perStreamed := float64(idle)/n, float64(streamed)/n
+	if perStreamed < perIdle+4*2048 {
+		t.Errorf("streaming 8 KiB into each open compaction grew it from %.0f to %.0f bytes only: the blocks are not kept", perIdle, perStreamed)
+	}
+	// Completing keeps what was streamed: every record carries it, and the
+	// emitter lets it go.
+	for i := range n {
+		s := em.Session(fmt.Sprintf("sess_%06d", i))
+		if _, err := s.SettleAll(context.Background(), emitter.ErrTurnEnded); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := heapInUse()
+	runtime.KeepAlive(em)
+	t.Logf("bytes per compaction: %.0f idle, %.0f open after streaming 8 KiB, %.0f once settled", perIdle, perStreamed, (float64(after)-float64(before))/n)
+	if grown := float64(after) - float64(before); grown > float64(n)*(perIdle+64) {
+		t.Errorf("settled compactions still hold %.0f bytes each: the streamed blocks were not released", grown/n)
+	}
+	if handed != 0 {
+		t.Errorf("%d failed compactions recorded a summary", handed)
 	}
 }

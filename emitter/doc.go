@@ -20,23 +20,56 @@
 // with UserDisplayable. A withheld chunk is not sent and Chunk returns
 // ErrWithheld; a withheld final summary is omitted (the terminal update
 // still goes out); the observer sees every withheld block, and
-// SlogObserver logs one line per compaction that withheld any.
+// NewSlogObserver's observer logs one line per compaction that withheld any.
 //
 // # Live and replay agree
 //
 // Whatever a client holds once a compaction's terminal update is applied,
-// a client that only sees its replay (Session.Replay of Compaction.Record)
+// a client that only sees its replay (Session.Replay of its final Record)
 // holds too. So a terminal update leaves the client holding the summary
-// the record keeps: a Summary given at settlement, or nothing. A failed or
-// cancelled compaction (the runtime's Fail or Cancel, SettleAll at the end
-// of a turn or after a cancel, a caught panic, the watchdog) retained no
-// summary: what it streamed was never confirmed, so its terminal update
-// clears it (summary: null), as its replay does. A runtime that wants a
-// failed compaction to keep a partial summary passes it as Summary, and the
-// record keeps it. The emitter keeps no chunks (memory stays constant), so
-// the one case it leaves to the runtime is a completion that kept what was
-// streamed: Record.KeptStreamed says so, and the runtime sets
-// Record.Summary to the text it streamed before replaying.
+// the record keeps: a Summary given at settlement, what a completion kept
+// from the stream, or nothing. A failed or cancelled compaction (the
+// runtime's Fail or Cancel, SettleAll at the end of a turn or after a
+// cancel, a caught panic, the watchdog) retained no summary: what it
+// streamed was never confirmed, so its terminal update clears it
+// (summary: null), as its replay does. A runtime that wants a failed
+// compaction to keep a partial summary passes it as Summary, and the
+// record keeps it.
+//
+// # Records and replay
+//
+// A runtime that replays its history on session/load keeps each
+// compaction's final Record and replays the kept records with
+// Session.Replay, at their places among its own messages. OnFinalRecord
+// hands it every final record, exactly once, whoever settles the
+// compaction (the runtime, a SettleAll at the turn's end, after a cancel
+// or a caught panic, the watchdog, the connection's close, CloseSession),
+// once its terminal update is written, and without the emitter's locks
+// held, in settlement order per session. A compaction that settles unseen
+// between turns is handed over at settlement, though the client gets its
+// terminal update only when the next turn begins: the replay must hold it
+// even if the client never comes back. With OnFinalRecord set the emitter
+// keeps the streamed blocks of each open compaction until it settles, so
+// the record of a completion that kept what it streamed has that summary;
+// without it no chunk is kept (memory per open compaction stays constant)
+// and Compaction.Record of such a completion has none.
+//
+// A record carries the runtime's position in its history, given at Start
+// with After (the ID of the message the compaction follows): the emitter
+// does not read it, the runtime uses it to put the record back where the
+// compaction happened. A failure reported before any start has none.
+//
+// json.Marshal writes a record in a versioned JSON form, for stores:
+//
+//	{"v":1,"compactionId":"cmp_001","status":"completed","trigger":"auto",
+//	 "after":"msg_41","userDisplayable":true,
+//	 "summary":[{"type":"text","text":"## Retained context"}]}
+//
+// with error, _meta and details when present (Record.MarshalJSON lists
+// them). json.Unmarshal reads it back, ignoring fields it does not know, so
+// a newer writer may add optional fields; a record of a version this
+// package does not read is refused with ErrRecordVersion. The form holds
+// no session ID: a record belongs to the session it is stored under.
 //
 // # Rules
 //

@@ -201,13 +201,6 @@ func (e *Emitter) CloseSession(ctx context.Context, sessionID string, reason err
 	return total, first
 }
 
-// Sessions returns how many sessions the emitter keeps.
-func (e *Emitter) Sessions() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.sessions)
-}
-
 // SettleAll settles every open compaction of every session for reason (see
 // ErrCancelled), those started with Background included; it is what a
 // connection close calls. It returns how many
@@ -231,20 +224,23 @@ func (e *Emitter) SettleAll(ctx context.Context, reason error) (int, error) {
 	return total, first
 }
 
-// Open returns the number of open compactions across sessions.
-func (e *Emitter) Open() int {
-	e.mu.Lock()
-	ss := make([]*Session, 0, len(e.sessions))
-	for _, s := range e.sessions {
-		ss = append(ss, s)
+// admit passes a runtime's call in session sessionID through the host's
+// gate (WithGate). On success the caller runs the call, then release.
+func (e *Emitter) admit(ctx context.Context, sessionID string) (release func(), err error) {
+	if e.cfg.gate == nil {
+		return noRelease, nil
 	}
-	e.mu.Unlock()
-	n := 0
-	for _, s := range ss {
-		n += s.Open()
+	release, err = e.cfg.gate(ctx, sessionID)
+	if err != nil {
+		return nil, err
 	}
-	return n
+	if release == nil {
+		release = noRelease
+	}
+	return release, nil
 }
+
+func noRelease() {}
 
 // Session tracks the compactions of one ACP session. Its methods are safe
 // for concurrent use; notifications of one session leave in call order.
@@ -262,10 +258,61 @@ type Session struct {
 	open   []*Compaction // open compactions, oldest first
 	used   idSet         // every ID used in the session, open, settled or replayed
 	closed bool          // Emitter.CloseSession ran
+	// handing says a goroutine is handing finals over, so that the sink
+	// sees one record at a time, in order.
+	handing bool
 	// unseen are the compactions the client has not seen start, in start
 	// order: held between turns or started with Background, open or
 	// settled and waiting for a turn to deliver their terminal update.
 	unseen []*Compaction
+	// finals are the final records waiting for OnFinalRecord's sink, in
+	// settlement order.
+	finals []final
+}
+
+// final is a final record waiting to be handed over (OnFinalRecord), with
+// the context of the call that settled it.
+type final struct {
+	ctx context.Context
+	rec Record
+}
+
+// handOver calls OnFinalRecord's sink for the session's waiting records,
+// in order, without s.mu held. Every path that settles calls it once it
+// has released s.mu. Only one goroutine hands over at a time: one that
+// finds another at it leaves its record to it, which is what lets the sink
+// call the emitter, even settle, without deadlocking on itself.
+func (s *Session) handOver() {
+	f := s.e.cfg.onFinal
+	if f == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.handing || len(s.finals) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.handing = true
+	locked := true
+	defer func() {
+		// Also when f panics: later records must not wait forever.
+		if !locked {
+			s.mu.Lock()
+		}
+		s.handing = false
+		s.mu.Unlock()
+	}()
+	for len(s.finals) > 0 {
+		batch := s.finals
+		s.finals = nil
+		s.mu.Unlock()
+		locked = false
+		for _, fr := range batch {
+			f(fr.ctx, s.id, fr.rec)
+		}
+		s.mu.Lock()
+		locked = true
+	}
 }
 
 // inTurnLocked reports whether the session has a turn running, as the
@@ -275,16 +322,18 @@ func (s *Session) inTurnLocked() bool {
 }
 
 // removeUnseen removes c from the unseen compactions, keeping their order.
-func (s *Session) removeUnseen(c *Compaction) {
-	for i, o := range s.unseen {
-		if o == c {
-			s.unseen = slices.Delete(s.unseen, i, i+1)
-			if len(s.unseen) == 0 {
-				s.unseen = nil
-			}
-			return
-		}
+func (s *Session) removeUnseen(c *Compaction) { s.unseen = without(s.unseen, c) }
+
+// without returns list less c, in order; nil when nothing is left, so an
+// idle session holds no backing array.
+func without(list []*Compaction, c *Compaction) []*Compaction {
+	if i := slices.Index(list, c); i >= 0 {
+		list = slices.Delete(list, i, i+1)
 	}
+	if len(list) == 0 {
+		return nil
+	}
+	return list
 }
 
 // findOpen returns the open compaction with id, or nil.
@@ -298,17 +347,7 @@ func (s *Session) findOpen(id protocol.ID) *Compaction {
 }
 
 // removeOpen removes c from the open compactions, keeping their order.
-func (s *Session) removeOpen(c *Compaction) {
-	for i, o := range s.open {
-		if o == c {
-			s.open = slices.Delete(s.open, i, i+1)
-			if len(s.open) == 0 {
-				s.open = nil
-			}
-			return
-		}
-	}
-}
+func (s *Session) removeOpen(c *Compaction) { s.open = without(s.open, c) }
 
 // idSet is a set of IDs: a slice while it is small, a map beyond.
 type idSet struct {
@@ -343,13 +382,6 @@ func (u *idSet) add(id protocol.ID) {
 	}
 }
 
-// ID returns the ACP session ID its notifications are sent under.
-func (s *Session) ID() string { return s.id }
-
-// Child returns the child session ID when s reports a child's compactions
-// on its parent's stream, else "".
-func (s *Session) Child() string { return s.child }
-
 // Open returns the number of open compactions of this session.
 func (s *Session) Open() int {
 	s.mu.Lock()
@@ -373,6 +405,11 @@ func (s *Session) Start(ctx context.Context, opts ...StartOption) (*Compaction, 
 	for _, o := range opts {
 		o(&so)
 	}
+	release, err := s.e.admit(ctx, s.id)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, err := s.openLocked(ctx, so)
@@ -418,7 +455,7 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 	if trigger == "" {
 		trigger = protocol.Manual
 	}
-	c := &Compaction{s: s, id: id, trigger: trigger, displayable: so.displayable, meta: so.meta, started: time.Now(),
+	c := &Compaction{s: s, id: id, trigger: trigger, displayable: so.displayable, meta: so.meta, after: so.after, started: time.Now(),
 		background: so.background, shown: inTurn && !so.background}
 	s.used.add(id)
 	s.open = append(s.open, c)
@@ -436,13 +473,22 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 	return c, nil
 }
 
-// Compaction returns the open compaction with id, for runtimes whose events
-// address compactions by ID rather than by handle.
-func (s *Session) Compaction(id protocol.ID) (*Compaction, bool) {
+// Compaction returns the handle of the open compaction id, for runtimes
+// whose events address compactions by ID rather than by handle: its
+// methods are the handle's, gate included (WithGate). An ID that is not
+// open is refused with ErrSettled when the session used it, else with
+// ErrNotOpen.
+func (s *Session) Compaction(id protocol.ID) (*Compaction, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.findOpen(id)
-	return c, c != nil
+	if c := s.findOpen(id); c != nil {
+		return c, nil
+	}
+	sentinel := ErrNotOpen
+	if s.used.has(id) {
+		sentinel = ErrSettled
+	}
+	return nil, fmt.Errorf("%w: session %s, compaction %s", sentinel, s.id, id)
 }
 
 // Chunk streams a summary block for the open compaction id. A chunk for an
@@ -450,31 +496,46 @@ func (s *Session) Compaction(id protocol.ID) (*Compaction, bool) {
 // reported: ErrNotOpen or ErrSettled. A block the summary policy withholds
 // is not sent either: ErrWithheld.
 func (s *Session) Chunk(ctx context.Context, id protocol.ID, block protocol.ContentBlock) error {
+	release, err := s.e.admit(ctx, s.id)
+	if err != nil {
+		return err
+	}
+	defer release()
 	c, err := s.lookup(ctx, id, "chunk")
 	if err != nil {
 		return err
 	}
-	return c.Chunk(ctx, block)
+	return c.chunk(ctx, block)
 }
 
 // Complete settles the open compaction id as completed (see
 // Compaction.Complete).
 func (s *Session) Complete(ctx context.Context, id protocol.ID, opts ...SettleOption) error {
+	release, err := s.e.admit(ctx, s.id)
+	if err != nil {
+		return err
+	}
+	defer release()
 	c, err := s.lookup(ctx, id, "completion")
 	if err != nil {
 		return err
 	}
-	return c.Complete(ctx, opts...)
+	return c.settle(ctx, protocol.Completed, nil, collect(opts))
 }
 
 // Cancel settles the open compaction id as cancelled (see
 // Compaction.Cancel).
 func (s *Session) Cancel(ctx context.Context, id protocol.ID, opts ...SettleOption) error {
+	release, err := s.e.admit(ctx, s.id)
+	if err != nil {
+		return err
+	}
+	defer release()
 	c, err := s.lookup(ctx, id, "cancel")
 	if err != nil {
 		return err
 	}
-	return c.Cancel(ctx, opts...)
+	return c.settle(ctx, protocol.Cancelled, ErrCancelled, collect(opts))
 }
 
 func (s *Session) lookup(ctx context.Context, id protocol.ID, what string) (*Compaction, error) {
@@ -500,6 +561,14 @@ func (s *Session) Fail(ctx context.Context, id protocol.ID, cause error, opts ..
 	if cause == nil {
 		cause = errors.New("")
 	}
+	// Deferred first, so it runs once s.mu and the gate are released: the
+	// sink may call the emitter.
+	defer s.handOver()
+	release, err := s.e.admit(ctx, s.id)
+	if err != nil {
+		return err
+	}
+	defer release()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.findOpen(id)
@@ -620,7 +689,7 @@ func (s *Session) Replay(ctx context.Context, rec Record) error {
 // filterLocked applies the summary policy to a final or replayed summary;
 // it returns the blocks that pass and how many were withheld.
 func (s *Session) filterLocked(ctx context.Context, ev Event, blocks []protocol.ContentBlock, displayable bool) ([]protocol.ContentBlock, int) {
-	info := ev.Info()
+	info := ev.info()
 	info.Displayable = displayable
 	out := make([]protocol.ContentBlock, 0, len(blocks))
 	withheld := 0
@@ -708,6 +777,7 @@ type Compaction struct {
 	id        protocol.ID
 	trigger   protocol.Trigger
 	meta      protocol.Meta
+	after     string // After's position, for Record
 	started   time.Time
 	watchdog  *time.Timer
 	heartbeat *time.Timer
@@ -726,8 +796,13 @@ type Compaction struct {
 	// shown: the client saw the compaction start; until then its chunks
 	// are kept in held and its terminal update in late.
 	shown bool
-	held  []protocol.ContentBlock
-	late  *Event
+	// held are the summary blocks streamed so far, as sent: while the
+	// compaction is unseen, for the client to get when it is shown; with
+	// OnFinalRecord, until it settles, for its final record (the summary
+	// a completion that keeps what was streamed leaves the client with).
+	// Otherwise nothing is kept, and memory stays constant.
+	held []protocol.ContentBlock
+	late *Event
 }
 
 // ending is what a compaction keeps once settled, for Record. It is
@@ -737,9 +812,6 @@ type ending struct {
 	summary []protocol.ContentBlock
 	errText string
 	details *Details
-	// keptStreamed: a completion kept the streamed summary, which the
-	// client holds and the emitter did not retain (Record.KeptStreamed).
-	keptStreamed bool
 }
 
 // ID returns the compaction's ID.
@@ -748,14 +820,6 @@ func (c *Compaction) ID() protocol.ID {
 		return ""
 	}
 	return c.id
-}
-
-// SessionID returns the ACP session the compaction belongs to.
-func (c *Compaction) SessionID() string {
-	if c == nil {
-		return ""
-	}
-	return c.s.id
 }
 
 // Chunk streams one summary content block. It is sent only while the
@@ -768,6 +832,16 @@ func (c *Compaction) Chunk(ctx context.Context, block protocol.ContentBlock) err
 	if c == nil {
 		return ErrNilCompaction
 	}
+	release, err := c.s.e.admit(ctx, c.s.id)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return c.chunk(ctx, block)
+}
+
+// chunk is Chunk once admitted.
+func (c *Compaction) chunk(ctx context.Context, block protocol.ContentBlock) error {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -797,6 +871,11 @@ func (c *Compaction) Chunk(ctx context.Context, block protocol.ContentBlock) err
 	c.streamed = hashBlock(c.streamed, b, c.chunks == 0)
 	c.chunks++
 	c.active = true
+	if s.e.cfg.onFinal != nil {
+		// Kept for the final record: the client holds it, and a
+		// completion that keeps what was streamed leaves it there.
+		c.held = append(c.held, b)
+	}
 	return s.emitLocked(ctx, ev)
 }
 
@@ -814,7 +893,9 @@ func (c *Compaction) showLocked(ctx context.Context) error {
 			first = err
 		}
 	}
-	c.held = nil
+	if s.e.cfg.onFinal == nil {
+		c.held = nil // sent; nothing needs them any more
+	}
 	c.active = true
 	return first
 }
@@ -828,7 +909,7 @@ func (c *Compaction) deliverEndLocked(ctx context.Context) error {
 	if ev == nil {
 		return nil
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.s.e.cfg.settleTimeout)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	err := c.s.renderLocked(dctx, *ev)
 	if err == nil && ev.Status == protocol.Completed {
@@ -839,15 +920,12 @@ func (c *Compaction) deliverEndLocked(ctx context.Context) error {
 
 // Complete settles the compaction as completed. Without options the summary
 // is omitted, which keeps what was streamed; Summary replaces it and
-// ClearSummary clears it. A Summary the policy withholds entirely is
+// Summary() clears it. A Summary the policy withholds entirely is
 // omitted when nothing was streamed, and clears what was streamed
 // otherwise; the terminal update is sent and Complete returns nil, while
 // the observer sees the withheld blocks (see ErrWithheld).
 func (c *Compaction) Complete(ctx context.Context, opts ...SettleOption) error {
-	if c == nil {
-		return ErrNilCompaction
-	}
-	return c.settle(ctx, protocol.Completed, nil, collect(opts))
+	return c.report(ctx, protocol.Completed, nil, opts)
 }
 
 // Fail settles the compaction as failed. The error text the client sees is
@@ -857,13 +935,10 @@ func (c *Compaction) Complete(ctx context.Context, opts ...SettleOption) error {
 // summary streamed so far is cleared (summary: null): a failed compaction
 // retained no summary, and its record replays none (see Record).
 func (c *Compaction) Fail(ctx context.Context, cause error, opts ...SettleOption) error {
-	if c == nil {
-		return ErrNilCompaction
-	}
 	if cause == nil {
 		cause = errors.New("")
 	}
-	return c.settle(ctx, protocol.Failed, cause, collect(opts))
+	return c.report(ctx, protocol.Failed, cause, opts)
 }
 
 // Cancel settles the compaction as cancelled. Use it only for a user
@@ -871,43 +946,71 @@ func (c *Compaction) Fail(ctx context.Context, cause error, opts ...SettleOption
 // Fail, a summary streamed so far is cleared unless a Summary option
 // confirms one.
 func (c *Compaction) Cancel(ctx context.Context, opts ...SettleOption) error {
+	return c.report(ctx, protocol.Cancelled, ErrCancelled, opts)
+}
+
+// report is a runtime's settlement of the compaction, through the gate.
+func (c *Compaction) report(ctx context.Context, status protocol.Status, cause error, opts []SettleOption) error {
 	if c == nil {
 		return ErrNilCompaction
 	}
-	return c.settle(ctx, protocol.Cancelled, ErrCancelled, collect(opts))
+	// The final record is handed over once s.mu and the gate are
+	// released: the sink may call the emitter.
+	defer c.s.handOver()
+	release, err := c.s.e.admit(ctx, c.s.id)
+	if err != nil {
+		return err
+	}
+	defer release()
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.settleLocked(ctx, status, cause, collect(opts))
 }
 
-// Record returns what a session/load replay needs to reproduce this
-// compaction: replaying it (Session.Replay) leaves a client that sees only
-// the replay holding what the live client held after the terminal update.
-// The emitter does not retain streamed chunks (memory stays constant), so
-// Summary holds only a final summary given at settlement. The one case the
-// emitter cannot close alone is a completion that kept the streamed
-// summary (Complete without Summary after chunks): KeptStreamed is set,
-// and the runtime, which streamed the text, sets Summary to it before
-// replaying. Failed and cancelled compactions need nothing: their live
-// terminal update cleared any unconfirmed streamed summary.
+// Record returns the compaction as stored for history replay. It is final
+// once the compaction has settled, whoever settled it, and never changes
+// after; before that it says in_progress (and Replay skips it). A final
+// record replayed with Session.Replay leaves a client that sees only the
+// replay holding what the live client held after the terminal update:
+// status, error, and the summary the terminal update left it with (a
+// Summary given at settlement; none for a failed or cancelled compaction
+// without one, whose terminal update cleared what it streamed).
+//
+// The one summary the emitter holds only when asked is the one a
+// completion keeps from what it streamed (Complete without Summary after
+// chunks): with OnFinalRecord set it keeps the streamed blocks until
+// settlement, and the record has them; without it it keeps none (memory
+// per open compaction stays constant) and the record of such a completion
+// has no Summary. A runtime that stores records for replay sets
+// OnFinalRecord, which hands it every final record as it settles.
 func (c *Compaction) Record() Record {
 	if c == nil {
 		return Record{}
 	}
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	r := Record{ID: c.id, Status: protocol.InProgress, Trigger: c.trigger, Displayable: c.displayable, Meta: c.meta}
+	return c.recordLocked()
+}
+
+// recordLocked is Record; s.mu must be held.
+func (c *Compaction) recordLocked() Record {
+	r := Record{ID: c.id, Status: protocol.InProgress, Trigger: c.trigger, Displayable: c.displayable, Meta: c.meta, After: c.after}
 	if end := c.end; c.settled && end != nil {
 		r.Status, r.Summary, r.Error, r.Details = end.status, end.summary, end.errText, end.details
-		r.KeptStreamed = end.keptStreamed
 	}
 	return r
 }
 
 func (c *Compaction) settle(ctx context.Context, status protocol.Status, cause error, so settleOptions) error {
+	defer c.s.handOver() // deferred first, so it runs once s.mu is released
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	return c.settleLocked(ctx, status, cause, so)
 }
 
-// settleLocked sends the terminal update; s.mu must be held.
+// settleLocked sends the terminal update and queues the final record for
+// OnFinalRecord; s.mu must be held, and the caller hands the record over
+// (Session.handOver) once it has released s.mu.
 func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, cause error, so settleOptions) error {
 	s := c.s
 	if c.settled {
@@ -954,8 +1057,8 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 	}
 	// The summary patch leaves the client holding exactly what the record
 	// keeps, so that a replay of Record reproduces it (live = replay):
-	// the final summary, or nothing. The one exception is a completion
-	// that keeps what was streamed (Record.KeptStreamed).
+	// the final summary, what a completion kept from the stream (recorded
+	// with OnFinalRecord, which keeps the streamed blocks), or nothing.
 	switch so.summary {
 	case summarySet:
 		blocks, withheld := s.filterLocked(ctx, ev, so.blocks, c.displayable)
@@ -992,7 +1095,9 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 		case c.chunks == 0:
 			// Nothing streamed: omission leaves the client with none.
 		case status == protocol.Completed:
-			end.keptStreamed = true
+			// The client keeps what was streamed; the record has it
+			// when the emitter kept it (OnFinalRecord).
+			end.summary = c.held
 		default:
 			// A failed or cancelled compaction retained no summary: what
 			// was streamed was never confirmed, so it is cleared, as its
@@ -1009,9 +1114,12 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 	c.held = nil
 	if !c.shown && !s.inTurnLocked() {
 		// Between turns: the observer learns of the settlement now, the
-		// client when the session's next turn begins (Deliver).
+		// client when the session's next turn begins (Deliver). The record
+		// is final now, and handed over now: the replay must hold it even
+		// if the client never comes back for that turn.
 		c.late = &ev
 		s.observeLocked(ctx, ev)
+		s.queueFinalLocked(ctx, c)
 		return nil
 	}
 	if !c.shown {
@@ -1020,13 +1128,21 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 	}
 	// Terminal updates must reach the client even when the turn's context
 	// is already cancelled, so send on a detached, bounded context.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.e.cfg.settleTimeout)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	err := s.emitLocked(dctx, ev)
 	if err == nil && status == protocol.Completed {
 		err = s.usageLocked(dctx, ev.Details)
 	}
+	s.queueFinalLocked(ctx, c)
 	return err
+}
+
+// queueFinalLocked queues c's final record for OnFinalRecord's sink.
+func (s *Session) queueFinalLocked(ctx context.Context, c *Compaction) {
+	if s.e.cfg.onFinal != nil {
+		s.finals = append(s.finals, final{ctx: context.WithoutCancel(ctx), rec: c.recordLocked()})
+	}
 }
 
 // usageLocked sends the optional usage_update that follows a completed
@@ -1061,7 +1177,7 @@ func (c *Compaction) beat() {
 	if c.active {
 		c.active = false
 	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), s.e.cfg.settleTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 		_ = s.emitLocked(ctx, c.event(EventHeartbeat))
 		cancel()
 	}
@@ -1079,7 +1195,11 @@ func (c *Compaction) metaFor(kind EventKind) protocol.Meta {
 	return nil
 }
 
-// Record is a compaction as stored for history replay.
+// Record is a compaction as stored for history replay: what Session.Replay
+// needs to leave a client holding what the live client held, and where in
+// the runtime's history it goes (After). OnFinalRecord hands the runtime
+// each compaction's final record; Compaction.Record reads it. Its JSON form
+// (MarshalJSON) is versioned, for stores.
 type Record struct {
 	ID      protocol.ID
 	Status  protocol.Status
@@ -1097,13 +1217,13 @@ type Record struct {
 	Meta protocol.Meta
 	// Details is the compaction's record, replayed under the record key.
 	Details *Details
-	// KeptStreamed reports that the compaction completed keeping the
-	// summary it had streamed (Complete without Summary after chunks): the
-	// client holds the streamed blocks, which the emitter does not retain.
-	// Before replaying, set Summary to what the runtime streamed; left
-	// nil, the replay clears the summary the client saw live. Replay
-	// itself ignores the field.
-	KeptStreamed bool
+	// After is the runtime's position in its history, given at Start
+	// (After): the ID of the message the compaction follows, opaque to
+	// the emitter. Replay ignores it (a record is replayed where the
+	// caller replays it); a runtime uses it to put the record back between
+	// its own messages. Empty when the runtime gave none, as for a failure
+	// reported before any start.
+	After string
 }
 
 func errorText(s string) error {

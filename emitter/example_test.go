@@ -1,7 +1,9 @@
 package emitter_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -80,4 +82,44 @@ func ExampleErrWithheld() {
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_2","status":"in_progress"}}}
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_2","content":{"type":"text","text":"## Retained context"}}}}
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_2","status":"completed"}}}
+}
+
+func ExampleOnFinalRecord() {
+	ctx := context.Background()
+	v2 := emitter.WithNegotiation(capability.Negotiation{Version: 2})
+	quiet := emitter.NotifierFunc(func(context.Context, string, any) error { return nil })
+
+	// The runtime's store: one JSON record a line, per session.
+	var store bytes.Buffer
+	em := emitter.New(quiet, v2, emitter.OnFinalRecord(func(_ context.Context, sessionID string, rec emitter.Record) {
+		line, err := json.Marshal(rec)
+		if err != nil {
+			return
+		}
+		store.Write(append(line, '\n'))
+	}))
+	s := em.Session("sess_1")
+	c, _ := s.Start(ctx, emitter.WithID("cmp_001"), emitter.UserDisplayable(), emitter.After("msg_41"))
+	_ = c.Chunk(ctx, protocol.Text("## Retained context"))
+	_ = c.Complete(ctx) // keeps what was streamed: so does the record
+	_ = s.Fail(ctx, "cmp_002", errors.New("summary request failed"))
+	fmt.Print(store.String())
+
+	// session/load on a new connection: each stored record, in its place
+	// among the runtime's own messages (rec.After).
+	replay := emitter.New(printer{}, v2).Session("sess_1")
+	dec := json.NewDecoder(&store)
+	for dec.More() {
+		var rec emitter.Record
+		if err := dec.Decode(&rec); err != nil {
+			fmt.Println(err)
+			return
+		}
+		_ = replay.Replay(ctx, rec)
+	}
+	// Output:
+	// {"v":1,"compactionId":"cmp_001","status":"completed","trigger":"manual","after":"msg_41","userDisplayable":true,"summary":[{"type":"text","text":"## Retained context"}]}
+	// {"v":1,"compactionId":"cmp_002","status":"failed","trigger":"manual","error":"summary request failed"}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_001","status":"completed","summary":[{"type":"text","text":"## Retained context"}],"error":null}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_002","status":"failed","summary":null,"error":"summary request failed"}}}
 }

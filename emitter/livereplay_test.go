@@ -81,7 +81,7 @@ func settleWays() []settleWay {
 			}},
 		{name: "completed clearing the summary", want: `completed summary=none error=none`,
 			settle: func(ctx context.Context, _ *emitter.Session, c *emitter.Compaction) error {
-				return c.Complete(ctx, emitter.ClearSummary())
+				return c.Complete(ctx, emitter.Summary())
 			}},
 		{name: "completed with an empty summary", want: `completed summary=none error=none`,
 			settle: func(ctx context.Context, _ *emitter.Session, c *emitter.Compaction) error {
@@ -132,10 +132,10 @@ func settleWays() []settleWay {
 
 // TestLiveAndReplayAgreeForEveryTerminalStatus: whatever a client holds
 // once a compaction's terminal update is applied, a client that only sees
-// the replay of its Record holds too (status, summary, error), for every
-// terminal status and every settlement path, the kit's included. A
-// completion that kept what was streamed is the runtime's to record
-// (Record.KeptStreamed): the test's runtime does what the docs ask.
+// the replay of its final record (the one OnFinalRecord hands over) holds
+// too (status, summary, error), for every terminal status and every
+// settlement path, the kit's included, a completion that kept what was
+// streamed among them.
 func TestLiveAndReplayAgreeForEveryTerminalStatus(t *testing.T) {
 	ctx := context.Background()
 	for _, version := range []int{1, 2} {
@@ -146,19 +146,19 @@ func TestLiveAndReplayAgreeForEveryTerminalStatus(t *testing.T) {
 				if w.policy != nil {
 					opts = append(opts, emitter.WithSummaryPolicy(w.policy))
 				}
+				var finals []emitter.Record
 				live := &wiretest.Recorder{}
-				s := emitter.New(live, opts...).Session("s")
+				s := emitter.New(live, append(opts, emitter.OnFinalRecord(func(_ context.Context, _ string, rec emitter.Record) {
+					finals = append(finals, rec)
+				}))...).Session("s")
 				start := []emitter.StartOption{emitter.WithID("cmp_1")}
 				if !w.hidden {
 					start = append(start, emitter.UserDisplayable())
 				}
 				c, err := s.Start(ctx, start...)
 				require.NoError(t, err)
-				var streamed []protocol.ContentBlock
 				for _, text := range []string{"draft ", "text"} {
-					b := protocol.Text(text)
-					streamed = append(streamed, b)
-					if err := c.Chunk(ctx, b); !w.hidden {
+					if err := c.Chunk(ctx, protocol.Text(text)); !w.hidden {
 						require.NoError(t, err)
 					}
 				}
@@ -166,10 +166,9 @@ func TestLiveAndReplayAgreeForEveryTerminalStatus(t *testing.T) {
 				got := held(t, version, live.Lines(), "cmp_1")
 				assert.Equal(t, w.want, got, "live")
 
-				rec := c.Record()
-				if rec.KeptStreamed {
-					rec.Summary = streamed // the runtime kept what it streamed
-				}
+				require.Len(t, finals, 1, "one final record")
+				rec := finals[0]
+				assert.Equal(t, c.Record(), rec, "the handle's record is the one handed over")
 				replayed := &wiretest.Recorder{}
 				require.NoError(t, emitter.New(replayed, opts...).Session("s").Replay(ctx, rec))
 				assert.Equal(t, got, held(t, version, replayed.Lines(), "cmp_1"),
@@ -201,8 +200,8 @@ func TestWatchdogSettlementAgreesWithReplay(t *testing.T) {
 // TestFailedOrCancelledAfterPartialOutputClearsTheSummary: the terminal
 // update of a failed or cancelled compaction that streamed a summary
 // nobody confirmed carries summary: null; without streamed output it
-// omits the summary as before; Record keeps no summary and says nothing
-// was kept from the stream. Only a completion keeps what was streamed.
+// omits the summary as before; Record keeps no summary. Only a completion
+// keeps what was streamed.
 func TestFailedOrCancelledAfterPartialOutputClearsTheSummary(t *testing.T) {
 	ctx := context.Background()
 	em, rec, _ := newCapable(t)
@@ -239,11 +238,10 @@ func TestFailedOrCancelledAfterPartialOutputClearsTheSummary(t *testing.T) {
 		`compaction_update turn failed summary=null error=` + emitter.ErrTurnEnded.Error(),
 	}, terminals)
 	for _, c := range []*emitter.Compaction{failed, cancelled, quiet, turn} {
-		r := c.Record()
-		assert.Nil(t, r.Summary, c.ID())
-		assert.False(t, r.KeptStreamed, c.ID())
+		assert.Nil(t, c.Record().Summary, c.ID())
 	}
-	assert.True(t, completed.Record().KeptStreamed, "a completion that kept the stream says so")
+	assert.Nil(t, completed.Record().Summary,
+		"without OnFinalRecord the emitter keeps no streamed blocks, so the record of a completion that kept them has none")
 	validateAll(t, rec, 1)
 }
 

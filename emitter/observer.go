@@ -34,26 +34,26 @@ func Observers(obs ...Observer) Observer {
 	})
 }
 
-// SlogObserver logs lifecycle events: starts and settlements at Info,
+// NewSlogObserver returns an observer that logs lifecycle events to l
+// (slog.Default when nil): starts and settlements at Info,
 // chunks, heartbeats and each withheld block at Debug, dropped and
 // undeliverable updates at Warn. A compaction whose summary the policy
 // withheld gets one more Info line when it settles or is replayed,
 // "compaction summary withheld", with the count and how to opt in
 // (UserDisplayable), so the default's silence is never a mystery.
-type SlogObserver struct {
-	Logger *slog.Logger
-}
-
-// NewSlogObserver returns an observer that logs to l (slog.Default when nil).
-func NewSlogObserver(l *slog.Logger) *SlogObserver {
+func NewSlogObserver(l *slog.Logger) Observer {
 	if l == nil {
 		l = slog.Default()
 	}
-	return &SlogObserver{Logger: l}
+	return &slogObserver{logger: l}
+}
+
+type slogObserver struct {
+	logger *slog.Logger
 }
 
 // Observe implements Observer.
-func (o *SlogObserver) Observe(ctx context.Context, ev Event) {
+func (o *slogObserver) Observe(ctx context.Context, ev Event) {
 	level := slog.LevelInfo
 	switch ev.Kind {
 	case EventChunk, EventHeartbeat, EventWithheld, EventSkipped:
@@ -61,7 +61,7 @@ func (o *SlogObserver) Observe(ctx context.Context, ev Event) {
 	case EventDropped, EventUndeliverable:
 		level = slog.LevelWarn
 	}
-	if !o.Logger.Enabled(ctx, level) {
+	if !o.logger.Enabled(ctx, level) {
 		return
 	}
 	attrs := []slog.Attr{
@@ -80,9 +80,9 @@ func (o *SlogObserver) Observe(ctx context.Context, ev Event) {
 	if ev.Err != nil {
 		attrs = append(attrs, slog.String("error", ev.Err.Error()))
 	}
-	o.Logger.LogAttrs(ctx, level, "compaction "+ev.Kind.String(), attrs...)
+	o.logger.LogAttrs(ctx, level, "compaction "+ev.Kind.String(), attrs...)
 	if ev.Withheld > 0 && (ev.Kind == EventSettled || ev.Kind == EventReplayed) {
-		o.Logger.LogAttrs(ctx, slog.LevelInfo, "compaction summary withheld",
+		o.logger.LogAttrs(ctx, slog.LevelInfo, "compaction summary withheld",
 			slog.String("session", ev.SessionID),
 			slog.String("compaction", string(ev.ID)),
 			slog.Int("blocks", ev.Withheld),

@@ -1,6 +1,7 @@
 package emitter
 
 import (
+	"context"
 	"time"
 
 	"github.com/acpcompact/acpcompact/capability"
@@ -18,7 +19,6 @@ type config struct {
 	newID         func() protocol.ID
 	maxDuration   time.Duration
 	heartbeat     time.Duration
-	settleTimeout time.Duration
 	omitRedundant bool
 	errorText     func(error) string
 	summaryPolicy SummaryPolicy
@@ -29,14 +29,22 @@ type config struct {
 	// inTurn and outside are WithTurns'.
 	inTurn  func(sessionID string) bool
 	outside OutsideTurn
+	// gate is WithGate's.
+	gate func(ctx context.Context, sessionID string) (release func(), err error)
+	// onFinal is OnFinalRecord's; set, the streamed blocks of open
+	// compactions are kept for their final records.
+	onFinal func(ctx context.Context, sessionID string, rec Record)
 }
+
+// settleTimeout bounds how long a terminal update may take to send on its
+// detached context.
+const settleTimeout = 5 * time.Second
 
 func defaults() config {
 	return config{
 		negotiation:   capability.Negotiation{Version: capability.V1},
 		policy:        capability.DefaultPolicy,
 		newID:         randomID,
-		settleTimeout: 5 * time.Second,
 		errorText:     defaultErrorText("Compaction failed"),
 		summaryPolicy: DisplayableOnly,
 	}
@@ -84,6 +92,55 @@ func WithTurns(inTurn func(sessionID string) bool, outside OutsideTurn) Option {
 	return func(c *config) { c.inTurn, c.outside = inTurn, outside }
 }
 
+// WithGate makes every reporting call of a runtime pass gate first: a
+// Session's Start, Chunk, Complete, Cancel and Fail, and a Compaction's
+// Chunk, Complete, Cancel and Fail, so that calls by handle and by ID are
+// judged alike. gate gets the call's context and session ID; an error
+// refuses the call, which returns it and opens or sends nothing; otherwise
+// the call runs, and release is called once it has returned. What the
+// host drives itself does not pass it: SettleAll, CloseSession, Deliver,
+// Replay, the watchdog and the heartbeat. The agent kits install their
+// turn guard with it, so that nothing opens or changes between a turn's
+// settlement and the message that ends the turn. gate must not call into
+// the emitter.
+func WithGate(gate func(ctx context.Context, sessionID string) (release func(), err error)) Option {
+	return func(c *config) { c.gate = gate }
+}
+
+// OnFinalRecord hands f the final Record of every compaction, exactly once,
+// once it has settled: whoever settles it (the runtime's Complete, Fail or
+// Cancel; Session.Fail before any start; a SettleAll at the turn's end,
+// after a cancel or a caught panic; the watchdog; Emitter.SettleAll when
+// the connection closes; CloseSession). The record holds everything
+// Session.Replay needs to leave a client holding what the live client
+// held, the summary streamed by a completion that kept it included: with
+// OnFinalRecord set, the emitter keeps the streamed blocks of each open
+// compaction until it settles (memory follows what is live; without it,
+// none are kept and memory per open compaction stays constant). It is the
+// runtime's sink for history: store each record, in order, and replay the
+// stored records on session/load.
+//
+// f runs after the terminal update was handed to the Notifier (delivered
+// or not: the compaction is settled either way, and a later replay is the
+// client's next chance to see it). A compaction that settles unseen
+// between turns (WithTurns), whose terminal update goes out only when the
+// session's next turn begins, is handed over at settlement all the same:
+// the replay must hold it even if the client never comes back.
+//
+// f is called without the emitter's locks held, one call at a time per
+// session, in settlement order, so it may call the emitter (a record that
+// a call from f settles is handed over once f returns). Normally the call
+// that settled a compaction returns after f has run for it; when another
+// goroutine is handing over a record of the same session at that moment,
+// that goroutine hands this one over next, and the settling call may
+// return first. ctx carries the values of the settling call's context
+// (trace context) but not its cancellation or deadline: a cancelled turn's
+// records must still be kept. rec shares its summary, _meta and details
+// with the compaction's own Record: treat them as read-only.
+func OnFinalRecord(f func(ctx context.Context, sessionID string, rec Record)) Option {
+	return func(c *config) { c.onFinal = f }
+}
+
 // WithPolicy overrides capability.DefaultPolicy.
 func WithPolicy(p capability.Policy) Option {
 	return func(c *config) {
@@ -109,18 +166,6 @@ func WithChildStreams() Option { return func(c *config) { c.childStreams = true 
 // WithObserver receives every lifecycle event (see Observer).
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
 
-// WithIDGenerator replaces the ID minted when Start gets no WithID. The
-// default is "cmp_" plus 96 random bits, so IDs stay unique across agent
-// restarts and never collide with replayed history. Generated IDs that were
-// already used in the session are skipped.
-func WithIDGenerator(f func() protocol.ID) Option {
-	return func(c *config) {
-		if f != nil {
-			c.newID = f
-		}
-	}
-}
-
 // WithMaxDuration arms a watchdog per compaction: one still open after d is
 // settled as failed (ErrTimeout). Zero, the default, disables it.
 func WithMaxDuration(d time.Duration) Option { return func(c *config) { c.maxDuration = d } }
@@ -129,16 +174,6 @@ func WithMaxDuration(d time.Duration) Option { return func(c *config) { c.maxDur
 // that has sent nothing for d, so client watchdogs see life during long
 // compactions. Zero, the default, disables it.
 func WithHeartbeat(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
-
-// WithSettleTimeout bounds how long a terminal update may take to send on
-// its detached context (default 5 s).
-func WithSettleTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.settleTimeout = d
-		}
-	}
-}
 
 // WithOmitRedundantSummary omits a completion's summary when it equals what
 // was streamed, saving a second copy on the wire. The comparison uses a
@@ -150,16 +185,6 @@ func WithOmitRedundantSummary() Option { return func(c *config) { c.omitRedundan
 // failed".
 func WithGenericError(text string) Option {
 	return func(c *config) { c.errorText = defaultErrorText(text) }
-}
-
-// WithErrorText replaces how a failure's cause becomes the user-visible
-// error string entirely.
-func WithErrorText(f func(error) string) Option {
-	return func(c *config) {
-		if f != nil {
-			c.errorText = f
-		}
-	}
 }
 
 // WithSummaryPolicy decides what of each summary leaves the process. The
@@ -214,6 +239,7 @@ type startOptions struct {
 	trigger     protocol.Trigger
 	displayable bool
 	meta        protocol.Meta
+	after       string
 }
 
 // WithID uses the runtime's own ID (a message UUID, an item ID) instead of
@@ -246,6 +272,17 @@ func UserDisplayable() StartOption { return func(o *startOptions) { o.displayabl
 // WithTurns).
 func Background() StartOption { return func(o *startOptions) { o.background = true } }
 
+// After records the runtime's position in its history: the ID of the
+// message (or other history entry) this compaction follows. The emitter
+// does not read it; it is Record.After, so that a runtime replaying its
+// history (session/load) can put each record back between its own
+// messages where the compaction happened. A failure reported before any
+// start (Session.Fail) takes no StartOption, so its record has no
+// position: a runtime that needs one starts the compaction with After
+// first, then fails it (the client sees the same in_progress then failed),
+// or sets After on the record its OnFinalRecord sink receives.
+func After(position string) StartOption { return func(o *startOptions) { o.after = position } }
+
 // WithStartMeta sends m as the _meta of the in_progress update.
 func WithStartMeta(m protocol.Meta) StartOption { return func(o *startOptions) { o.meta = m } }
 
@@ -277,7 +314,8 @@ func collect(opts []SettleOption) settleOptions {
 }
 
 // Summary sends blocks as the authoritative, complete summary, replacing
-// whatever was streamed. Summary() with no blocks clears it.
+// whatever was streamed. Summary() with no blocks clears it on the client
+// (summary: null), for a result with no user-displayable projection.
 func Summary(blocks ...protocol.ContentBlock) SettleOption {
 	return func(o *settleOptions) {
 		if len(blocks) == 0 {
@@ -286,12 +324,6 @@ func Summary(blocks ...protocol.ContentBlock) SettleOption {
 		}
 		o.summary, o.blocks = summarySet, blocks
 	}
-}
-
-// ClearSummary clears the summary on the client (summary: null), for a
-// result with no user-displayable projection.
-func ClearSummary() SettleOption {
-	return func(o *settleOptions) { o.summary, o.blocks = summaryClear, nil }
 }
 
 // WithSettleMeta sends m as the terminal update's _meta.

@@ -93,7 +93,7 @@ func TestPropertyRandomLifecyclesKeepTheInvariants(t *testing.T) {
 			wg.Wait()
 			_, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
 			require.NoError(t, err)
-			require.Zero(t, em.Open())
+			require.Zero(t, emitter.OpenCount(em))
 
 			lines := rec.Lines()
 			if !n.Compaction {

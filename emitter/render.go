@@ -77,7 +77,7 @@ type Event struct {
 	// Withheld counts the summary blocks the SummaryPolicy withheld
 	// (Settled: over the compaction's life, chunks and final summary;
 	// Replayed: of the record's summary). Zero when nothing was withheld.
-	// SlogObserver logs one line per compaction when it is not zero.
+	// NewSlogObserver's observer logs one line per compaction when it is not zero.
 	Withheld int
 }
 
@@ -107,8 +107,8 @@ func (s SettledBy) String() string {
 	return "unknown"
 }
 
-// Info returns the event's compaction identity.
-func (e Event) Info() Info { return Info{SessionID: e.SessionID, ID: e.ID, Trigger: e.Trigger} }
+// info returns the event's compaction identity.
+func (e Event) info() Info { return Info{SessionID: e.SessionID, ID: e.ID, Trigger: e.Trigger} }
 
 // Renderer turns a lifecycle event into zero or more session updates sent
 // through n. Every renderer must give each started compaction exactly one
@@ -116,12 +116,6 @@ func (e Event) Info() Info { return Info{SessionID: e.SessionID, ID: e.ID, Trigg
 type Renderer interface {
 	Render(ctx context.Context, ev Event, n Notifier) error
 }
-
-// RendererFunc adapts a function to Renderer.
-type RendererFunc func(ctx context.Context, ev Event, n Notifier) error
-
-// Render calls f.
-func (f RendererFunc) Render(ctx context.Context, ev Event, n Notifier) error { return f(ctx, ev, n) }
 
 // Standard renders the ACP compaction updates. It is what capable v1 clients
 // and every v2 client receive.
@@ -141,14 +135,14 @@ func (Standard) Render(ctx context.Context, ev Event, n Notifier) error {
 	case EventChunk:
 		return n.Notify(ctx, ev.SessionID, &protocol.CompactionSummaryChunk{CompactionID: ev.ID, Content: ev.Content})
 	case EventSettled, EventReplayed:
-		return n.Notify(ctx, ev.SessionID, TerminalUpdate(ev))
+		return n.Notify(ctx, ev.SessionID, terminalUpdate(ev))
 	}
 	return nil
 }
 
-// TerminalUpdate builds the compaction_update of a Settled or Replayed
-// event; fallback renderers that wrap the standard form use it too.
-func TerminalUpdate(ev Event) *protocol.CompactionUpdate {
+// terminalUpdate builds the compaction_update of a Settled or Replayed
+// event.
+func terminalUpdate(ev Event) *protocol.CompactionUpdate {
 	u := &protocol.CompactionUpdate{CompactionID: ev.ID, Status: ev.Status, Summary: ev.Summary, Error: ev.Error}
 	if ev.Meta != nil {
 		u.Meta = protocol.Set(ev.Meta)

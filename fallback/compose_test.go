@@ -20,7 +20,7 @@ func TestComposeRendersThroughEachInOrder(t *testing.T) {
 
 func TestComposeTakesAnAgentsOwnRenderer(t *testing.T) {
 	var seen []emitter.EventKind
-	own := emitter.RendererFunc(func(_ context.Context, ev emitter.Event, _ emitter.Notifier) error {
+	own := rendererFunc(func(_ context.Context, ev emitter.Event, _ emitter.Notifier) error {
 		seen = append(seen, ev.Kind)
 		return nil
 	})
@@ -31,7 +31,7 @@ func TestComposeTakesAnAgentsOwnRenderer(t *testing.T) {
 
 func TestComposeKeepsRenderingAfterAFailureSoEveryFormStillEnds(t *testing.T) {
 	errBroken := errors.New("broken renderer")
-	broken := emitter.RendererFunc(func(context.Context, emitter.Event, emitter.Notifier) error { return errBroken })
+	broken := rendererFunc(func(context.Context, emitter.Event, emitter.Notifier) error { return errBroken })
 	rec := &wiretest.Recorder{}
 	err := fallback.Compose(broken, fallback.Marker()).Render(context.Background(), sessionEvent(settled("cmp_1", protocol.Completed)), rec)
 	require.ErrorIs(t, err, errBroken)
@@ -47,4 +47,11 @@ func TestNoneRendersNothingAndIsTheEmittersNone(t *testing.T) {
 	_, same := r.(emitter.None)
 	require.True(t, same)
 	require.Empty(t, renderEvents(t, r, started("cmp_1", protocol.Auto), settled("cmp_1", protocol.Completed), replayed("cmp_2", protocol.Failed)))
+}
+
+// rendererFunc adapts a function to emitter.Renderer.
+type rendererFunc func(ctx context.Context, ev emitter.Event, n emitter.Notifier) error
+
+func (f rendererFunc) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
+	return f(ctx, ev, n)
 }

@@ -46,7 +46,7 @@ type tagLog struct {
 }
 
 func (l *tagLog) renderer(r emitter.Renderer) emitter.Renderer {
-	return emitter.RendererFunc(func(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
+	return rendererFunc(func(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
 		key := compactionKey{ev.SessionID, ev.ChildSessionID, ev.ID}
 		return r.Render(ctx, ev, emitter.NotifierFunc(func(ctx context.Context, sessionID string, update any) error {
 			// The line is what wiretest.Recorder would keep: the exact
@@ -105,15 +105,16 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 	mdl := &model{m: make(map[compactionKey]expectation)}
 	type target struct {
 		s     *emitter.Session
+		sid   string // the session its updates are sent under
 		child string
 	}
 	var targets []target
 	for i := range cfg.sessions {
 		sid := fmt.Sprintf("sess_%d", i)
-		targets = append(targets, target{em.Session(sid), ""})
+		targets = append(targets, target{em.Session(sid), sid, ""})
 		for c := range cfg.children {
 			child := fmt.Sprintf("sub_%d_%d", i, c)
-			targets = append(targets, target{em.ChildSession(sid, child), child})
+			targets = append(targets, target{em.ChildSession(sid, child), sid, child})
 		}
 	}
 	triggers := []protocol.Trigger{protocol.Manual, protocol.Auto, protocol.Idle}
@@ -156,7 +157,7 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 					}
 					var c *emitter.Compaction
 					if c, err = tg.s.Start(ctx, opts...); err == nil {
-						mdl.set(compactionKey{tg.s.ID(), tg.child, id}, expectLive)
+						mdl.set(compactionKey{tg.sid, tg.child, id}, expectLive)
 						open = append(open, c)
 					}
 				case op < 50:
@@ -169,7 +170,7 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 					case 0:
 						so = append(so, emitter.Summary(protocol.Text("final summary")))
 					case 1:
-						so = append(so, emitter.ClearSummary())
+						so = append(so, emitter.Summary())
 					}
 					err = ok(c.Complete(ctx, so...))
 					drop(i)
@@ -185,7 +186,7 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 					_, err = tg.s.SettleAll(ctx, reasons[rng.IntN(len(reasons))])
 				case op < 86:
 					id := newID()
-					mdl.set(compactionKey{tg.s.ID(), tg.child, id}, expectLive)
+					mdl.set(compactionKey{tg.sid, tg.child, id}, expectLive)
 					// Another goroutine's SettleAll may settle it between
 					// its implicit start and its failure; either way it
 					// must end exactly once.
@@ -204,7 +205,7 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 					if st.Terminal() {
 						e = expectReplayed
 					}
-					mdl.set(compactionKey{tg.s.ID(), tg.child, id}, e)
+					mdl.set(compactionKey{tg.sid, tg.child, id}, e)
 					err = tg.s.Replay(ctx, rec)
 				}
 				if err != nil {
@@ -221,7 +222,9 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 	}
 	_, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
 	require.NoError(t, err)
-	require.Zero(t, em.Open(), "the connection closed with compactions still open")
+	n, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
+	require.NoError(t, err)
+	require.Zero(t, n, "the connection closed with compactions still open")
 	return mdl.m
 }
 

@@ -21,8 +21,9 @@ func keyOf(ev emitter.Event) streamKey {
 
 // streams keeps what was streamed for each open compaction, for renderers
 // that must show a summary the terminal event leaves omitted ("keep what
-// was streamed"). The emitter itself keeps no chunks, so a renderer that
-// shows the summary has to. Entries live from the first chunk to the
+// was streamed"). The emitter hands renderers no accumulated summary (it
+// keeps chunks only for OnFinalRecord's records, and only when asked), so
+// a renderer that shows the summary keeps it. Entries live from the first chunk to the
 // terminal event; the emitter guarantees that event, so nothing leaks.
 type streams struct {
 	mu sync.Mutex

@@ -473,7 +473,7 @@ func (c *conn) gate(ctx context.Context, l *line, p *gatePlan) {
 		if blocks, ok := u.Summary.Get(); ok {
 			opts = append(opts, emitter.Summary(blocks...))
 		} else if u.Summary.IsNull() {
-			opts = append(opts, emitter.ClearSummary())
+			opts = append(opts, emitter.Summary()) // no blocks: cleared
 		}
 		if m, ok := u.Meta.Get(); ok {
 			opts = append(opts, emitter.WithSettleMeta(m))

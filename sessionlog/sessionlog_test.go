@@ -427,3 +427,42 @@ func TestConcurrentAppends(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordsGoAfterTheirMessage: a final record appended turns later
+// (a compaction that settled after later messages, without a start entry)
+// goes right after the message its After names.
+func TestRecordsGoAfterTheirMessage(t *testing.T) {
+	s := open(t)
+	l := create(t, s, "s")
+	must(t, l.AppendMessage("m1", msg("a")))
+	must(t, l.AppendMessage("m2", msg("b")))
+	must(t, l.AppendMessage("m3", msg("c")))
+	rec := final("c1", protocol.Completed, "x")
+	rec.After = "m1"
+	must(t, l.AppendRecord(rec))
+	words, entries := read(t, s, "s")
+	wantWords(t, words, "m:m1:a", "c:c1:completed", "m:m2:b", "m:m3:c")
+	if entries[1].Record.After != "m1" {
+		t.Errorf("After %q", entries[1].Record.After)
+	}
+}
+
+// TestRecordOfANewerVersion: a record of a version emitter does not read
+// is ErrVersion (and emitter.ErrRecordVersion), naming the file and line,
+// before anything is yielded.
+func TestRecordOfANewerVersion(t *testing.T) {
+	s := open(t)
+	l := create(t, s, "s")
+	must(t, l.AppendMessage("m1", msg("a")))
+	must(t, l.Close())
+	path, _ := s.Path("s")
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.Write(sessionlog.RawLine(`"kind":"record","id":"c1","record":{"v":2,"compactionId":"c1","status":"completed"}`))
+	must(t, err)
+	must(t, f.Close())
+	_, err = s.Read("s")
+	if !errors.Is(err, sessionlog.ErrVersion) || !errors.Is(err, emitter.ErrRecordVersion) || !strings.HasPrefix(err.Error(), path+":3: ") {
+		t.Errorf("Read: %v, want ErrVersion at %s:3", err, path)
+	}
+}

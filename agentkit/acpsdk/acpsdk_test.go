@@ -23,7 +23,7 @@ func TestStreamedCompactionReachesTheClientInOrderWithTheSDKsOwnUpdates(t *testi
 	a := &agent{}
 	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
 		a.message(ctx, p.SessionId, "before")
-		c, err := a.session(p.SessionId).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
+		c, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
 		if err != nil {
 			return acp.PromptResponse{}, err
 		}
@@ -78,7 +78,7 @@ func TestCapabilityIsReadFromTheRawInitialize(t *testing.T) {
 					return acp.PromptResponse{}, err
 				}
 				mode = em.Mode()
-				c, err := a.session(p.SessionId).Start(ctx, emitter.WithID("cmp_1"))
+				c, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1"))
 				if err != nil {
 					return acp.PromptResponse{}, err
 				}
@@ -105,7 +105,7 @@ func TestCapabilityIsReadFromTheRawInitialize(t *testing.T) {
 func TestRuntimeFailureReachesTheClientAsFailedWithItsMessage(t *testing.T) {
 	a := &agent{}
 	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-		c, err := a.session(p.SessionId).Start(ctx, emitter.WithID("cmp_1"))
+		c, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1"))
 		if err != nil {
 			return acp.PromptResponse{}, err
 		}
@@ -130,7 +130,7 @@ func TestRuntimeFailureReachesTheClientAsFailedWithItsMessage(t *testing.T) {
 func TestTurnEndingWithAnOpenCompactionSettlesItAsFailedBeforeTheResponse(t *testing.T) {
 	a := &agent{}
 	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-		if _, err := a.session(p.SessionId).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+		if _, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1")); err != nil {
 			return acp.PromptResponse{}, err
 		}
 		return endTurn() // the runtime forgot its handle
@@ -178,7 +178,7 @@ func cancelScenario(t *testing.T, a *agent, opts ...acpsdk.Option) (json.RawMess
 func TestCancelReportedByTheRuntimeReachesTheClientBeforeTheResponse(t *testing.T) {
 	a := &agent{}
 	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-		c, err := a.session(p.SessionId).Start(ctx, emitter.WithID("cmp_1"))
+		c, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1"))
 		if err != nil {
 			return acp.PromptResponse{}, err
 		}
@@ -206,7 +206,7 @@ func TestCancelTheRuntimeNeverReportsIsSettledAsCancelledAtTheGraceDeadline(t *t
 	a := &agent{}
 	var late error
 	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-		c, err := a.session(p.SessionId).Start(ctx, emitter.WithID("cmp_1"))
+		c, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1"))
 		if err != nil {
 			return acp.PromptResponse{}, err
 		}
@@ -228,7 +228,7 @@ func TestCancelTheRuntimeNeverReportsIsSettledAsCancelledAtTheGraceDeadline(t *t
 func TestCancelledTurnEndingWithAnOpenCompactionSettlesItAsCancelled(t *testing.T) {
 	a := &agent{}
 	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-		if _, err := a.session(p.SessionId).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+		if _, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1")); err != nil {
 			return acp.PromptResponse{}, err
 		}
 		<-ctx.Done()
@@ -247,7 +247,7 @@ func TestPeerHangingUpSettlesOpenCompactionsOnTheWire(t *testing.T) {
 	done := make(chan struct{})
 	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
 		defer close(done)
-		c, err := a.session(p.SessionId).Start(ctx, emitter.WithID("cmp_1"))
+		c, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1"))
 		if err != nil {
 			return acp.PromptResponse{}, err
 		}
@@ -282,7 +282,7 @@ func TestReplayOnLoadPrecedesTheLoadResponse(t *testing.T) {
 	a := &agent{}
 	a.load = func(ctx context.Context, p acp.LoadSessionRequest) error {
 		a.message(ctx, p.SessionId, "earlier")
-		if err := a.session(p.SessionId).Replay(ctx, emitter.Record{
+		if err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Replay(ctx, emitter.Record{
 			ID: "cmp_old", Status: protocol.Completed, Trigger: protocol.Auto,
 			Summary: []protocol.ContentBlock{protocol.Text("Retained")}, Displayable: true,
 		}); err != nil {
@@ -327,7 +327,7 @@ func TestV2TurnEndsAtTheIdleStateUpdate(t *testing.T) {
 				ctx := context.WithoutCancel(ctx)
 				wg.Go(func() {
 					update(ctx, conn, map[string]any{"sessionUpdate": "state_update", "state": "running"})
-					c, err := r.kit.Session(conn, session).Start(ctx, emitter.WithID("cmp_1"))
+					c, err := acpsdk.SessionFrom(ctx, session).Start(ctx, emitter.WithID("cmp_1"))
 					if err != nil {
 						t.Error(err)
 						return
@@ -393,21 +393,37 @@ func TestSessionErrorsAreSentinels(t *testing.T) {
 	r := newRig(t)
 	r.serve(a)
 	ctx := context.Background()
-	if _, err := a.session(session).Start(ctx); !errors.Is(err, acpsdk.ErrNotInitialized) {
+	handlerCtx := loadBeforeInitialize(t, r, a)
+	if _, err := acpsdk.SessionFrom(handlerCtx, session).Start(ctx); !errors.Is(err, acpsdk.ErrNotInitialized) {
 		t.Errorf("before initialize: %v", err)
 	}
-	if _, err := acpsdk.New().Session(a.Conn(), session).Start(ctx); !errors.Is(err, acpsdk.ErrUnknownConn) {
-		t.Errorf("another kit's connection: %v", err)
+	for _, c := range []context.Context{context.Background(), context.WithValue(ctx, otherKey{}, 1)} {
+		if _, err := acpsdk.SessionFrom(c, session).Start(ctx); !errors.Is(err, acpsdk.ErrUnknownConn) {
+			t.Errorf("a context no kit handler derived: %v", err)
+		}
+		if _, err := acpsdk.SessionFrom(c, session).Compaction("cmp_1"); !errors.Is(err, acpsdk.ErrUnknownConn) {
+			t.Errorf("a context no kit handler derived, Compaction: %v", err)
+		}
 	}
 	r.initialize(1, true)
-	held := a.session(session)
+	held := acpsdk.SessionFrom(handlerCtx, session)
 	r.close()
 	if _, err := held.Start(ctx); !errors.Is(err, acpsdk.ErrClosed) {
 		t.Errorf("after close, held session: %v", err)
 	}
-	if _, err := a.session(session).Start(ctx); !errors.Is(err, acpsdk.ErrUnknownConn) {
+	if _, err := acpsdk.SessionFrom(handlerCtx, session).Start(ctx); !errors.Is(err, acpsdk.ErrClosed) {
 		t.Errorf("after close, new lookup: %v", err)
 	}
+}
+
+// loadBeforeInitialize sends session/load before initialize and returns
+// the context the agent's LoadSession ran with.
+func loadBeforeInitialize(t *testing.T, r *rig, a *agent) context.Context {
+	t.Helper()
+	if err := r.client.Conn.Call(r.ctx, "session/load", map[string]any{"sessionId": session, "cwd": "/", "mcpServers": []any{}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return a.lastCtx()
 }
 
 // TestCancelReachesItsPromptAndNeverTheNext plays 1,000 pairs: a
@@ -427,7 +443,7 @@ func TestCancelReachesItsPromptAndNeverTheNext(t *testing.T) {
 		if len(p.Prompt) > 0 && p.Prompt[0].Text != nil {
 			text = p.Prompt[0].Text.Text
 		}
-		stop, err := rt.Prompt(ctx, text, a.session(p.SessionId))
+		stop, err := rt.Prompt(ctx, text, acpsdk.SessionFrom(ctx, string(p.SessionId)))
 		return acp.PromptResponse{StopReason: acp.StopReason(stop)}, err
 	}
 	r := newRig(t, acpsdk.WithCancelGrace(-1))
@@ -443,3 +459,6 @@ func TestCancelReachesItsPromptAndNeverTheNext(t *testing.T) {
 	}
 	kittest.CheckRaceStatuses(t, evs, pairs)
 }
+
+// otherKey is a context key of the test's own.
+type otherKey struct{}

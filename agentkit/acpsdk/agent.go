@@ -8,8 +8,9 @@ import (
 )
 
 // kitAgent is the acp.Agent the kit hands the SDK in place of the host's:
-// Prompt runs with the kit's context (see Conn.promptContext), and every
-// method settles the connection's open compactions as failed when it
+// Prompt runs with the kit's context (see Conn.promptContext), every
+// method's context carries the connection (SessionFrom), and every method
+// settles the connection's open compactions as failed when it
 // panics (the panic goes on). Otherwise it forwards each call unchanged.
 //
 // The SDK finds an agent's optional methods (acp.AgentLoader,
@@ -35,7 +36,7 @@ var (
 func call[P, R any](c *Conn, f func(context.Context, P) (R, error), ctx context.Context, p P) (R, error) {
 	returned := false
 	defer c.settleOnPanic(&returned)
-	r, err := f(ctx, p)
+	r, err := f(c.bind(ctx), p)
 	returned = true
 	return r, err
 }
@@ -44,7 +45,7 @@ func call[P, R any](c *Conn, f func(context.Context, P) (R, error), ctx context.
 func notify[P any](c *Conn, f func(context.Context, P) error, ctx context.Context, p P) error {
 	returned := false
 	defer c.settleOnPanic(&returned)
-	err := f(ctx, p)
+	err := f(c.bind(ctx), p)
 	returned = true
 	return err
 }
@@ -107,7 +108,7 @@ func (a *kitAgent) HandleExtensionMethod(ctx context.Context, method string, par
 	}
 	returned := false
 	defer a.c.settleOnPanic(&returned)
-	res, err := h.HandleExtensionMethod(ctx, method, params)
+	res, err := h.HandleExtensionMethod(a.c.bind(ctx), method, params)
 	returned = true
 	return res, err
 }

@@ -22,7 +22,7 @@
 //	// conn.AgentSideConnection().SessionUpdate(ctx, ...) as before
 //
 //	// in Prompt (or the runtime it drives), when the model starts compacting:
-//	c, err := kit.Session(conn, string(p.SessionId)).Start(ctx, emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
+//	c, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
 //	c.Chunk(ctx, protocol.Text(delta))
 //	c.Complete(ctx) // or c.Fail(ctx, err), c.Cancel(ctx)
 //
@@ -33,20 +33,30 @@
 // the kit create their Connection:
 //
 //	conn := kit.NewConnection(handler, os.Stdout, os.Stdin)
-//	c, err := kit.Session(conn, sessionID).Start(ctx, emitter.UserDisplayable())
+//	c, err := acpsdk.SessionFrom(ctx, sessionID).Start(ctx, emitter.UserDisplayable())
 //
-// Either way the connection handle is a *Conn: Kit.Session, Kit.Emitter and
-// Kit.Recover take nothing else. The SDK may call the agent before the
-// constructor returns, so keep the *Conn where Prompt reads it safely (an
-// atomic.Pointer). Example (SummaryAndCancel) is a whole agent, the one in
-// the README.
+// Either way a runtime needs no connection to report: every method of the
+// agent (or call of the raw handler) runs with a context that carries its
+// connection, and so does every context derived from it, such as the one a
+// goroutine of the runtime keeps after Prompt returned. SessionFrom reads
+// it there, so nothing has to be stored where Prompt reads it (the SDK may
+// call the agent before the constructor returns); with a context no kit
+// handler derived, the Session's methods fail with ErrUnknownConn. The
+// *Conn the constructors return is for the agent's own sending through
+// the SDK connection, Done, Kit.CloseConn and Kit.Emitter. Example
+// (SummaryAndCancel) is a whole agent, the one in the README.
 //
 // Session.Start may return a handle and an error together: with
 // emitter.ErrUndeliverable the compaction is open but its start did not
 // reach the client; keep the handle and settle it as usual.
-// Session.Chunk, Complete, Cancel and Fail address compactions by ID
+// Session.Compaction returns the handle of an open compaction by its ID
 // (emitter.WithID at Start), for a runtime that keeps IDs rather than
-// handles. When the client cancels, Prompt's context ends with cause
+// handles: there is one way to report, the handle, and every call on it
+// passes the turn guard, as in package agentkit (while a turn's end is
+// settled and written, reporting calls wait for it, then a handle whose
+// compaction it settled is refused with emitter.ErrSettled, and a start
+// outside a turn with emitter.ErrOutsideTurn unless started with
+// emitter.Background). When the client cancels, Prompt's context ends with cause
 // emitter.ErrCancelled (see "The prompt's context"): Prompt just returns
 // (acp.StopReasonCancelled), and the kit settles what is still open as
 // `cancelled` before the response.
@@ -161,7 +171,7 @@
 // all of them, optional ones included, or a raw MethodHandler): a panic in
 // one settles the connection's open compactions as failed
 // (emitter.ErrAgentCrashed) and goes on untouched. Goroutines of the
-// agent's own that run mid-compaction opt in with `defer kit.Recover(conn)`.
+// agent's own that run mid-compaction opt in with `defer acpsdk.Recover(ctx)`.
 //
 // # Concurrency
 //

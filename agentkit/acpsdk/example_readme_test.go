@@ -7,11 +7,11 @@ package acpsdk_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/acpcompact/acpcompact/agentkit/acpsdk"
@@ -23,15 +23,13 @@ import (
 // myAgent is an acp.Agent; only Prompt is shown.
 type myAgent struct {
 	otherMethods // Initialize, NewSession, Cancel, ...
-	kit          *acpsdk.Kit
-	conn         atomic.Pointer[acpsdk.Conn] // the SDK may call Prompt before NewAgentSideConnection returns
 }
 
 // Prompt runs one turn. Here the model compacts its context first and
 // streams the summary. ctx is the kit's: session/cancel ends it, in wire
 // order, with cause emitter.ErrCancelled.
 func (a *myAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-	s := a.kit.Session(a.conn.Load(), string(p.SessionId))
+	s := acpsdk.SessionFrom(ctx, string(p.SessionId)) // the session on this connection
 	// UserDisplayable: this summary is fit to show the user, so the
 	// client gets it; without it every block is withheld.
 	c, err := s.Start(ctx, emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
@@ -54,6 +52,17 @@ func (a *myAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptRe
 	return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
 }
 
+// keepRecord keeps each compaction's final record with its session's
+// history, whoever settled it (the runtime, the turn's end, a cancel, a
+// crash, the connection's end), so that session/load, even in a later
+// process, replays it with Session.Replay. Here a log line stands in for
+// the store; emitter.Record's JSON form is versioned for keeping.
+func keepRecord(_ context.Context, sessionID string, rec emitter.Record) {
+	if b, err := json.Marshal(rec); err == nil {
+		log.Printf("session %s: keep %s", sessionID, b)
+	}
+}
+
 // The README's integration on coder/acp-go-sdk, run against a client
 // (clientPeer) on in-process pipes that prompts twice, cancels the second
 // prompt after its first summary chunk, and prints what it sent (->) and
@@ -61,13 +70,14 @@ func (a *myAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptRe
 func Example_summaryAndCancel() {
 	stdin, stdout := clientPeer() // os.Stdin and os.Stdout in an agent
 
-	kit := acpsdk.New() // a v1 client without the capability sees a tool call
-	a := &myAgent{kit: kit}
-	a.conn.Store(kit.NewAgentSideConnection(a, stdout, stdin))
+	// A v1 client without the capability sees a tool call; every final
+	// record goes to keepRecord.
+	kit := acpsdk.New(acpsdk.WithEmitterOptions(emitter.OnFinalRecord(keepRecord)))
+	conn := kit.NewAgentSideConnection(&myAgent{}, stdout, stdin)
 	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	select {
-	case <-a.conn.Load().Done(): // the client hung up
+	case <-conn.Done(): // the client hung up
 	case <-sig.Done(): // the editor stops the agent
 	}
 	// Settle what is still open and write it before the process exits.

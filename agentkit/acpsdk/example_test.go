@@ -16,15 +16,13 @@ import (
 // answers every method but Prompt.
 type exampleAgent struct {
 	stubAgent
-	kit  *acpsdk.Kit
-	conn *acpsdk.Conn
 }
 
 func (a *exampleAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
 	// ctx is the kit's: a session/cancel ends it with cause
-	// emitter.ErrCancelled. In the runtime, when the model starts
-	// compacting:
-	c, err := a.kit.Session(a.conn, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto))
+	// emitter.ErrCancelled, and it carries the connection. In the
+	// runtime, when the model starts compacting:
+	c, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto))
 	if err != nil {
 		return acp.PromptResponse{}, err
 	}
@@ -39,10 +37,9 @@ func ExampleKit_NewAgentSideConnection() {
 	kit := acpsdk.New(acpsdk.WithCancelGrace(5 * time.Second))
 	stdin, stdout, client := stdio() // stands in for os.Stdin, os.Stdout and the client
 
-	a := &exampleAgent{kit: kit}
-	a.conn = kit.NewAgentSideConnection(a, stdout, stdin)
+	conn := kit.NewAgentSideConnection(&exampleAgent{}, stdout, stdin)
 
-	for _, line := range client(a.conn.Done()) {
+	for _, line := range client(conn.Done()) {
 		fmt.Println(line)
 	}
 	// Output:
@@ -57,13 +54,12 @@ func ExampleKit_NewConnection() {
 	kit := acpsdk.New(acpsdk.WithCancelGrace(5 * time.Second))
 	stdin, stdout, client := stdio() // stands in for os.Stdin, os.Stdout and the client
 
-	var conn *acpsdk.Conn
-	conn = kit.NewConnection(func(ctx context.Context, method string, params json.RawMessage) (any, *acp.RequestError) {
+	conn := kit.NewConnection(func(ctx context.Context, method string, params json.RawMessage) (any, *acp.RequestError) {
 		switch method {
 		case "initialize":
 			return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
 		case "session/prompt": // in the runtime, when the model starts compacting:
-			c, err := kit.Session(conn, "sess_1").Start(ctx, emitter.WithID("cmp_1"))
+			c, err := acpsdk.SessionFrom(ctx, "sess_1").Start(ctx, emitter.WithID("cmp_1"))
 			if err != nil {
 				return nil, acp.NewInternalError(map[string]any{"error": err.Error()})
 			}
@@ -82,22 +78,25 @@ func ExampleKit_NewConnection() {
 	// response session/prompt end_turn
 }
 
-// A runtime that keeps compaction IDs rather than handles reports through
-// Session alone; its calls pass the same turn guard as Start.
-func ExampleSession_Fail() {
+// A runtime that keeps compaction IDs rather than handles gets the handle
+// back by ID; its calls pass the same turn guard as every handle's.
+func ExampleSession_Compaction() {
 	kit := acpsdk.New()
 	stdin, stdout, client := stdio() // stands in for os.Stdin, os.Stdout and the client
 
-	var conn *acpsdk.Conn
-	conn = kit.NewConnection(func(ctx context.Context, method string, _ json.RawMessage) (any, *acp.RequestError) {
+	conn := kit.NewConnection(func(ctx context.Context, method string, _ json.RawMessage) (any, *acp.RequestError) {
 		switch method {
 		case "initialize":
 			return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
 		case "session/prompt":
-			s := kit.Session(conn, "sess_1")
-			// The runtime failed before it reported a start: the client
-			// still sees the compaction begin, then fail.
-			_ = s.Fail(ctx, "cmp_9", fmt.Errorf("summarizer unavailable"))
+			s := acpsdk.SessionFrom(ctx, "sess_1")
+			if _, err := s.Start(ctx, emitter.WithID("cmp_9")); err != nil {
+				return nil, acp.NewInternalError(map[string]any{"error": err.Error()})
+			}
+			// Later, where only the ID is at hand:
+			if c, err := s.Compaction("cmp_9"); err == nil {
+				_ = c.Fail(ctx, fmt.Errorf("summarizer unavailable"))
+			}
 			return map[string]any{"stopReason": "end_turn"}, nil
 		}
 		return nil, nil

@@ -45,6 +45,7 @@ type agent struct {
 	prompt func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error)
 	load   func(ctx context.Context, p acp.LoadSessionRequest) error
 	cancel func(p acp.CancelNotification) // called by Cancel
+	last   context.Context                // see lastCtx
 }
 
 func (a *agent) Cancel(_ context.Context, p acp.CancelNotification) error {
@@ -63,8 +64,17 @@ func (a *agent) Conn() *acpsdk.Conn {
 	return a.conn
 }
 
-func (a *agent) session(sid acp.SessionId) *acpsdk.Session {
-	return a.kit.Session(a.Conn(), string(sid))
+// lastCtx returns the context of the latest call of Prompt or LoadSession.
+func (a *agent) lastCtx() context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.last
+}
+
+func (a *agent) record(ctx context.Context) {
+	a.mu.Lock()
+	a.last = ctx
+	a.mu.Unlock()
 }
 
 func (stubAgent) Authenticate(context.Context, acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
@@ -90,6 +100,7 @@ func (stubAgent) NewSession(context.Context, acp.NewSessionRequest) (acp.NewSess
 }
 
 func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	a.record(ctx)
 	if a.prompt == nil {
 		return endTurn()
 	}
@@ -97,6 +108,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 }
 
 func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
+	a.record(ctx)
 	if a.load != nil {
 		if err := a.load(ctx, p); err != nil {
 			return acp.LoadSessionResponse{}, err
@@ -162,6 +174,8 @@ type rig struct {
 	done   <-chan struct{}
 	client *kittest.Client
 	closed bool
+	// wrapOut, when set, wraps the agent's output.
+	wrapOut func(io.Writer) io.Writer
 }
 
 func newRig(t *testing.T, opts ...acpsdk.Option) *rig {
@@ -179,8 +193,12 @@ func newRig(t *testing.T, opts ...acpsdk.Option) *rig {
 // serve connects a typed agent.
 func (r *rig) serve(a *agent) {
 	a.kit = r.kit
+	var out io.Writer = r.pipes.fromAgentW
+	if r.wrapOut != nil {
+		out = r.wrapOut(out)
+	}
 	a.mu.Lock()
-	a.conn = r.kit.NewAgentSideConnection(a, r.pipes.fromAgentW, r.pipes.toAgentR)
+	a.conn = r.kit.NewAgentSideConnection(a, out, r.pipes.toAgentR)
 	a.conn.SetLogger(discard)
 	r.done = a.conn.Done()
 	a.mu.Unlock()

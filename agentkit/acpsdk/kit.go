@@ -107,12 +107,30 @@ func (c *Conn) guard(h acp.MethodHandler) acp.MethodHandler {
 		if method == turn.MethodPrompt {
 			ctx = c.promptContext(ctx)
 		}
+		ctx = c.bind(ctx)
 		returned := false
 		defer c.settleOnPanic(&returned)
 		res, err := h(ctx, method, params)
 		returned = true
 		return res, err
 	}
+}
+
+type connKey struct{}
+
+// bind gives a handler's context its connection, for SessionFrom and
+// Recover.
+func (c *Conn) bind(ctx context.Context) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// tapFrom returns the tap of the connection whose handler ctx belongs to,
+// or nil.
+func tapFrom(ctx context.Context) *tap.Tap {
+	if c, _ := ctx.Value(connKey{}).(*Conn); c != nil {
+		return c.t
+	}
+	return nil
 }
 
 // promptContext is the context a prompt handler runs with: the kit's, tied
@@ -138,7 +156,7 @@ func (c *Conn) settleOnPanic(returned *bool) {
 	}
 }
 
-// register indexes c for Session; a connection that already ended (its
+// register indexes c for Shutdown; a connection that already ended (its
 // input closed before the SDK constructor returned) is not kept.
 func (k *Kit) register(c *Conn) {
 	k.mu.Lock()
@@ -244,23 +262,12 @@ func (k *Kit) tap(conn *Conn) *tap.Tap {
 	return conn.t
 }
 
-// Session returns the reporter of one ACP session on conn. It never returns
-// nil: on a connection the kit does not serve, every method fails with
-// ErrUnknownConn.
-func (k *Kit) Session(conn *Conn, sessionID string) *Session {
-	t := k.tap(conn)
-	if t == nil {
-		return unknownSession(sessionID)
-	}
-	return newSession(t, sessionID)
-}
-
 // Emitter returns conn's emitter, for what Session does not cover
-// (Emitter.ChildSession, Mode, Negotiation). Compactions opened through it
-// bypass the turn guard (see Session), but are still settled at the end of
-// their session's turn: from the first call on, every turn's end settles
-// its session in the emitter, which then keeps a tracker of each session
-// that had a turn until it closes.
+// (Emitter.ChildSession, Mode, Negotiation). Its reporting calls pass the
+// turn guard as Session's do, and its compactions are settled at the end
+// of their session's turn: from the first call on, every turn's end
+// settles its session in the emitter, which then keeps a tracker of each
+// session that had a turn until it closes.
 func (k *Kit) Emitter(conn *Conn) (*emitter.Emitter, error) {
 	t := k.tap(conn)
 	if t == nil {
@@ -271,18 +278,4 @@ func (k *Kit) Emitter(conn *Conn) (*emitter.Emitter, error) {
 		return nil, ErrNotInitialized
 	}
 	return em, nil
-}
-
-// Recover settles conn's open compactions as failed
-// (emitter.ErrAgentCrashed) when the goroutine is panicking, then panics
-// again with the same value. The kit guards the agent's methods itself;
-// use it as `defer kit.Recover(conn)` first thing in goroutines of your own
-// that run mid-compaction. It does nothing when there is no panic.
-func (k *Kit) Recover(conn *Conn) {
-	if v := recover(); v != nil {
-		if t := k.tap(conn); t != nil {
-			t.Crash()
-		}
-		panic(v)
-	}
 }

@@ -34,7 +34,7 @@ func runHelperAgent(mode string) {
 			case "initialize":
 				return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
 			case "session/prompt":
-				startThenPanic(ctx, kit.Session(conn, session))
+				startThenPanic(ctx, acpsdk.SessionFrom(ctx, session))
 			}
 			return nil, nil
 		}, out, in)
@@ -49,14 +49,14 @@ func runHelperAgent(mode string) {
 				done := make(chan struct{})
 				go func() {
 					defer close(done)
-					defer kit.Recover(a.Conn())
-					startThenPanic(ctx, a.session(p.SessionId))
+					defer acpsdk.Recover(ctx)
+					startThenPanic(ctx, acpsdk.SessionFrom(ctx, string(p.SessionId)))
 				}()
 				<-done
 				return endTurn()
 			}
 			// The kit guards the agent's methods itself.
-			startThenPanic(ctx, a.session(p.SessionId))
+			startThenPanic(ctx, acpsdk.SessionFrom(ctx, string(p.SessionId)))
 			return endTurn()
 		}
 		a.mu.Lock()

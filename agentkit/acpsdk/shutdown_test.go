@@ -42,7 +42,7 @@ func runSignalAgent() {
 // cause on cause (when not nil).
 func hangPrompt(a *agent, cause chan<- error) func(context.Context, acp.PromptRequest) (acp.PromptResponse, error) {
 	return func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-		if _, err := a.session(p.SessionId).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable()); err != nil {
+		if _, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable()); err != nil {
 			return acp.PromptResponse{}, err
 		}
 		<-ctx.Done()
@@ -91,7 +91,7 @@ func TestShutdownSettlesAndWritesBeforeReturning(t *testing.T) {
 	if err := <-cause; !errors.Is(err, emitter.ErrConnectionClosed) {
 		t.Errorf("the prompt's context ended with %v, want ErrConnectionClosed", err)
 	}
-	if _, err := a.session(session).Start(r.ctx, emitter.WithID("cmp_2")); err == nil {
+	if _, err := acpsdk.SessionFrom(a.lastCtx(), session).Start(r.ctx, emitter.WithID("cmp_2")); err == nil {
 		t.Error("a compaction opened after Shutdown")
 	}
 	if err := r.kit.CloseConn(r.ctx, a.Conn()); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/acpcompact/acpcompact/agentkit/acpsdk"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
@@ -19,7 +20,7 @@ func TestFloodReachesTheClientInOrderBeforeTheResponse(t *testing.T) {
 	const chunks = 600
 	a := &agent{}
 	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-		c, err := a.session(p.SessionId).Start(ctx, emitter.WithID("cmp_flood"), emitter.UserDisplayable())
+		c, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_flood"), emitter.UserDisplayable())
 		if err != nil {
 			return acp.PromptResponse{}, err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ func TestSecondPromptRejectedWhileOneRunsEndsNothing(t *testing.T) {
 	sp := kittest.NewSecondPrompt()
 	a := &agent{}
 	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-		stop, err := sp.Prompt(ctx, a.session(p.SessionId))
+		stop, err := sp.Prompt(ctx, acpsdk.SessionFrom(ctx, string(p.SessionId)))
 		return acp.PromptResponse{StopReason: acp.StopReason(stop)}, err
 	}
 	r := newRig(t)
@@ -41,7 +42,7 @@ func TestSecondPromptRejectedWhileOneRunsEndsNothing(t *testing.T) {
 func TestRequestIDsMatchByValue(t *testing.T) {
 	a := &agent{}
 	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-		if _, err := a.session(p.SessionId).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+		if _, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1")); err != nil {
 			return acp.PromptResponse{}, err
 		}
 		return endTurn() // left open: the turn's end settles it
@@ -91,7 +92,7 @@ func TestUserCancelEndsThePromptContextWithErrCancelled(t *testing.T) {
 		a := &agent{}
 		var cause error
 		a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-			cause = runtime(ctx, a.session(p.SessionId))
+			cause = runtime(ctx, acpsdk.SessionFrom(ctx, string(p.SessionId)))
 			return cancelled()
 		}
 		_, evs := cancelScenario(t, a)
@@ -106,7 +107,7 @@ func TestUserCancelEndsThePromptContextWithErrCancelled(t *testing.T) {
 				case "initialize":
 					return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
 				case "session/prompt":
-					cause = runtime(ctx, r.kit.Session(conn, session))
+					cause = runtime(ctx, acpsdk.SessionFrom(ctx, session))
 					return map[string]any{"stopReason": "cancelled"}, nil
 				}
 				return nil, nil
@@ -142,10 +143,11 @@ func TestErrorsNameTheirPackage(t *testing.T) {
 	r := newRig(t)
 	r.serve(a)
 	ctx := context.Background()
-	_, before := a.session(session).Start(ctx)
-	_, unknown := acpsdk.New().Session(a.Conn(), session).Start(ctx)
+	handlerCtx := loadBeforeInitialize(t, r, a)
+	_, before := acpsdk.SessionFrom(handlerCtx, session).Start(ctx)
+	_, unknown := acpsdk.SessionFrom(ctx, session).Start(ctx)
 	r.initialize(1, true)
-	held := a.session(session)
+	held := acpsdk.SessionFrom(handlerCtx, session)
 	r.close()
 	_, after := held.Start(ctx)
 	for _, tc := range []struct {
@@ -167,7 +169,7 @@ func TestCancelGraceMeansTheSameEverywhere(t *testing.T) {
 			h := kittest.NewHang()
 			a := &agent{}
 			a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-				stop, err := h.Prompt(ctx, a.session(p.SessionId))
+				stop, err := h.Prompt(ctx, acpsdk.SessionFrom(ctx, string(p.SessionId)))
 				return acp.PromptResponse{StopReason: acp.StopReason(stop)}, err
 			}
 			r := newRig(t, acpsdk.WithCancelGrace(grace))
@@ -180,10 +182,11 @@ func TestCancelGraceMeansTheSameEverywhere(t *testing.T) {
 }
 
 // The connection handle is a concrete type: only a *Conn compiles where
-// the kit wants one.
+// the kit wants one; a runtime needs none (SessionFrom, Recover).
 var (
-	_ func(*acpsdk.Conn, string) *acpsdk.Session = (*acpsdk.Kit)(nil).Session
-	_ func(*acpsdk.Conn)                         = (*acpsdk.Kit)(nil).Recover
+	_ func(context.Context, *acpsdk.Conn) error     = (*acpsdk.Kit)(nil).CloseConn
+	_ func(context.Context, string) *acpsdk.Session = acpsdk.SessionFrom
+	_ func(*acpsdk.Conn) (*emitter.Emitter, error)  = (*acpsdk.Kit)(nil).Emitter
 )
 
 // TestNothingAboutCompactionBetweenTurns: a runtime whose event pump
@@ -198,7 +201,7 @@ func TestNothingAboutCompactionBetweenTurns(t *testing.T) {
 			o := kittest.NewOutlive()
 			a := &agent{}
 			a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-				stop, err := o.Prompt(ctx, a.session(p.SessionId))
+				stop, err := o.Prompt(ctx, acpsdk.SessionFrom(ctx, string(p.SessionId)))
 				return acp.PromptResponse{StopReason: acp.StopReason(stop)}, err
 			}
 			r := newRig(t)
@@ -211,4 +214,68 @@ func TestNothingAboutCompactionBetweenTurns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHandleCallsAreHeldWhileTheTurnEndIsSettled: the turn guard holds the
+// calls on a compaction's handle, not only those by ID: while the turn's
+// end is settled and the prompt's response written, the handle's Chunk,
+// Complete, Fail and Cancel wait, and are then refused (emitter.ErrSettled),
+// so nothing changes between the settlement and the response.
+func TestHandleCallsAreHeldWhileTheTurnEndIsSettled(t *testing.T) {
+	h := kittest.NewHeldEnd()
+	a := &agent{}
+	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+		stop, err := h.Prompt(ctx, acpsdk.SessionFrom(ctx, string(p.SessionId)))
+		return acp.PromptResponse{StopReason: acp.StopReason(stop)}, err
+	}
+	r := newRig(t)
+	r.wrapOut = h.Writer
+	r.serve(a)
+	r.initialize(1, true)
+	h.Play(r.ctx, t, r.client, session)
+	h.Check(t, r.finish(1))
+}
+
+// TestSessionFromInAHandlerAndAGoroutineThatOutlivesIt: SessionFrom reads
+// the connection from Prompt's context, and from that context in a
+// goroutine that outlives Prompt; there, with no turn running, a start is
+// refused with emitter.ErrOutsideTurn unless it is a background one, which
+// the client sees when the next turn begins.
+func TestSessionFromInAHandlerAndAGoroutineThatOutlivesIt(t *testing.T) {
+	answered := make(chan struct{})
+	late := make(chan error, 1)
+	a := &agent{}
+	var prompts atomic.Int32
+	a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+		if prompts.Add(1) > 1 {
+			return endTurn()
+		}
+		sid := string(p.SessionId)
+		c, err := acpsdk.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"))
+		if err != nil {
+			return acp.PromptResponse{}, err
+		}
+		if err := c.Complete(ctx); err != nil {
+			return acp.PromptResponse{}, err
+		}
+		go func() {
+			<-answered
+			late <- kittest.OutsideTheTurn(ctx, acpsdk.SessionFrom(ctx, sid))
+		}()
+		return endTurn()
+	}
+	r := newRig(t)
+	r.serve(a)
+	r.initialize(1, true)
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	close(answered)
+	if err := <-late; err != nil {
+		t.Error(err)
+	}
+	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	kittest.CheckOutsideTheTurn(t, r.finish(1))
 }

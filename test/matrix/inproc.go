@@ -26,7 +26,6 @@ import (
 // (agentkit.Session, acpsdk.Session).
 type sessionReporter interface {
 	Start(ctx context.Context, opts ...emitter.StartOption) (*emitter.Compaction, error)
-	Fail(ctx context.Context, id protocol.ID, cause error, opts ...emitter.SettleOption) error
 	Replay(ctx context.Context, rec emitter.Record) error
 }
 
@@ -36,8 +35,9 @@ type agentWire struct {
 	// notify sends a notification; it must not depend on ctx (a
 	// cancelled turn may still report).
 	notify func(ctx context.Context, method string, params any) error
-	// session is the kit's reporter of sessionID on this connection.
-	session func() sessionReporter
+	// session is the kit's reporter of sessionID on this connection, from
+	// a handler's context (SessionFrom).
+	session func(ctx context.Context) sessionReporter
 	// emitter is the kit's emitter of this connection.
 	emitter func() (*emitter.Emitter, error)
 }
@@ -56,12 +56,15 @@ type inprocPlay struct {
 	turn       int // the scenario turn the client is playing
 	marks      int
 	cancelWant chan struct{} // the agent asks the client to send session/cancel
-	hist       history       // the runtime's history, across connections
+	hist       *history      // the runtime's history, across connections
 	replaying  []Step        // the history replay's steps, while it plays
 }
 
-func newInprocPlay(sc Scenario, dial func(p *inprocPlay) (io.ReadWriteCloser, func(), error)) *inprocPlay {
-	return &inprocPlay{sc: sc, run: &Run{}, dial: dial, cancelWant: make(chan struct{}, 1)}
+// newInprocPlay returns a play of sc; hist is the runtime's history, whose
+// final records the kit's emitters hand over (emitter.OnFinalRecord)
+// when the target was asked for one.
+func newInprocPlay(sc Scenario, hist *history, dial func(p *inprocPlay) (io.ReadWriteCloser, func(), error)) *inprocPlay {
+	return &inprocPlay{sc: sc, run: &Run{}, dial: dial, hist: hist, cancelWant: make(chan struct{}, 1)}
 }
 
 // play plays the scenario's turns, then the history replay when asked.
@@ -107,6 +110,7 @@ func (p *inprocPlay) play(ctx context.Context, withHistory bool) (*Run, error) {
 // Run.Conns.
 func (p *inprocPlay) history(ctx context.Context) error {
 	p.mu.Lock()
+	p.run.StepErrors = append(p.run.StepErrors, prefixed("history: ", p.hist.problems())...)
 	p.replaying = p.hist.replaySteps()
 	p.turn = len(p.sc.Turns)
 	p.mu.Unlock()
@@ -119,7 +123,7 @@ func (p *inprocPlay) history(ctx context.Context) error {
 	}
 	defer c.close()
 	p.mu.Lock()
-	before := len(p.run.StepErrors)
+	before := len(p.run.StepErrors) // history problems are prefixed already
 	p.mu.Unlock()
 	method, params := loadRequest(p.sc.Client.Version, sessionID)
 	var res json.RawMessage
@@ -328,23 +332,32 @@ func (p *inprocPlay) steps(ctx context.Context, w agentWire, ti int) {
 	default:
 		return
 	}
-	sess := w.session()
+	sess := w.session(ctx)
+	session := func() (*emitter.Session, error) {
+		em, err := w.emitter()
+		if err != nil {
+			return nil, err
+		}
+		return em.Session(sessionID), nil
+	}
 	rt := &runtime{
-		start:  sess.Start,
-		fail:   sess.Fail,
-		replay: sess.Replay,
-		session: func() (*emitter.Session, error) {
-			em, err := w.emitter()
+		start: sess.Start,
+		// A failure before any start, by ID: the emitter's, behind the
+		// same turn guard (the kit's gate) as the kit's Session.
+		fail: func(ctx context.Context, id protocol.ID, cause error, opts ...emitter.SettleOption) error {
+			s, err := session()
 			if err != nil {
-				return nil, err
+				return err
 			}
-			return em.Session(sessionID), nil
+			return s.Fail(ctx, id, cause, opts...)
 		},
+		replay:  sess.Replay,
+		session: session,
 		notify: func(ctx context.Context, u json.RawMessage) error {
 			return w.notify(ctx, "session/update", map[string]any{"sessionId": sessionID, "update": u})
 		},
 		version: p.sc.Client.Version,
-		hist:    &p.hist,
+		hist:    p.hist,
 	}
 	for si, s := range steps {
 		switch s.Op {
@@ -367,6 +380,15 @@ func (p *inprocPlay) steps(ctx context.Context, w agentWire, ti int) {
 			}
 		}
 	}
+}
+
+// prefixed returns ss, each with prefix.
+func prefixed(prefix string, ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = prefix + s
+	}
+	return out
 }
 
 // teeConn records the client's bytes: what it reads came from the agent,

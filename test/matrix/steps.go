@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
@@ -28,39 +30,47 @@ type runtime struct {
 	// version is the connection's protocol version, for the agent's own
 	// message form.
 	version int
-	// hist, when set, is where the runtime keeps its history for a later
-	// replay; it outlives the connection.
+	// hist, when set, is where the runtime notes what it reported, for a
+	// later replay of the final records; it outlives the connection.
 	hist *history
 
 	handles map[protocol.ID]*emitter.Compaction
 }
 
 // history is what a runtime keeps to replay its compactions on
-// session/load, as the emitter's docs ask: each compaction's handle (whose
-// Record gives status, summary and error), the blocks it streamed (for a
-// completion that kept them: Record.KeptStreamed), and the record of a
-// failure reported before any start, which has no handle.
+// session/load: the final record of each, as the emitter's OnFinalRecord
+// hands them over (whoever settled the compaction), in that order, and the
+// compactions it reported (started, or failed before any start), to check
+// that each of them was handed over exactly once. It outlives the
+// connections, and the kits hand records over on their own goroutines.
 type history struct {
-	entries []*historyEntry
+	mu       sync.Mutex
+	reported []protocol.ID
+	finals   []emitter.Record
+	// wrong lists records handed over for another session than sessionID.
+	wrong []string
 }
 
-type historyEntry struct {
-	id       protocol.ID
-	handle   *emitter.Compaction
-	streamed []protocol.ContentBlock
-	early    emitter.Record
+// final is the emitter's OnFinalRecord sink.
+func (h *history) final(_ context.Context, sid string, rec emitter.Record) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sid != sessionID {
+		h.wrong = append(h.wrong, fmt.Sprintf("compaction %s: final record handed over for session %q, not %q", rec.ID, sid, sessionID))
+	}
+	h.finals = append(h.finals, rec)
 }
 
-func (h *history) find(id protocol.ID) *historyEntry {
+// report notes a compaction the runtime reported.
+func (h *history) report(id protocol.ID) {
 	if h == nil {
-		return nil
+		return
 	}
-	for _, e := range h.entries {
-		if e.id == id {
-			return e
-		}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !slices.Contains(h.reported, id) {
+		h.reported = append(h.reported, id)
 	}
-	return nil
 }
 
 // IDs lists the compactions the runtime reported, in order.
@@ -68,32 +78,49 @@ func (h *history) IDs() []string {
 	if h == nil {
 		return nil
 	}
-	out := make([]string, len(h.entries))
-	for i, e := range h.entries {
-		out[i] = string(e.id)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, len(h.reported))
+	for i, id := range h.reported {
+		out[i] = string(id)
 	}
 	return out
 }
 
-// records returns what session/load replays, in the order the runtime
-// reported the compactions.
+// problems says how the hand-over broke its rule: a reported compaction
+// handed over other than once, a record of a compaction the runtime never
+// reported, one handed over for another session, one that is not final.
+func (h *history) problems() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := append([]string(nil), h.wrong...)
+	count := map[protocol.ID]int{}
+	for _, rec := range h.finals {
+		count[rec.ID]++
+		if !rec.Status.Terminal() {
+			out = append(out, fmt.Sprintf("compaction %s: the record handed over says %s, not a terminal status", rec.ID, rec.Status))
+		}
+		if !slices.Contains(h.reported, rec.ID) {
+			out = append(out, fmt.Sprintf("compaction %s: a final record for a compaction the runtime never reported", rec.ID))
+		}
+	}
+	for _, id := range h.reported {
+		if n := count[id]; n != 1 {
+			out = append(out, fmt.Sprintf("compaction %s: its final record was handed over %d times, want once", id, n))
+		}
+	}
+	return out
+}
+
+// records returns what session/load replays: the final records, in the
+// order they were handed over.
 func (h *history) records() []emitter.Record {
 	if h == nil {
 		return nil
 	}
-	out := make([]emitter.Record, 0, len(h.entries))
-	for _, e := range h.entries {
-		if e.handle == nil {
-			out = append(out, e.early)
-			continue
-		}
-		rec := e.handle.Record()
-		if rec.KeptStreamed {
-			rec.Summary = append([]protocol.ContentBlock(nil), e.streamed...)
-		}
-		out = append(out, rec)
-	}
-	return out
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]emitter.Record(nil), h.finals...)
 }
 
 // replaySteps are the steps of a load turn that replays the history.
@@ -123,26 +150,18 @@ func (r *runtime) do(ctx context.Context, s Step) error {
 		c, err := r.start(ctx, opts...)
 		if c != nil {
 			r.handles[s.ID] = c
-			if r.hist != nil {
-				r.hist.entries = append(r.hist.entries, &historyEntry{id: s.ID, handle: c})
-			}
+			r.hist.report(s.ID)
 		}
 		return err
 	case OpChunk:
-		var err error
 		if c, ok := r.handles[s.ID]; ok {
-			err = c.Chunk(ctx, protocol.Text(s.Text))
-		} else {
-			sess, serr := r.session()
-			if serr != nil {
-				return serr
-			}
-			err = sess.Chunk(ctx, s.ID, protocol.Text(s.Text))
+			return c.Chunk(ctx, protocol.Text(s.Text))
 		}
-		if e := r.hist.find(s.ID); e != nil && err == nil {
-			e.streamed = append(e.streamed, protocol.Text(s.Text))
+		sess, err := r.session()
+		if err != nil {
+			return err
 		}
-		return err
+		return sess.Chunk(ctx, s.ID, protocol.Text(s.Text))
 	case OpComplete:
 		if c, ok := r.handles[s.ID]; ok {
 			return c.Complete(ctx, settleOptions(s)...)
@@ -163,13 +182,10 @@ func (r *runtime) do(ctx context.Context, s Step) error {
 		return sess.Cancel(ctx, s.ID, settleOptions(s)...)
 	case OpFail:
 		err := r.fail(ctx, s.ID, errors.New(s.Err), settleOptions(s)...)
-		if r.hist != nil && err == nil && r.hist.find(s.ID) == nil {
-			// A failure before any start: the emitter settled it without
-			// a handle, so the runtime records what it reported. (The
-			// scenarios' causes are short prose, which the emitter sends
-			// as they are.)
-			r.hist.entries = append(r.hist.entries, &historyEntry{id: s.ID,
-				early: emitter.Record{ID: s.ID, Status: protocol.Failed, Trigger: protocol.Manual, Error: s.Err}})
+		if err == nil {
+			// Started or not (a failure before any start), the runtime
+			// reported it, and its final record is handed over.
+			r.hist.report(s.ID)
 		}
 		return err
 	case OpMessage:
@@ -210,7 +226,7 @@ func settleOptions(s Step) []emitter.SettleOption {
 		}
 		opts = append(opts, emitter.Summary(blocks...))
 	case ClearSummary:
-		opts = append(opts, emitter.ClearSummary())
+		opts = append(opts, emitter.Summary())
 	case EmptySummary:
 		opts = append(opts, emitter.Summary())
 	}

@@ -47,9 +47,13 @@ func (t AcpsdkTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 		acpsdk.WithCancelGrace(-1),
 		acpsdk.WithFallback(r),
 	}
+	hist := &history{}
+	if t.History {
+		opts = append(opts, acpsdk.WithEmitterOptions(emitter.OnFinalRecord(hist.final)))
+	}
 	kit := acpsdk.New(append(opts, t.Options...)...)
 	var handlers sync.WaitGroup
-	p := newInprocPlay(sc, func(p *inprocPlay) (io.ReadWriteCloser, func(), error) {
+	p := newInprocPlay(sc, hist, func(p *inprocPlay) (io.ReadWriteCloser, func(), error) {
 		pp := &sdkPipes{}
 		pp.toAgentR, pp.toAgentW = io.Pipe()
 		pp.fromAgentR, pp.fromAgentW = io.Pipe()
@@ -98,7 +102,7 @@ func sdkHandle(ctx context.Context, p *inprocPlay, kit *acpsdk.Kit, conn *acpsdk
 		notify: func(ctx context.Context, method string, params any) error {
 			return conn.Connection().SendNotification(context.WithoutCancel(ctx), method, params)
 		},
-		session: func() sessionReporter { return kit.Session(conn, sessionID) },
+		session: func(ctx context.Context) sessionReporter { return acpsdk.SessionFrom(ctx, sessionID) },
 		emitter: func() (*emitter.Emitter, error) { return kit.Emitter(conn) },
 	}
 	replied := make(chan answer, 1)

@@ -21,10 +21,11 @@ import (
 type EmitterTarget struct {
 	// Options are added to every connection's emitter.
 	Options []emitter.Option
-	// History asks for Run.History: after the scenario, a new connection
-	// whose session/load replays the runtime's records of every
-	// compaction it reported (Compaction.Record, plus what it streamed
-	// when the record says the completion kept it).
+	// History asks for Run.History: every connection's emitter hands the
+	// runtime its final records (emitter.OnFinalRecord), and after the
+	// scenario a new connection's session/load replays them, in the order
+	// they were handed over. A compaction the runtime reported whose
+	// record was not handed over exactly once is a history step error.
 	History bool
 }
 
@@ -82,6 +83,7 @@ func (p *emitterPlay) history(ctx context.Context) {
 		return
 	}
 	errs := len(p.run.StepErrors)
+	p.run.StepErrors = append(p.run.StepErrors, p.hist.problems()...)
 	p.turn(ctx, len(p.sc.Turns), Turn{Kind: Load, Steps: p.hist.replaySteps()})
 	for i := errs; i < len(p.run.StepErrors); i++ {
 		p.run.StepErrors[i] = "history: " + p.run.StepErrors[i]
@@ -112,6 +114,9 @@ func (p *emitterPlay) connect(first bool) error {
 			return err
 		}
 		opts = append(opts, emitter.WithFallback(r))
+	}
+	if p.t.History {
+		opts = append(opts, emitter.OnFinalRecord(p.hist.final))
 	}
 	p.em = emitter.New(p.rec, append(opts, p.t.Options...)...)
 	sess := p.em.Session(sessionID)

@@ -17,7 +17,7 @@ import (
 // KitTarget plays scenarios on a tiny agent built on sourcegraph/jsonrpc2
 // behind agentkit, served over a net.Pipe to a jsonrpc2 client peer. The
 // agent runs each turn's steps in its request handler (behind
-// agentkit.AsyncHandler) through kit.Session; the kit settles what is open
+// agentkit.AsyncHandler) through agentkit.SessionFrom; the kit settles what is open
 // at the end of each turn (v1: before the prompt response; v2: before the
 // idle state_update, which the agent sends). The cancel grace is disabled
 // (negative), so a cancelled turn is settled at its end and no timer is
@@ -26,9 +26,11 @@ import (
 type KitTarget struct {
 	// Options are added to the kit's.
 	Options []agentkit.Option
-	// History asks for Run.History: after the scenario, a new connection
-	// whose session/load replays, through the kit, the runtime's records
-	// of every compaction it reported.
+	// History asks for Run.History: the kit's emitters hand the runtime
+	// its final records (emitter.OnFinalRecord, through
+	// agentkit.WithEmitterOptions), and after the scenario a new
+	// connection's session/load replays them through the kit, in the
+	// order they were handed over.
 	History bool
 }
 
@@ -59,8 +61,12 @@ func (t KitTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 		agentkit.WithCancelGrace(-1),
 		agentkit.WithFallback(r),
 	}
+	hist := &history{}
+	if t.History {
+		opts = append(opts, agentkit.WithEmitterOptions(emitter.OnFinalRecord(hist.final)))
+	}
 	kit := agentkit.New(append(opts, t.Options...)...)
-	p := newInprocPlay(sc, func(p *inprocPlay) (io.ReadWriteCloser, func(), error) {
+	p := newInprocPlay(sc, hist, func(p *inprocPlay) (io.ReadWriteCloser, func(), error) {
 		agentEnd, clientEnd := net.Pipe()
 		agent := kit.NewConn(context.Background(), jsonrpc2.NewPlainObjectStream(agentEnd),
 			agentkit.AsyncHandler(&kitAgent{p: p, kit: kit}), jsonrpc2.SetLogger(nopLogger{}))
@@ -94,7 +100,7 @@ func (a *kitAgent) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc
 		notify: func(ctx context.Context, method string, params any) error {
 			return conn.Notify(context.WithoutCancel(ctx), method, params)
 		},
-		session: func() sessionReporter { return a.kit.Session(conn, sessionID) },
+		session: func(ctx context.Context) sessionReporter { return agentkit.SessionFrom(ctx, sessionID) },
 		emitter: func() (*emitter.Emitter, error) { return a.kit.Emitter(conn) },
 	}
 	var params json.RawMessage

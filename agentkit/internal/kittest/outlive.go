@@ -53,13 +53,13 @@ func (o *Outlive) pump(ctx context.Context, s Starter, turn *emitter.Compaction)
 	<-o.turnOver
 	var errs []error
 	if c, err := s.Start(ctx, emitter.WithID("cmp_late")); c != nil || !errors.Is(err, emitter.ErrOutsideTurn) {
-		errs = append(errs, fmt.Errorf("start after the turn = %v, %v; want ErrOutsideTurn", c, err))
+		errs = append(errs, fmt.Errorf("after the turn, Start = %v, %v; want ErrOutsideTurn", c, err))
 	}
 	if err := turn.Chunk(ctx, protocol.Text("late")); !errors.Is(err, emitter.ErrSettled) {
-		errs = append(errs, fmt.Errorf("chunk of the settled compaction after the turn = %v; want ErrSettled", err))
+		errs = append(errs, fmt.Errorf("after the turn, Chunk of the settled compaction = %v; want ErrSettled", err))
 	}
 	if err := turn.Complete(ctx); !errors.Is(err, emitter.ErrSettled) {
-		errs = append(errs, fmt.Errorf("completion of the settled compaction after the turn = %v; want ErrSettled", err))
+		errs = append(errs, fmt.Errorf("after the turn, Complete of the settled compaction = %v; want ErrSettled", err))
 	}
 	bg, err := s.Start(context.WithoutCancel(ctx), emitter.WithID("cmp_bg"), emitter.Background(), emitter.UserDisplayable())
 	if err != nil {
@@ -129,6 +129,47 @@ func (o *Outlive) Check(t testing.TB, evs []Event, version int) {
 			if !SameJSON(Field(e, "summary"), `[{"type":"text","text":"## Retained"},{"type":"text","text":" context"}]`) {
 				t.Errorf("cmp_bg summary %s, want what it streamed", Field(e, "summary"))
 			}
+		}
+	}
+}
+
+// OutsideTheTurn is a runtime's goroutine that outlived its prompt, with
+// the Session it got from the prompt's context after the prompt was
+// answered: a start is refused with emitter.ErrOutsideTurn, and a
+// background one opens and completes (CheckOutsideTheTurn sees it in the
+// next turn).
+func OutsideTheTurn(ctx context.Context, s Starter) error {
+	if c, err := s.Start(ctx, emitter.WithID("cmp_late")); c != nil || !errors.Is(err, emitter.ErrOutsideTurn) {
+		return fmt.Errorf("after the turn, Start = %v, %v; want emitter.ErrOutsideTurn", c, err)
+	}
+	bg, err := s.Start(ctx, emitter.WithID("cmp_bg"), emitter.Background())
+	if err != nil {
+		return fmt.Errorf("background Start after the turn: %w", err)
+	}
+	return bg.Complete(ctx)
+}
+
+// CheckOutsideTheTurn checks the record of OutsideTheTurn's runs: cmp_1 in
+// the first turn, cmp_late never, cmp_bg completed (terminal-first) in the
+// second.
+func CheckOutsideTheTurn(t testing.TB, evs []Event) {
+	t.Helper()
+	if got, want := Statuses(evs, "cmp_1"), []string{"in_progress", "completed"}; !slices.Equal(got, want) {
+		t.Errorf("cmp_1: %v, want %v\n%s", got, want, Dump(evs))
+	}
+	if got := Statuses(evs, "cmp_late"); len(got) != 0 {
+		t.Errorf("cmp_late reached the client: %v", got)
+	}
+	if got, want := Statuses(evs, "cmp_bg"), []string{"completed"}; !slices.Equal(got, want) {
+		t.Errorf("cmp_bg: %v, want %v\n%s", got, want, Dump(evs))
+	}
+	prompts := 0
+	for _, e := range evs {
+		switch {
+		case e.Sent && e.Method == "session/prompt":
+			prompts++
+		case e.CompactionID == "cmp_bg" && prompts != 2:
+			t.Errorf("cmp_bg arrived in turn %d, want the second", prompts)
 		}
 	}
 }

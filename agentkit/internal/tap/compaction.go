@@ -10,33 +10,42 @@ import (
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
-// The reporting calls of a runtime. Those that open or settle a compaction
-// run inside the engine's turn guard (Admit): while the session's turn end
-// is being settled and written they wait for it to be written (one from
-// the settlement's own observer is refused), so nothing opens or changes
-// between the settlement and the message that ends the turn, and the
-// turn's end waits for one in progress. Between turns the emitter judges
-// them (emitter.WithTurns with RefuseOutsideTurn): a start is refused with
-// emitter.ErrOutsideTurn unless it is a background one.
+// The reporting calls of a runtime. Every call that opens, streams or
+// settles a compaction, on the kit's Session or on a handle it returned,
+// passes the engine's turn guard (Admit), which the tap installs as the
+// emitter's gate (emitter.WithGate; see gate): while the session's turn
+// end is being settled and written such a call waits for it to be written
+// (one from the settlement's own observer is refused), so nothing opens or
+// changes between the settlement and the message that ends the turn, and
+// the turn's end waits for one in progress. Between turns the emitter
+// judges them (emitter.WithTurns with RefuseOutsideTurn): a start is
+// refused with emitter.ErrOutsideTurn unless it is a background one. The
+// settlements the tap drives itself (a turn's end, the cancel grace, a
+// session's close, the connection's end, a panic) call the emitter
+// directly and never pass the gate.
 
-// guarded runs f on the session's emitter inside the turn guard, with ctx
-// carrying the turn's trace context. A call for the turn of a prompt queued
-// behind a turn end being written waits for that write (bounded by the
-// connection: its end releases it) whatever ctx says: the prompt's context
-// may already be cancelled, and a cancelled turn must still be able to
-// report.
-func (t *Tap) guarded(ctx context.Context, sessionID string, f func(context.Context, *emitter.Session) error) error {
+// gate is the emitter's gate (emitter.WithGate): the engine's turn guard
+// for one reporting call. A call for the turn of a prompt queued behind a
+// turn end being written waits for that write (bounded by the connection:
+// its end releases it) whatever ctx says: the prompt's context may already
+// be cancelled, and a cancelled turn must still be able to report. A call
+// made with the settlement's context (turn.Settling: the settlement's
+// observer) is refused at once rather than made to wait for the end it
+// belongs to.
+//
+// Once the connection has closed, a call is refused with an error that
+// wraps the public package's ErrClosed and emitter.ErrSettled: the close
+// has settled (or is settling) every compaction of the connection. (Start
+// checks the close first, and refuses with ErrClosed alone.)
+func (t *Tap) gate(ctx context.Context, sessionID string) (func(), error) {
 	release, err := t.e.Admit(context.WithoutCancel(ctx), sessionID)
+	if errors.Is(err, turn.ErrClosed) {
+		return nil, fmt.Errorf("%w: session %s (%w by the close)", t.cfg.ErrClosed, sessionID, emitter.ErrSettled)
+	}
 	if err != nil {
-		return t.refused(sessionID, err)
+		return nil, t.refused(sessionID, err)
 	}
-	defer release()
-	em := t.Emitter()
-	if em == nil {
-		// The initialize answer is being read: the emitter is not created yet.
-		return fmt.Errorf("%w: session %s", t.cfg.ErrNotInitialized, sessionID)
-	}
-	return f(t.turnContext(ctx, sessionID), t.session(em, sessionID))
+	return release, nil
 }
 
 // refused names the kit in an error of Admit, wrapping the public
@@ -64,16 +73,28 @@ func (t *Tap) turnContext(ctx context.Context, sessionID string) context.Context
 	return ctx
 }
 
+// emitterFor returns the connection's emitter, or the public package's
+// error for a connection that has closed or not yet answered initialize.
+func (t *Tap) emitterFor(sessionID string) (*emitter.Emitter, error) {
+	if t.Closed() {
+		return nil, fmt.Errorf("%w: session %s", t.cfg.ErrClosed, sessionID)
+	}
+	em := t.Emitter()
+	if em == nil {
+		return nil, fmt.Errorf("%w: session %s", t.cfg.ErrNotInitialized, sessionID)
+	}
+	return em, nil
+}
+
 // Start opens a compaction in sessionID; see emitter.Session.Start. It may
 // return a handle and an error together (emitter.ErrUndeliverable: the
 // compaction is open, its start did not reach the client).
 func (t *Tap) Start(ctx context.Context, sessionID string, opts ...emitter.StartOption) (*emitter.Compaction, error) {
-	var c *emitter.Compaction
-	err := t.guarded(ctx, sessionID, func(ctx context.Context, s *emitter.Session) error {
-		var err error
-		c, err = s.Start(ctx, opts...)
-		return err
-	})
+	em, err := t.emitterFor(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	c, err := t.session(em, sessionID).Start(t.turnContext(ctx, sessionID), opts...)
 	if c != nil {
 		// In a cancelled turn whose grace already ran out, the compaction
 		// gets a grace of its own rather than waiting for a watchdog.
@@ -82,60 +103,30 @@ func (t *Tap) Start(ctx context.Context, sessionID string, opts ...emitter.Start
 	return c, err
 }
 
-// Chunk streams a summary chunk of compaction id; see
-// emitter.Session.Chunk.
-func (t *Tap) Chunk(ctx context.Context, sessionID string, id protocol.ID, block protocol.ContentBlock) error {
-	return t.guarded(ctx, sessionID, func(ctx context.Context, s *emitter.Session) error {
-		return s.Chunk(ctx, id, block)
-	})
-}
-
-// Complete reports compaction id completed; see emitter.Session.Complete.
-func (t *Tap) Complete(ctx context.Context, sessionID string, id protocol.ID, opts ...emitter.SettleOption) error {
-	return t.guarded(ctx, sessionID, func(ctx context.Context, s *emitter.Session) error {
-		return s.Complete(ctx, id, opts...)
-	})
-}
-
-// Cancel reports compaction id cancelled; see emitter.Session.Cancel.
-func (t *Tap) Cancel(ctx context.Context, sessionID string, id protocol.ID, opts ...emitter.SettleOption) error {
-	return t.guarded(ctx, sessionID, func(ctx context.Context, s *emitter.Session) error {
-		return s.Cancel(ctx, id, opts...)
-	})
-}
-
-// Fail reports the failure of compaction id; see emitter.Session.Fail.
-func (t *Tap) Fail(ctx context.Context, sessionID string, id protocol.ID, cause error, opts ...emitter.SettleOption) error {
-	return t.guarded(ctx, sessionID, func(ctx context.Context, s *emitter.Session) error {
-		return s.Fail(ctx, id, cause, opts...)
-	})
+// Compaction returns the handle of the open compaction id in sessionID; see
+// emitter.Session.Compaction. Its calls pass the turn guard as every
+// handle's do.
+func (t *Tap) Compaction(sessionID string, id protocol.ID) (*emitter.Compaction, error) {
+	em, err := t.emitterFor(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if !t.known(sessionID) {
+		// Nothing was ever opened in it: no state is created for a lookup.
+		return nil, fmt.Errorf("%w: session %s, compaction %s", emitter.ErrNotOpen, sessionID, id)
+	}
+	return em.Session(sessionID).Compaction(id)
 }
 
 // Replay emits a settled compaction during history replay; see
 // emitter.Session.Replay. It is not turn-guarded: a replay answers
 // session/load (or a replaying session/resume), not a prompt.
 func (t *Tap) Replay(ctx context.Context, sessionID string, rec emitter.Record) error {
-	if t.Closed() {
-		return fmt.Errorf("%w: session %s", t.cfg.ErrClosed, sessionID)
-	}
-	em := t.Emitter()
-	if em == nil {
-		return fmt.Errorf("%w: session %s", t.cfg.ErrNotInitialized, sessionID)
+	em, err := t.emitterFor(sessionID)
+	if err != nil {
+		return err
 	}
 	return t.session(em, sessionID).Replay(ctx, rec)
-}
-
-// SettleAll settles the session's open compactions; see
-// emitter.Session.SettleAll.
-func (t *Tap) SettleAll(ctx context.Context, sessionID string, reason error) (int, error) {
-	em := t.Emitter()
-	if em == nil {
-		return 0, fmt.Errorf("%w: session %s", t.cfg.ErrNotInitialized, sessionID)
-	}
-	if !t.known(sessionID) {
-		return 0, nil
-	}
-	return em.Session(sessionID).SettleAll(ctx, reason)
 }
 
 // Open returns how many compactions of the session are open.

@@ -171,7 +171,7 @@ func TestTurnsWithoutCompactionsLeaveNothingInTheEmitter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := tp.Emitter().Sessions(); n != 0 {
+	if n := touched(tp); n != 0 {
 		t.Errorf("the emitter keeps %d sessions after turns without compactions", n)
 	}
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
@@ -184,14 +184,14 @@ func TestTurnsWithoutCompactionsLeaveNothingInTheEmitter(t *testing.T) {
 	if tp.Open("s") != 0 {
 		t.Error("the turn's end left the compaction open")
 	}
-	if n := tp.Emitter().Sessions(); n != 1 {
+	if n := touched(tp); n != 1 {
 		t.Errorf("the emitter keeps %d sessions, want the one with a compaction", n)
 	}
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":6,"method":"session/close","params":{"sessionId":"s"}}`))
 	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":6,"result":{}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if n := tp.Emitter().Sessions(); n != 0 {
+	if n := touched(tp); n != 0 {
 		t.Errorf("the emitter keeps %d sessions after session/close", n)
 	}
 }
@@ -213,4 +213,12 @@ func TestSharedEmitterSettlesEverySession(t *testing.T) {
 	if rec := c.Record(); rec.Status != protocol.Failed {
 		t.Errorf("the host's compaction is %q after its turn", rec.Status)
 	}
+}
+
+// touched returns how many sessions the tap has asked the emitter for: the
+// only ones the emitter keeps state for.
+func touched(tp *Tap) int {
+	n := 0
+	tp.touched.Range(func(any, any) bool { n++; return true })
+	return n
 }

@@ -14,8 +14,8 @@
 //
 //   - tap.go: the host, its Receive (client messages) and Send (agent
 //     messages), and what it does on an engine effect;
-//   - compaction.go: the reporting calls a runtime makes, behind the
-//     engine's turn guard;
+//   - compaction.go: the reporting calls a runtime makes, and the engine's
+//     turn guard, which every one of them passes as the emitter's gate;
 //   - close.go: the connection's end, a panic, Flush;
 //   - line.go: the session/update encoder;
 //   - out.go: the output queue.
@@ -353,7 +353,9 @@ func (t *Tap) negotiated(n capability.Negotiation) {
 	// Nothing about compaction between turns: a start from a goroutine that
 	// outlived its prompt is refused (emitter.ErrOutsideTurn) unless it was
 	// started with emitter.Background, which shows it when it settles.
-	opts := []emitter.Option{emitter.WithNegotiation(n), emitter.WithTurns(t.e.InTurn, emitter.RefuseOutsideTurn)}
+	// Every reporting call of the runtime, by handle or through the kit's
+	// Session, passes the engine's turn guard (see gate).
+	opts := []emitter.Option{emitter.WithNegotiation(n), emitter.WithTurns(t.e.InTurn, emitter.RefuseOutsideTurn), emitter.WithGate(t.gate)}
 	if r := t.fallback(); r != nil {
 		opts = append(opts, emitter.WithFallback(r))
 	}

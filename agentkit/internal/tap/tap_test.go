@@ -209,7 +209,7 @@ func TestSessionCloseSettlesAndForgetsTheSession(t *testing.T) {
 	if n := len(lines); n < 3 || !strings.Contains(lines[n-2], `"status":"cancelled"`) || lines[n-1] != `{"jsonrpc":"2.0","id":5,"result":{}}` {
 		t.Errorf("wire:\n%s", strings.Join(lines, "\n"))
 	}
-	if n := tp.Emitter().Sessions(); n != 0 {
+	if n := touched(tp); n != 0 {
 		t.Errorf("the emitter still keeps %d sessions", n)
 	}
 }

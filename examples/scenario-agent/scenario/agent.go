@@ -93,6 +93,10 @@ type Agent struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	order    []*session
+	// closing are the sessions closed (session/close) while a handler
+	// still writes to their log: the turn the close stopped, whose final
+	// records must reach the file.
+	closing map[string]*session
 
 	restoring sync.Mutex // one session read from the state directory at a time
 }
@@ -121,7 +125,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger, settled: newSettlements(), sessions: map[string]*session{}}
+	a := &Agent{cfg: cfg, log: cfg.Logger, settled: newSettlements(), sessions: map[string]*session{}, closing: map[string]*session{}}
 	if cfg.StateDir != "" {
 		if a.store, err = sessionlog.Open(cfg.StateDir); err != nil {
 			return nil, fmt.Errorf("scenario: state directory: %w", err)
@@ -134,6 +138,9 @@ func New(cfg Config) (*Agent, error) {
 		emitter.WithRecords(emitter.DefaultRecordKey),
 		emitter.WithUsageUpdates(),
 		emitter.WithObserver(emitter.Observers(a.settled, emitter.NewSlogObserver(a.log))),
+		// Every compaction's final record, whoever settles it, for the
+		// session's history (what session/load replays).
+		emitter.OnFinalRecord(a.final),
 	}
 	if cfg.CompactionTimeout > 0 {
 		eopts = append(eopts, emitter.WithMaxDuration(cfg.CompactionTimeout))
@@ -148,6 +155,23 @@ func New(cfg Config) (*Agent, error) {
 		agentkit.WithLogger(a.log),
 	)
 	return a, nil
+}
+
+// final keeps a compaction's final record in its session's history, and
+// in its log with a state directory; it is the emitter's OnFinalRecord sink
+// for every connection. A session closed meanwhile (session/close) is
+// forgotten, and so is its record, unless its log is still open for the
+// turn the close stopped: the record goes to the file.
+func (a *Agent) final(_ context.Context, sessionID string, rec emitter.Record) {
+	a.mu.Lock()
+	s := a.sessions[sessionID]
+	if s == nil {
+		s = a.closing[sessionID]
+	}
+	a.mu.Unlock()
+	if s != nil {
+		s.settled(rec)
+	}
 }
 
 // orDefault maps zero to def; it keeps negative values, which mean off.
@@ -205,10 +229,12 @@ func (a *Agent) Shutdown(ctx context.Context) error { return a.kit.Shutdown(ctx)
 func (a *Agent) Close() error {
 	a.mu.Lock()
 	sessions := slices.Clone(a.order)
+	for _, s := range a.closing {
+		sessions = append(sessions, s)
+	}
 	a.mu.Unlock()
 	var errs []error
 	for _, s := range sessions {
-		s.persistSettled()
 		s.mu.Lock()
 		if s.log != nil {
 			errs = append(errs, s.log.Close())
@@ -510,18 +536,24 @@ func (c *conn) closeSession(req *jsonrpc2.Request) (any, error) {
 	// it; with one, it reads the session back from its file, which is
 	// closed once the turn it stopped has written its end.
 	s.cancelTurn()
-	c.a.forget(s)
 	s.mu.Lock()
 	s.closed = true
 	s.closeLogLocked()
 	s.mu.Unlock()
+	c.a.forget(s)
 	return struct{}{}, nil
 }
 
-// forget drops a closed session.
+// forget drops a closed session; one whose log is still open waits in
+// closing until the last handler closes it (session.leave).
 func (a *Agent) forget(s *session) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	s.mu.Lock()
+	if s.log != nil {
+		a.closing[s.id] = s
+	}
+	s.mu.Unlock()
 	if a.sessions[s.id] == s {
 		delete(a.sessions, s.id)
 	}
@@ -584,12 +616,12 @@ func (c *conn) resume(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 // compaction as one terminal update through agentkit (fallback form for a
 // v1 client without the capability; a running one is skipped).
 func (c *conn) replay(ctx context.Context, rpc *jsonrpc2.Conn, s *session) error {
-	ks := c.a.kit.Session(rpc, s.id)
+	ks := agentkit.SessionFrom(ctx, s.id)
 	v2 := c.v2()
 	for _, e := range s.snapshot() {
 		switch {
 		case e.comp != nil:
-			rec := e.comp.record()
+			rec := e.comp.record() // in_progress while it runs: skipped
 			if err := ks.Replay(ctx, rec); err != nil {
 				return fmt.Errorf("replay compaction %s: %w", rec.ID, err)
 			}

@@ -65,7 +65,11 @@
 // replay the session: user and agent messages, and each settled compaction as
 // one terminal update at its position (agentkit's Session.Replay, which
 // renders the fallback form for a v1 client without the capability); a
-// compaction still running is skipped. In v2, replayed messages are
+// compaction still running is skipped. The history keeps the final record
+// the emitter hands over when a compaction settles (emitter.OnFinalRecord),
+// whoever settled it, with the summary the client was left holding, so the
+// replay leaves a client holding what the live one held; the agent keeps
+// no streamed text of its own. In v2, replayed messages are
 // user_message / agent_message upserts, so a client that still holds them
 // does not get their content twice.
 //

@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,48 +38,29 @@ type entry struct {
 	comp      *compEntry        // for a compaction
 }
 
-// compEntry is a compaction in history. The handle's Record gives its
-// status, error and record at replay time, so a compaction the kit or the
-// watchdog settled after its turn replays as what it became.
+// compEntry is a compaction in history, at the place it began. Its record
+// is the final record the emitter handed over when the compaction settled
+// (emitter.OnFinalRecord: Agent.final), whoever settled it (the runtime,
+// the kit at the turn's end, the cancel grace or the connection's close,
+// the watchdog), with the summary the client was left holding, streamed
+// or given at settlement. Until then it is in_progress, which a replay
+// skips.
 type compEntry struct {
-	mu       sync.Mutex
-	handle   *emitter.Compaction // nil when the runtime failed before any start, or another process ran it
-	stored   emitter.Record      // then: the record of that failure, or the one read from the state directory
-	streamed []protocol.ContentBlock
+	id protocol.ID
+	mu sync.Mutex
+	r  emitter.Record
 }
 
-func (c *compEntry) stream(s string) {
-	c.mu.Lock()
-	c.streamed = append(c.streamed, protocol.Text(s))
-	c.mu.Unlock()
-}
-
-func (c *compEntry) streamedText() string {
+func (c *compEntry) record() emitter.Record {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var b strings.Builder
-	for _, s := range c.streamed {
-		b.WriteString(s.Text)
-	}
-	return b.String()
+	return c.r
 }
 
-// record returns what session/load replays for this compaction. The
-// emitter keeps only a summary given at settlement; a completion that kept
-// the streamed summary (flood; Record.KeptStreamed) replays the streamed
-// blocks, as the client held them live. A completion that cleared its
-// summary (ClearSummary) or gave none after nothing streamed replays none.
-func (c *compEntry) record() emitter.Record {
-	if c.handle == nil {
-		return c.stored
-	}
-	rec := c.handle.Record()
-	if rec.KeptStreamed {
-		c.mu.Lock()
-		rec.Summary = append([]protocol.ContentBlock(nil), c.streamed...)
-		c.mu.Unlock()
-	}
-	return rec
+func (c *compEntry) set(rec emitter.Record) {
+	c.mu.Lock()
+	c.r = rec
+	c.mu.Unlock()
 }
 
 // session is one ACP session's state, shared by every connection of the
@@ -99,14 +80,12 @@ type session struct {
 	updated     time.Time
 	turn        *running // the running turn, nil when idle
 
-	// With a state directory: the session's log, and the compactions whose
-	// final record it does not have yet (persistSettled). active counts
-	// the handlers that may still write to it; closed is session/close,
-	// after which the last of them closes it.
-	log         *sessionlog.Log
-	unpersisted []*compEntry
-	active      int
-	closed      bool
+	// With a state directory: the session's log. active counts the
+	// handlers that may still write to it; closed is session/close, after
+	// which the last of them closes it.
+	log    *sessionlog.Log
+	active int
+	closed bool
 }
 
 func newSessionID() string {
@@ -232,27 +211,62 @@ func (s *session) nextCompactionID() protocol.ID {
 	return protocol.ID(fmt.Sprintf("cmp_%d", s.nextCmp))
 }
 
-// addCompaction adds a compaction to the history where it starts; its
-// log gets the start (its in_progress record, so that a crash before it
-// settles reads back failed) and, once it settles, its final record.
-func (s *session) addCompaction(c *compEntry) {
+// addCompaction places compaction id in the history, before the runtime
+// reports it, so that its final record, which may be handed over as soon
+// as it starts (a cancel grace of 0), finds its place.
+func (s *session) addCompaction(id protocol.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.entries = append(s.entries, entry{comp: c})
+	s.entries = append(s.entries, entry{comp: &compEntry{id: id, r: emitter.Record{ID: id, Status: protocol.InProgress}}})
 	s.updated = time.Now()
-	if s.log == nil {
-		return
+}
+
+// dropCompaction removes compaction id, which never reached the client.
+func (s *session) dropCompaction(id protocol.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.entries = slices.DeleteFunc(s.entries, func(e entry) bool { return e.comp != nil && e.comp.id == id })
+}
+
+// started writes a compaction's start to the session's log: its record
+// while in_progress, so that if the process dies before it settles, a
+// later process replays it failed (sessionlog's "Crash safety").
+func (s *session) started(rec emitter.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !rec.Status.Terminal() {
+		s.appendRecordLocked(rec)
 	}
-	if c.handle == nil {
-		// Settled before it started (failearly): its final record, now,
-		// at its place.
-		s.appendRecordLocked(c.stored)
-		return
+}
+
+// settled keeps the final record of a compaction of the session, at the
+// place the compaction began, and writes it to the session's log.
+func (s *session) settled(rec emitter.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.appendRecordLocked(rec)
+	for _, e := range s.entries {
+		if e.comp != nil && e.comp.id == rec.ID {
+			e.comp.set(rec)
+			return
+		}
 	}
-	if rec := c.handle.Record(); !rec.Status.Terminal() {
-		s.appendRecordLocked(rec) // its start
+	// Not placed by the runtime: it goes where it ended, now.
+	s.entries = append(s.entries, entry{comp: &compEntry{id: rec.ID, r: rec}})
+	s.updated = time.Now()
+}
+
+// lastMessageID returns the ID of the history's latest message, the
+// position a compaction starting now follows (emitter.After).
+func (s *session) lastMessageID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.entries) - 1; i >= 0; i-- {
+		if id := s.entries[i].messageID; id != "" {
+			return id
+		}
 	}
-	s.unpersisted = append(s.unpersisted, c)
+	return ""
 }
 
 func (s *session) snapshot() []entry {
@@ -289,8 +303,8 @@ func (s *session) messageCount() int {
 
 // details is a plausible record of a compaction of the history so far: it
 // replaces every message but the last (the prompt that asked for it),
-// which it keeps verbatim.
-func (s *session) details(summary string, completed bool) emitter.Details {
+// which it keeps verbatim. summaryBytes is the size of its summary.
+func (s *session) details(summaryBytes int, completed bool) emitter.Details {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []string
@@ -303,7 +317,7 @@ func (s *session) details(summary string, completed bool) emitter.Details {
 		TokensBefore:  s.tokens,
 		ContextWindow: contextWindow,
 		Summarizer:    &emitter.Summarizer{Model: "scenario-summarizer", PromptID: "scenario-compact-v1"},
-		SummaryBytes:  int64(len(summary)),
+		SummaryBytes:  int64(summaryBytes),
 	}
 	if n := len(ids); n > 1 {
 		d.Source = &emitter.MessageRange{FirstMessageID: ids[0], LastMessageID: ids[n-2], Count: n - 1}
@@ -312,7 +326,7 @@ func (s *session) details(summary string, completed bool) emitter.Details {
 		d.KeptTail = &emitter.MessageRange{FirstMessageID: ids[0], LastMessageID: ids[0], Count: 1}
 	}
 	if completed {
-		d.TokensAfter = baseTokensAfter + int64(len(summary))/4
+		d.TokensAfter = baseTokensAfter + int64(summaryBytes)/4
 		d.KnownLoss = []string{"verbatim tool output older than the summary"}
 		s.tokens = d.TokensAfter
 	}
@@ -337,11 +351,9 @@ type settlements struct {
 	waiting map[string]*settlement
 }
 
-// settlement is one awaited compaction; details is valid once done is
-// closed.
+// settlement is one awaited compaction; done is closed when it settles.
 type settlement struct {
-	done    chan struct{}
-	details *emitter.Details
+	done chan struct{}
 }
 
 func newSettlements() *settlements { return &settlements{waiting: map[string]*settlement{}} }
@@ -376,7 +388,6 @@ func (w *settlements) Observe(_ context.Context, ev emitter.Event) {
 	delete(w.waiting, k)
 	w.mu.Unlock()
 	if ok {
-		st.details = ev.Details
 		close(st.done)
 	}
 }

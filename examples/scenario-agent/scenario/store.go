@@ -56,26 +56,6 @@ func (s *session) appendRecordLocked(rec emitter.Record) {
 	}
 }
 
-// persistSettled writes the final record of each compaction that has
-// settled since the last call, in the order they started. The agent calls
-// it once a turn's response is written (whoever settled them, the
-// runtime, the kit at the turn's end or the watchdog, has by then), and
-// when the agent closes.
-func (s *session) persistSettled() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	keep := s.unpersisted[:0]
-	for _, c := range s.unpersisted {
-		if rec := c.record(); rec.Status.Terminal() {
-			s.appendRecordLocked(rec)
-			continue
-		}
-		keep = append(keep, c)
-	}
-	clear(s.unpersisted[len(keep):])
-	s.unpersisted = keep
-}
-
 // enter marks a handler that writes to the session's log as running; leave
 // ends it, closing the log if the session was closed meanwhile.
 func (s *session) enter() {
@@ -85,11 +65,19 @@ func (s *session) enter() {
 }
 
 func (s *session) leave() {
-	s.persistSettled()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.active--
+	wasOpen := s.log != nil
 	s.closeLogLocked()
+	closedNow := wasOpen && s.log == nil
+	s.mu.Unlock()
+	if closedNow {
+		s.a.mu.Lock() // not under s.mu: Agent.list takes a.mu, then s.mu
+		if s.a.closing[s.id] == s {
+			delete(s.a.closing, s.id)
+		}
+		s.a.mu.Unlock()
+	}
 }
 
 // closeLogLocked closes the log of a closed session once no handler
@@ -191,7 +179,7 @@ func (a *Agent) restore(sessionID string) (*session, error) {
 			s.nextMessage = max(s.nextMessage, idNumber(e.MessageID))
 		case sessionlog.KindCompaction:
 			rec := e.Record
-			s.entries = append(s.entries, entry{comp: &compEntry{stored: rec}})
+			s.entries = append(s.entries, entry{comp: &compEntry{id: rec.ID, r: rec}})
 			if rec.Status == protocol.Completed && rec.Details != nil && rec.Details.TokensAfter > 0 {
 				s.tokens = rec.Details.TokensAfter
 			}

@@ -52,6 +52,9 @@ type turn struct {
 	s   *session
 	ks  *agentkit.Session
 	v2  bool
+	// opened are the handles of the compactions the turn started, for a
+	// panic to settle.
+	opened []*emitter.Compaction
 }
 
 // prompt handles session/prompt. v1 answers when the turn ends; v2
@@ -85,7 +88,7 @@ func (c *conn) prompt(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 		return
 	}
 	defer s.endTurn(run)
-	t := &turn{c: c, rpc: rpc, ctx: ctx, s: s, ks: c.a.kit.Session(rpc, s.id), v2: c.v2()}
+	t := &turn{c: c, rpc: rpc, ctx: ctx, s: s, ks: agentkit.SessionFrom(ctx, s.id), v2: c.v2()}
 	userID := s.addMessage(roleUser, p.Prompt)
 	if t.v2 {
 		t.notify(stateUpdate{SessionUpdate: "state_update", State: "running"})
@@ -121,7 +124,8 @@ func (c *conn) prompt(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 }
 
 // guarded runs the script, recovering a panic of the runtime: the
-// session's open compactions are settled as failed before the prompt is
+// compactions the turn opened and left open are failed
+// (emitter.ErrAgentCrashed) through their handles before the prompt is
 // answered with an error, and the process carries on. (agentkit.Recover
 // would settle every session of the connection, for a process about to
 // die.)
@@ -133,8 +137,10 @@ func (t *turn) guarded(prompt string) (stop string, err error) {
 		}
 		t.c.a.log.Error("runtime panicked; the session's open compactions are settled as failed",
 			"session", t.s.id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-		if _, serr := t.ks.SettleAll(context.WithoutCancel(t.ctx), emitter.ErrAgentCrashed); serr != nil {
-			t.c.a.log.Warn("settlement after the panic not delivered", "session", t.s.id, "error", serr)
+		for _, h := range t.opened {
+			if serr := h.Fail(context.WithoutCancel(t.ctx), emitter.ErrAgentCrashed); serr != nil && !errors.Is(serr, emitter.ErrSettled) {
+				t.c.a.log.Warn("settlement after the panic not delivered", "session", t.s.id, "compaction", h.ID(), "error", serr)
+			}
 		}
 		stop, err = "", errRuntimePanicked
 	}()
@@ -212,30 +218,35 @@ func cancelled(ctx context.Context) bool {
 type compaction struct {
 	t       *turn
 	h       *emitter.Compaction
-	entry   *compEntry
 	settled *settlement
+	// streamed is how many bytes of summary it streamed, for its details.
+	streamed int
 }
 
-// start opens a compaction in the session's history and on the wire.
+// start opens a compaction in the session's history and on the wire. Its
+// record reaches the history when it settles (Agent.final).
 func (t *turn) start(trigger protocol.Trigger) (*compaction, error) {
 	id := t.s.nextCompactionID()
 	settled := t.c.a.settled.register(t.s.id, id)
-	h, err := t.ks.Start(t.ctx, emitter.WithID(id), emitter.WithTrigger(trigger), emitter.UserDisplayable())
+	after := t.s.lastMessageID()
+	t.s.addCompaction(id)
+	h, err := t.ks.Start(t.ctx, emitter.WithID(id), emitter.WithTrigger(trigger), emitter.UserDisplayable(), emitter.After(after))
 	if h == nil {
 		t.c.a.settled.forget(t.s.id, id)
+		t.s.dropCompaction(id)
 		return nil, fmt.Errorf("start compaction %s: %w", id, err)
 	}
+	t.opened = append(t.opened, h)
+	t.s.started(h.Record())
 	if err != nil {
 		t.c.a.log.Warn("compaction start not delivered", "session", t.s.id, "compaction", id, "error", err)
 	}
-	e := &compEntry{handle: h}
-	t.s.addCompaction(e)
-	return &compaction{t: t, h: h, entry: e, settled: settled}, nil
+	return &compaction{t: t, h: h, settled: settled}, nil
 }
 
 // chunk streams one block of summary text.
 func (c *compaction) chunk(s string) {
-	c.entry.stream(s)
+	c.streamed += len(s)
 	if err := c.h.Chunk(c.t.ctx, protocol.Text(s)); err != nil {
 		c.t.c.a.log.Debug("summary chunk not sent", "session", c.t.s.id, "compaction", c.h.ID(), "error", err)
 	}
@@ -310,7 +321,7 @@ func (t *turn) compact(trigger protocol.Trigger, announce bool) (string, error) 
 		c.chunk(p)
 	}
 	full := strings.Join(parts, "")
-	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full)), emitter.WithDetails(t.s.details(full, true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full)), emitter.WithDetails(t.s.details(len(full), true))))
 	if announce {
 		t.say(compactedMessage)
 	}
@@ -323,7 +334,7 @@ func (t *turn) noSummary() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details("", true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details(0, true))))
 	return t.stopReason(), nil
 }
 
@@ -335,28 +346,26 @@ func (t *turn) fail() (string, error) {
 		return "", err
 	}
 	c.chunk(t.summary()[0])
-	c.logSettle(c.h.Fail(t.ctx, ErrSummaryRequest, emitter.ClearSummary(), emitter.WithDetails(t.s.details("", false))))
+	c.logSettle(c.h.Fail(t.ctx, ErrSummaryRequest, emitter.Summary(), emitter.WithDetails(t.s.details(0, false))))
 	return t.stopReason(), nil
 }
 
-// failEarly reports a failure for a compaction that never started; the
-// emitter sends in_progress then failed.
+// failEarly reports a failure for a compaction that never reported a
+// start: it is started and failed at once, so the client sees in_progress
+// then failed, and the emitter hands its record over like any other's.
 func (t *turn) failEarly() (string, error) {
 	id := t.s.nextCompactionID()
-	settled := t.c.a.settled.register(t.s.id, id)
-	if err := t.ks.Fail(t.ctx, id, ErrSummarizerUnavailable, emitter.WithDetails(t.s.details("", false))); err != nil {
-		t.c.a.settled.forget(t.s.id, id)
+	after := t.s.lastMessageID()
+	t.s.addCompaction(id)
+	h, err := t.ks.Start(t.ctx, emitter.WithID(id), emitter.After(after))
+	if h == nil {
+		t.s.dropCompaction(id)
 		return "", fmt.Errorf("report compaction %s failed: %w", id, err)
 	}
-	// The emitter settled it before Fail returned; keep the record it sent,
-	// so the replay repeats it.
-	rec := emitter.Record{ID: id, Status: protocol.Failed, Trigger: protocol.Manual, Error: ErrSummarizerUnavailable.Error()}
-	select {
-	case <-settled.done:
-		rec.Details = settled.details
-	default:
+	t.s.started(h.Record())
+	if err := h.Fail(t.ctx, ErrSummarizerUnavailable, emitter.WithDetails(t.s.details(0, false))); err != nil {
+		t.c.a.log.Warn("compaction failure not delivered", "session", t.s.id, "compaction", id, "error", err)
 	}
-	t.s.addCompaction(&compEntry{stored: rec})
 	return t.stopReason(), nil
 }
 
@@ -383,7 +392,7 @@ func (t *turn) slow() (string, error) {
 		full.WriteString(p)
 		c.chunk(p)
 	}
-	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full.String())), emitter.WithDetails(t.s.details(full.String(), true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full.String())), emitter.WithDetails(t.s.details(full.Len(), true))))
 	return t.stopReason(), nil
 }
 
@@ -395,7 +404,7 @@ func (c *compaction) interrupted() (string, error) {
 	if !cancelled(t.ctx) {
 		return "", context.Cause(t.ctx)
 	}
-	c.logSettle(c.h.Cancel(t.ctx, emitter.ClearSummary(), emitter.WithDetails(t.s.details("", false))))
+	c.logSettle(c.h.Cancel(t.ctx, emitter.Summary(), emitter.WithDetails(t.s.details(0, false))))
 	return stopCancelled, nil
 }
 
@@ -432,7 +441,8 @@ func (t *turn) panicking() (string, error) {
 }
 
 // flood streams n chunks as fast as the transport takes them and completes
-// without a summary, keeping what was streamed.
+// without a summary, keeping what was streamed (which the emitter keeps
+// for the final record: OnFinalRecord).
 func (t *turn) flood(n int) (string, error) {
 	c, err := t.start(protocol.Manual)
 	if err != nil {
@@ -444,7 +454,7 @@ func (t *turn) flood(n int) (string, error) {
 		}
 		c.chunk(fmt.Sprintf("chunk %d of %d\n", i+1, n))
 	}
-	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details(c.entry.streamedText(), true))))
+	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details(c.streamed, true))))
 	return t.stopReason(), nil
 }
 
@@ -463,7 +473,7 @@ func (t *turn) twice() (string, error) {
 	b := "## Retained context (newer half)\n\nThe second half of the conversation.\n"
 	first.chunk(a)
 	second.chunk(b)
-	second.logSettle(second.h.Complete(t.ctx, emitter.Summary(protocol.Text(b)), emitter.WithDetails(t.s.details(b, true))))
-	first.logSettle(first.h.Complete(t.ctx, emitter.Summary(protocol.Text(a)), emitter.WithDetails(t.s.details(a, true))))
+	second.logSettle(second.h.Complete(t.ctx, emitter.Summary(protocol.Text(b)), emitter.WithDetails(t.s.details(len(b), true))))
+	first.logSettle(first.h.Complete(t.ctx, emitter.Summary(protocol.Text(a)), emitter.WithDetails(t.s.details(len(a), true))))
 	return t.stopReason(), nil
 }

@@ -1,0 +1,183 @@
+package kittest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
+)
+
+// HeldEnd is the turn guard on a compaction's handle, shared by both
+// stacks' tests. The agent's writer holds the prompt's response (the
+// message that ends the turn) once the turn's settlement has run, and the
+// runtime, which kept the handle of the compaction the end settled, calls
+// its methods meanwhile. The docs promise that nothing opens or changes
+// between the settlement and the message that ends the turn: the handle's
+// calls must be held by the turn guard until the response is written, and
+// then refused (emitter.ErrSettled), sending nothing. Safe for concurrent
+// use.
+type HeldEnd struct {
+	held    chan struct{} // closed when the response's write has begun
+	release chan struct{} // closed by Play to let it go on
+	once    sync.Once
+	handle  chan *emitter.Compaction
+	ctx     chan context.Context
+}
+
+// NewHeldEnd returns a HeldEnd ready to play.
+func NewHeldEnd() *HeldEnd {
+	return &HeldEnd{held: make(chan struct{}), release: make(chan struct{}),
+		handle: make(chan *emitter.Compaction, 1), ctx: make(chan context.Context, 1)}
+}
+
+// responseMark is in the bytes of the prompt's response alone.
+var responseMark = []byte(`"stopReason"`)
+
+// hold blocks a write of the prompt's response until Play releases it.
+func (h *HeldEnd) hold(p []byte) {
+	if bytes.Contains(p, responseMark) {
+		h.once.Do(func() {
+			close(h.held)
+			<-h.release
+		})
+	}
+}
+
+// Writer wraps the agent's output (acpsdk's peerInput).
+func (h *HeldEnd) Writer(w io.Writer) io.Writer { return heldWriter{w, h} }
+
+// Conn wraps the agent's end of a net.Conn (agentkit's stream).
+func (h *HeldEnd) Conn(c net.Conn) net.Conn { return heldConn{c, h} }
+
+type heldWriter struct {
+	w io.Writer
+	h *HeldEnd
+}
+
+func (w heldWriter) Write(p []byte) (int, error) {
+	w.h.hold(p)
+	return w.w.Write(p)
+}
+
+type heldConn struct {
+	net.Conn
+	h *HeldEnd
+}
+
+func (c heldConn) Write(p []byte) (int, error) {
+	c.h.hold(p)
+	return c.Conn.Write(p)
+}
+
+// Prompt is the agent's runtime: it opens cmp_1, keeps the handle (for
+// Play) and ends the turn with it open.
+func (h *HeldEnd) Prompt(ctx context.Context, s Starter) (string, error) {
+	c, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
+	if err != nil {
+		return "", err
+	}
+	h.handle <- c
+	h.ctx <- ctx
+	return "end_turn", nil
+}
+
+// holdFor is how long Play waits for a handle's call that the guard must
+// hold: it cannot return before the release, so the wait adds no
+// flakiness; an unguarded call returns within microseconds.
+const holdFor = 300 * time.Millisecond
+
+// Play is the client and the runtime's goroutine: a prompt; once its
+// response is held, the handle's Chunk, Complete, Fail and Cancel, none of
+// which may return before the response is written; then the release.
+func (h *HeldEnd) Play(ctx context.Context, t testing.TB, c *Client, sessionID string) {
+	t.Helper()
+	call, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptParams(sessionID, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handle *emitter.Compaction
+	var hctx context.Context
+	select {
+	case handle = <-h.handle:
+		hctx = <-h.ctx
+	case <-ctx.Done():
+		t.Fatal("the prompt never opened its compaction")
+	}
+	select {
+	case <-h.held:
+	case <-ctx.Done():
+		t.Fatal("the prompt's response was never written")
+	}
+	type result struct {
+		name string
+		err  error
+	}
+	calls := map[string]func() error{
+		"Chunk":    func() error { return handle.Chunk(hctx, protocol.Text("late")) },
+		"Complete": func() error { return handle.Complete(hctx) },
+		"Fail":     func() error { return handle.Fail(hctx, errors.New("late")) },
+		"Cancel":   func() error { return handle.Cancel(hctx) },
+	}
+	results := make(chan result, len(calls))
+	for name, f := range calls {
+		go func() { results <- result{name, f()} }()
+	}
+	var early []string
+	wait := time.After(holdFor)
+	for waiting := true; waiting; {
+		select {
+		case r := <-results:
+			early = append(early, fmt.Sprintf("%s returned %v", r.name, r.err))
+		case <-wait:
+			waiting = false
+		}
+	}
+	close(h.release)
+	if len(early) > 0 {
+		slices.Sort(early)
+		t.Errorf("while the turn's end was settled and written, the handle's calls were not held by the turn guard: %v", early)
+	}
+	for range len(calls) - len(early) {
+		r := <-results
+		if !errors.Is(r.err, emitter.ErrSettled) {
+			t.Errorf("%s after the turn's end = %v, want emitter.ErrSettled", r.name, r.err)
+		}
+	}
+	var res json.RawMessage
+	if err := call.Wait(ctx, &res); err != nil {
+		t.Fatalf("prompt: %v", err)
+	}
+	if got := StopReason(res); got != "end_turn" {
+		t.Errorf("stop reason %q, want end_turn", got)
+	}
+}
+
+// Check checks the record: cmp_1 settled failed by the turn's end, before
+// the response, and nothing of it after.
+func (h *HeldEnd) Check(t testing.TB, evs []Event) {
+	t.Helper()
+	if got, want := Statuses(evs, "cmp_1"), []string{"in_progress", "failed"}; !slices.Equal(got, want) {
+		t.Errorf("cmp_1: %v, want %v\n%s", got, want, Dump(evs))
+	}
+	answered := false
+	for _, e := range evs {
+		switch {
+		case e.Response && e.Method == "session/prompt":
+			answered = true
+		case answered && e.CompactionID == "cmp_1":
+			t.Errorf("cmp_1 reported after the turn's end: %v", e)
+		case !answered && e.CompactionID == "cmp_1" && e.Kind == protocol.KindSummaryChunk:
+			t.Errorf("a late chunk reached the client: %v", e)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package emitter
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/acpcompact/acpcompact/protocol"
+)
+
+// recordVersion is the version of Record's JSON form that MarshalJSON
+// writes (the "v" key).
+const recordVersion = 1
+
+// ErrRecordVersion: a Record's JSON has no version this package reads (a
+// future major version, or no "v" at all); nothing was decoded. A store
+// that meets it was written by a newer acpcompact: upgrade the reader,
+// never rewrite the record.
+var ErrRecordVersion = errors.New("emitter: unsupported record version")
+
+// recordV1 is version 1 of Record's JSON form. The field names are ACP's
+// where ACP has one (compactionId, status, summary, error, _meta), camelCase
+// otherwise. Changing a name or a meaning is a new version; adding an
+// optional field is not (readers ignore what they do not know).
+type recordV1 struct {
+	V           int                     `json:"v"`
+	ID          protocol.ID             `json:"compactionId"`
+	Status      protocol.Status         `json:"status"`
+	Trigger     protocol.Trigger        `json:"trigger,omitempty"`
+	After       string                  `json:"after,omitempty"`
+	Displayable bool                    `json:"userDisplayable,omitempty"`
+	Summary     []protocol.ContentBlock `json:"summary,omitempty"`
+	Error       string                  `json:"error,omitempty"`
+	Meta        protocol.Meta           `json:"_meta,omitempty"`
+	Details     *Details                `json:"details,omitempty"`
+}
+
+// MarshalJSON writes the record's versioned JSON form, for stores:
+//
+//	{"v":1,"compactionId":"cmp_001","status":"completed","trigger":"auto",
+//	 "after":"msg_41","userDisplayable":true,
+//	 "summary":[{"type":"text","text":"## Retained context"}],
+//	 "_meta":{...},"details":{...}}
+//
+// "v" is the form's version, always present. compactionId and status are
+// required (a record without them cannot be replayed: MarshalJSON refuses
+// it, wrapping protocol.ErrInvalidID for the ID). The others are left out
+// when empty: trigger; after (Record.After); userDisplayable
+// (Record.Displayable, when true); summary (ACP content blocks; absent
+// means none, which Replay sends as summary: null); error (the text the
+// client was shown); _meta (the compaction's ACP _meta); details (Details,
+// as it travels under the record key of _meta). The session is not part
+// of the form: a record belongs to the session it is stored under
+// (OnFinalRecord's sessionID), and Session.Replay replays it into the
+// session it is called on.
+func (r Record) MarshalJSON() ([]byte, error) {
+	if r.ID == "" {
+		return nil, fmt.Errorf("emitter: record: %w", protocol.ErrInvalidID)
+	}
+	if r.Status == "" {
+		return nil, errors.New("emitter: record: status must be a non-empty string")
+	}
+	v := recordV1{
+		V: recordVersion, ID: r.ID, Status: r.Status, Trigger: r.Trigger, After: r.After,
+		Displayable: r.Displayable, Summary: r.Summary, Error: r.Error, Meta: r.Meta, Details: r.Details,
+	}
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON reads a record's JSON form: version 1, and every version a
+// later acpcompact writes that this one can read (a reader of version 2
+// would read version 1 as well). Unknown fields are ignored, and not kept
+// (re-encoding drops them), so a newer writer may add optional fields
+// without a new version. A "v" this package does not read (a future
+// version, or none) is refused with an error wrapping ErrRecordVersion;
+// a record without compactionId, with an error wrapping
+// protocol.ErrInvalidID. JSON null leaves the record unchanged, as
+// encoding/json's convention is.
+func (r *Record) UnmarshalJSON(data []byte) error {
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		return nil
+	}
+	var head struct {
+		V json.RawMessage `json:"v"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return fmt.Errorf("emitter: record: %w", err)
+	}
+	if head.V == nil {
+		return fmt.Errorf("%w: the record has no \"v\"", ErrRecordVersion)
+	}
+	var version int
+	if err := json.Unmarshal(head.V, &version); err != nil {
+		return fmt.Errorf("%w: \"v\" is %s, not an integer", ErrRecordVersion, head.V)
+	}
+	switch version {
+	case 1:
+		return r.readV1(data)
+	}
+	return fmt.Errorf("%w: version %d (this acpcompact reads version %d)", ErrRecordVersion, version, recordVersion)
+}
+
+// readV1 decodes version 1.
+func (r *Record) readV1(data []byte) error {
+	var v recordV1
+	if err := json.Unmarshal(data, &v); err != nil {
+		return fmt.Errorf("emitter: record: %w", err)
+	}
+	if v.ID == "" {
+		return fmt.Errorf("emitter: record: %w", protocol.ErrInvalidID)
+	}
+	if v.Status == "" {
+		return errors.New("emitter: record: status must be a non-empty string")
+	}
+	out := Record{ID: v.ID, Status: v.Status, Trigger: v.Trigger, After: v.After, Displayable: v.Displayable,
+		Error: v.Error, Details: v.Details}
+	// Empty and absent read the same, as Replay treats them the same.
+	if len(v.Summary) > 0 {
+		out.Summary = v.Summary
+	}
+	if len(v.Meta) > 0 {
+		out.Meta = v.Meta
+	}
+	*r = out
+	return nil
+}
