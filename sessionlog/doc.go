@@ -5,20 +5,28 @@
 //
 // # Use
 //
-//	store, err := sessionlog.Open(dir)                      // once per process
-//	log, err := store.Create(sessionID, info)               // session/new
-//	log.AppendMessage(messageID, msg)                       // each message, as it happens
-//	log.AppendRecord(c.Record())                            // a compaction's start (optional, see below)
-//	log.AppendRecord(final)                                 // its final record (emitter.OnFinalRecord)
+//	store, err := sessionlog.Open(dir)              // once per process
+//	em := emitter.New(n, emitter.OnFinalRecord(     // every compaction's final record, once
+//		func(ctx context.Context, sessionID string, rec emitter.Record) {
+//			logOf(sessionID).AppendRecord(rec)
+//		}))
 //
-//	r, err := store.Read(sessionID)                         // session/load in a later process
-//	for e, err := range r.Entries() { ... }                 // messages and records, in history order
-//	log, err = store.Append(sessionID)                      // carry on appending
+//	log, err := store.Create(sessionID, info)        // session/new
+//	log.AppendMessage(messageID, msg)                // each of the runtime's messages, as it happens
+//	c, _ := s.Start(ctx, emitter.After(messageID))   // a compaction, after that message
+//	log.AppendRecord(c.Record())                     // its start (in_progress): see "Crash safety"
 //
-// A record is placed among the messages by Record.After (the ID of the
-// message the compaction follows): right after that message, whenever it
-// was appended. A record without After, or whose After names no message
-// of the log, goes where its first entry is in the file.
+//	r, err := store.Read(sessionID)                  // session/load, in a later process
+//	for e, err := range r.Entries() { ... }          // messages, and records to Session.Replay, in order
+//	log, err = store.Append(sessionID)               // the session goes on
+//
+// A record is placed among the messages by Record.After (emitter.After at
+// Start: the ID of the message the compaction follows): right after that
+// message, wherever the record is in the file, since a final record is
+// appended when the compaction settles, which may be after later
+// messages. A record without After, or whose After names no message of
+// the log, goes where its first entry (its start, or itself) is in the
+// file.
 //
 // # Crash safety: an interrupted compaction reads back as failed
 //
@@ -45,15 +53,16 @@
 // creation time, and the runtime's own info (Create's argument). Every
 // line, the header included, begins with its checksum:
 //
-//	{"crc":"3b6f0c4e","format":"acpcompact-sessionlog","version":1,"session":"sess_1","created":"2026-01-02T15:04:05Z","info":{"cwd":"/work"}}
-//	{"crc":"9c1a77d2","kind":"message","id":"msg_1","data":{"role":"user","content":[...]}}
-//	{"crc":"0e51b9a3","kind":"start","id":"cmp_1","after":"msg_1","record":{...}}
-//	{"crc":"5d2c8e10","kind":"record","id":"cmp_1","after":"msg_1","record":{...}}
+//	{"crc":"221312f2","format":"acpcompact-sessionlog","version":1,"session":"sess_1","created":"2026-12-01T23:36:11.637Z","info":{"cwd":"/work"}}
+//	{"crc":"4422912e","kind":"message","id":"msg_1","data":{"role":"user","text":"/compact"}}
+//	{"crc":"3f51c1fa","kind":"start","id":"cmp_1","after":"msg_1","record":{"v":1,"compactionId":"cmp_1","status":"in_progress","trigger":"manual","after":"msg_1"}}
+//	{"crc":"266af394","kind":"record","id":"cmp_1","after":"msg_1","record":{"v":1,"compactionId":"cmp_1","status":"completed","trigger":"manual","after":"msg_1","summary":[{"type":"text","text":"## Retained context"}]}}
 //
 // The checksum is the CRC-32C (Castagnoli) of the bytes that follow the
 // `{"crc":"xxxxxxxx",` prefix on the line, up to and including its closing
-// brace, in eight lowercase hex digits. A record is the versioned JSON
-// form of emitter.Record. Lines of a kind this version does not know are
+// brace, in eight lowercase hex digits. The members come in this order,
+// the payload ("data", "record") last; a record is the versioned JSON form
+// of emitter.Record. Lines of a kind this version does not know are
 // skipped, so a later writer may add kinds of its own.
 //
 // # Errors
@@ -92,11 +101,12 @@
 // (and the directory entry that names it) is synced before Create
 // returns. The default, SyncNone, leaves write-back to the kernel; on
 // this project's machine (ext4 on a virtual disk) it appends about 50
-// times as fast as SyncEach, 5.7 µs against 270 µs an entry (test/storebench,
-// and the README's "Sessions that survive a restart"). What the kernel wrote
-// is a prefix of the appends, so after a power loss a log loses its last
-// entries but does not read as corrupt (with ext4's default data=ordered
-// mode and the torn-line rule above).
+// times as fast as SyncEach, 5.7 µs against 270 µs an entry
+// (test/storebench, and the README's "Sessions that survive a restart").
+// After a power loss a log then typically loses its last entries rather
+// than reading as corrupt: file systems such as ext4 (data=ordered, its
+// default) write appended data before the size that covers it, and a torn
+// end is ignored (above).
 //
 // # Concurrency and memory
 //

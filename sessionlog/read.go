@@ -152,14 +152,14 @@ func checkHeader(path, sessionID string, line []byte, complete bool) (Header, er
 	}
 	ok, prefixed := checkLine(line)
 	if !prefixed {
-		return Header{}, fileError(path, 1, ErrForeign, nil, "the first line is not a %s header", Format)
+		return Header{}, fileError(path, 1, ErrForeign, nil, "the first line is not an %s header", Format)
 	}
 	var h headerLine
 	jerr := json.Unmarshal(line, &h)
 	ours := (jerr == nil && h.Format == Format) || bytes.Contains(line, []byte(`"format":"`+Format+`"`))
 	switch {
 	case !ours:
-		return Header{}, fileError(path, 1, ErrForeign, nil, "the first line is not a %s header", Format)
+		return Header{}, fileError(path, 1, ErrForeign, nil, "the first line is not an %s header", Format)
 	case !complete:
 		return Header{}, fileError(path, 1, ErrCorrupt, nil, "the header line is incomplete")
 	case !ok:

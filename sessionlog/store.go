@@ -17,9 +17,9 @@ const (
 	Version = 1
 )
 
-// Ext is the file name extension of a log: a session's log is
+// ext is the file name extension of a log: a session's log is
 // <session ID>.jsonl in the store's directory.
-const Ext = ".jsonl"
+const ext = ".jsonl"
 
 // DefaultMaxLine bounds one line of a log (WithMaxLine).
 const DefaultMaxLine = 64 << 20
@@ -55,7 +55,6 @@ type Option func(*config)
 type config struct {
 	sync    SyncPolicy
 	maxLine int
-	perm    fs.FileMode
 	now     func() time.Time
 }
 
@@ -74,10 +73,6 @@ func WithMaxLine(n int) Option {
 	}
 }
 
-// WithFileMode sets the permissions of new logs (default 0o600: a session
-// holds what the user typed). The directory is created 0o700.
-func WithFileMode(m fs.FileMode) Option { return func(c *config) { c.perm = m } }
-
 // Store is a directory of session logs, one file per session. It is safe
 // for concurrent use; it keeps no state of its own beyond its options, so
 // several Stores may share a directory (one process appending to a
@@ -90,7 +85,7 @@ type Store struct {
 // Open returns the store in dir, creating the directory (0o700) if need
 // be.
 func Open(dir string, opts ...Option) (*Store, error) {
-	cfg := config{sync: SyncNone, maxLine: DefaultMaxLine, perm: 0o600, now: time.Now}
+	cfg := config{sync: SyncNone, maxLine: DefaultMaxLine, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -119,7 +114,7 @@ func (s *Store) Path(sessionID string) (string, error) {
 	if !validID(sessionID) {
 		return "", fmt.Errorf("sessionlog: %q: %w", sessionID, ErrSessionID)
 	}
-	return filepath.Join(s.dir, sessionID+Ext), nil
+	return filepath.Join(s.dir, sessionID+ext), nil
 }
 
 func validID(id string) bool {
@@ -160,7 +155,9 @@ type headerLine struct {
 // (any value json.Marshal takes; nil for none), and returns it open for
 // appending. A log that exists already is refused with ErrExist: the file
 // appears whole or not at all (it is written aside, then linked into
-// place), so another process or a crash never sees half a header.
+// place), so another process or a crash never sees half a header. A log is
+// readable by its owner only (0o600: it holds what the user typed), as
+// the directory Open creates is (0o700).
 func (s *Store) Create(sessionID string, info any) (*Log, error) {
 	path, err := s.Path(sessionID)
 	if err != nil {
@@ -191,9 +188,6 @@ func (s *Store) Create(sessionID string, info any) (*Log, error) {
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmpName, s.cfg.perm)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sessionlog: %w", err)

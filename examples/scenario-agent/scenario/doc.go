@@ -74,16 +74,49 @@
 // does not get their content twice.
 //
 // session/close stops a running turn as session/cancel does (the runtime
-// sees emitter.ErrCancelled) and ends the session: the agent forgets it,
-// so a later load or resume does not find it, and its memory is bounded by
-// the sessions still open; session/list lists the process's open
-// sessions. Agent.Shutdown (on SIGINT or SIGTERM in examples/scenario-agent)
-// settles and writes what is open on every connection before the process
-// exits.
+// sees emitter.ErrCancelled) and ends the session in this process: the
+// agent forgets it, so its memory is bounded by the sessions still open;
+// session/list lists the process's open sessions. Agent.Shutdown (on
+// SIGINT or SIGTERM in examples/scenario-agent) settles and writes what is
+// open on every connection before the process exits.
 //
-// History lives in memory, in the Agent: sessions outlive a connection only
-// within one process (the demo reconnects in process; an editor that restarts
-// the agent cannot load older sessions).
+// # Sessions that survive a restart
+//
+// Without a state directory (Config.StateDir empty) history lives in
+// memory, in the Agent: sessions outlive a connection only within one
+// process, and a closed session is gone. With one, every session is also a
+// file there, <session ID>.jsonl (package sessionlog): session/new creates
+// it, and each user and agent message and each compaction's start and
+// final record (the one OnFinalRecord hands over, placed by Record.After,
+// the message it follows) are appended as they happen. session/load and
+// session/resume of a session this process does not hold read it back
+// into memory, replay it as above, and the session goes on (its message
+// and compaction IDs continue). A closed session's file stays, to be
+// loaded again.
+//
+// What a client then sees:
+//
+//   - After a restart, the replay is what the client saw live, for every
+//     outcome (completed with or without a summary, failed, cancelled by
+//     the runtime, the kit or the watchdog, a panic, two at once, automatic),
+//     with and without the capability.
+//   - A compaction the process did not live to settle (SIGKILL during
+//     /compact slow; a power loss) replays as failed, with the error "the
+//     agent stopped before the compaction finished", at its place: never
+//     in_progress, and not absent, since the client saw it start and a
+//     replayed terminal update settles the row a client may still show
+//     (sessionlog's "Crash safety"). SIGINT and SIGTERM settle what is
+//     open first, so the replay is what the client saw.
+//   - A file that is corrupt (a checksum that does not match, in the
+//     middle), foreign (not a session file, or another session's) or of a
+//     newer version fails that session/load with a JSON-RPC internal error
+//     whose message names the file and the line (and whose data holds
+//     them); the agent serves its other sessions as before. A torn final
+//     line, from a process killed while it wrote, is ignored, and cut off
+//     before the next append.
+//
+// One process at a time should serve a session's file: the agent takes no
+// lock across processes.
 //
 // # Running it
 //
