@@ -1,6 +1,7 @@
 package sessionlog
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"hash/crc32"
 	"os"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/acpcompact/acpcompact/emitter"
 )
@@ -53,7 +55,7 @@ func (l *Log) AppendMessage(id string, data any) error {
 	if err != nil {
 		return fmt.Errorf("sessionlog: message %q: %w", id, err)
 	}
-	line := newLine()
+	line := newLine(len(id) + len(raw) + 32)
 	line = append(line, `"kind":"message"`...)
 	if id != "" {
 		line = append(line, `,"id":`...)
@@ -75,15 +77,15 @@ func (l *Log) AppendRecord(rec emitter.Record) error {
 	if rec.ID == "" {
 		return errors.New("sessionlog: a record without an ID")
 	}
-	raw, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("sessionlog: record %s: %w", rec.ID, err)
-	}
 	kind := kindStart
 	if rec.Status.Terminal() {
 		kind = kindRecord
 	}
-	line := newLine()
+	size := 512 + 2*(len(rec.ID)+len(rec.After)) + len(rec.Error)
+	for _, b := range rec.Summary {
+		size += len(b.Text) + len(b.Text)/8 + 32
+	}
+	line := newLine(size)
 	line = append(line, `"kind":"`...)
 	line = append(line, kind...)
 	line = append(line, `","id":`...)
@@ -93,8 +95,78 @@ func (l *Log) AppendRecord(rec emitter.Record) error {
 		line = appendString(line, after)
 	}
 	line = append(line, `,"record":`...)
-	line = append(line, raw...)
+	line, err := appendRecord(line, rec)
+	if err != nil {
+		return fmt.Errorf("sessionlog: record %s: %w", rec.ID, err)
+	}
 	return l.write(finishLine(line))
+}
+
+// recordV1Head is how emitter's record form, version 1, begins.
+const recordV1Head = `{"v":1,`
+
+// appendRecord appends the record's JSON form (emitter.Record's
+// MarshalJSON). A long summary (a flood of 20,000 chunks is 20,000
+// blocks) is the costly part of it, so the record is written without it
+// and the summary member appended, its plain text blocks encoded here
+// without reflection: the same object, members in another order, about
+// five times as fast (BenchmarkAppendRecord). Any other form is written
+// as MarshalJSON writes it.
+func appendRecord(dst []byte, rec emitter.Record) ([]byte, error) {
+	summary := rec.Summary
+	rec.Summary = nil
+	raw, err := rec.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	if len(summary) > 0 && !bytes.HasPrefix(raw, []byte(recordV1Head)) {
+		rec.Summary = summary
+		if raw, err = rec.MarshalJSON(); err != nil {
+			return nil, err
+		}
+		summary = nil
+	}
+	if raw, err = oneLine(raw); err != nil {
+		return nil, err
+	}
+	if len(summary) == 0 {
+		return append(dst, raw...), nil
+	}
+	dst = append(dst, raw[:len(raw)-1]...)
+	dst = append(dst, `,"summary":[`...)
+	for i, b := range summary {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if b.Type == "text" && len(b.Extra) == 0 {
+			dst = append(dst, `{"type":"text","text":`...)
+			dst = appendString(dst, b.Text)
+			dst = append(dst, '}')
+			continue
+		}
+		bj, err := b.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		if bj, err = oneLine(bj); err != nil {
+			return nil, err
+		}
+		dst = append(dst, bj...)
+	}
+	return append(dst, "]}"...), nil
+}
+
+// oneLine compacts JSON that holds a newline (whitespace in a verbatim
+// value); json.Marshal's own output never does.
+func oneLine(raw []byte) ([]byte, error) {
+	if bytes.IndexByte(raw, '\n') < 0 && bytes.IndexByte(raw, '\r') < 0 {
+		return raw, nil
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // Sync flushes the log to stable storage now, whatever the policy.
@@ -122,9 +194,9 @@ func (l *Log) Close() error {
 }
 
 // newLine returns a line with room for its checksum prefix, to be filled
-// with members and closed by finishLine.
-func newLine() []byte {
-	b := make([]byte, prefixLen, 256)
+// with members and closed by finishLine, and for about size bytes more.
+func newLine(size int) []byte {
+	b := make([]byte, prefixLen, prefixLen+max(size, 240)+16)
 	copy(b, crcPrefix)
 	copy(b[prefixLen-len(crcSep):], crcSep)
 	return b
@@ -186,10 +258,49 @@ func encodeLine(dst []byte, v any) ([]byte, error) {
 	return finishLine(dst), nil
 }
 
-// appendString appends s as a JSON string.
+// appendString appends s as a JSON string: '"', '\\' and control
+// characters escaped, invalid UTF-8 replaced by U+FFFD (as json.Marshal
+// does), everything else as is.
 func appendString(dst []byte, s string) []byte {
-	raw, _ := json.Marshal(s) // a string always marshals
-	return append(dst, raw...)
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // checkLine verifies a line's checksum; line excludes the newline.

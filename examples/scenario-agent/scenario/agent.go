@@ -222,10 +222,10 @@ func (a *Agent) Serve(ctx context.Context, rwc io.ReadWriteCloser) error {
 // Serve then returns once its handlers have.
 func (a *Agent) Shutdown(ctx context.Context) error { return a.kit.Shutdown(ctx) }
 
-// Close writes what is left to the state directory (the final records of
-// compactions settled since their turn ended) and closes the sessions'
-// files. Call it after the last Serve has returned; the agent must not be
-// used after. Without a state directory it does nothing.
+// Close closes the sessions' files in the state directory; everything
+// was written as it happened. Call it after the last Serve has returned;
+// the agent must not be used after. Without a state directory it does
+// nothing.
 func (a *Agent) Close() error {
 	a.mu.Lock()
 	sessions := slices.Clone(a.order)

@@ -1,0 +1,134 @@
+package sessionlog_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/acpcompact/acpcompact/sessionlog"
+)
+
+// viaEmitter is what a record is after emitter's own JSON round trip.
+func viaEmitter(t testing.TB, rec emitter.Record) emitter.Record {
+	t.Helper()
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out emitter.Record
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestRecordsReadBackAsEmitterWroteThem: whatever a record holds (text
+// that needs escaping, invalid UTF-8, other block types with verbatim
+// fields, _meta, details), reading it back from a log gives what emitter's
+// own JSON round trip gives.
+func TestRecordsReadBackAsEmitterWroteThem(t *testing.T) {
+	image := protocol.ContentBlock{Type: "image", Extra: map[string]json.RawMessage{
+		"data": json.RawMessage(`"iVBORw0KGgo="`), "mimeType": json.RawMessage("\"image/png\""),
+		"annotations": json.RawMessage("{\n  \"priority\": 1\n}"), // whitespace kept verbatim by the block
+	}}
+	withExtra := protocol.ContentBlock{Type: "text", Text: "annotated", Extra: map[string]json.RawMessage{"annotations": json.RawMessage(`{"audience":["user"]}`)}}
+	texts := []string{"", "plain", "quote \" backslash \\ slash /", "line\nbreak\r\ttab\x00nul\x1f", "<html> & \u2028\u2029", "héllo wörld 日本 🎉", "bad \xff\xfe utf-8 \xc3"}
+	var blocks []protocol.ContentBlock
+	for _, s := range texts {
+		blocks = append(blocks, protocol.Text(s))
+	}
+	blocks = append(blocks, image, withExtra)
+	recs := []emitter.Record{
+		{ID: "c1", Status: protocol.Completed, Trigger: protocol.Auto, After: "m \"1\"", Displayable: true, Summary: blocks,
+			Meta: protocol.Meta{"x/y": json.RawMessage("{\n\"k\": [1, 2]\n}")},
+			Details: &emitter.Details{Trigger: protocol.Auto, Status: protocol.Completed, TokensBefore: 10, TokensAfter: 2,
+				Summarizer: &emitter.Summarizer{Model: "m", Config: map[string]json.RawMessage{"t": json.RawMessage("0.5")}}}},
+		{ID: "c2", Status: protocol.Failed, Error: "multi\nline <error>"},
+		{ID: "c3", Status: protocol.InProgress, Trigger: protocol.Manual},
+		{ID: "c4", Status: protocol.Cancelled, Summary: []protocol.ContentBlock{image}},
+	}
+	s := open(t)
+	l := create(t, s, "s")
+	for _, rec := range recs {
+		must(t, l.AppendRecord(rec))
+	}
+	must(t, l.Close())
+	r, err := s.Read("s")
+	must(t, err)
+	defer r.Close()
+	i := 0
+	for e, err := range r.Entries() {
+		must(t, err)
+		want := viaEmitter(t, recs[i])
+		if recs[i].Status == protocol.InProgress {
+			want.Status, want.Error = protocol.Failed, sessionlog.ErrInterrupted.Error()
+		}
+		if !reflect.DeepEqual(e.Record, want) {
+			g, _ := json.Marshal(e.Record)
+			w, _ := json.Marshal(want)
+			t.Errorf("record %s\n  read %s\n  want %s", recs[i].ID, g, w)
+		}
+		i++
+	}
+	if i != len(recs) {
+		t.Errorf("%d records read", i)
+	}
+}
+
+// FuzzRecordText: any summary text reads back as emitter's round trip
+// reads it.
+func FuzzRecordText(f *testing.F) {
+	for _, s := range []string{"", "a", "\"\\", "\n\x00\x7f", "\xff", "日本", "\u2028"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		rec := emitter.Record{ID: "c", Status: protocol.Completed, Summary: []protocol.ContentBlock{protocol.Text(text), protocol.Text(text + "!")}}
+		s := open(t)
+		l := create(t, s, "s")
+		must(t, l.AppendRecord(rec))
+		must(t, l.Close())
+		_, entries := read(t, s, "s")
+		if want := viaEmitter(t, rec); !reflect.DeepEqual(entries[0].Record, want) {
+			t.Errorf("%q read back as %q", text, entries[0].Record.Summary)
+		}
+	})
+}
+
+// BenchmarkAppendRecord appends the final record of /compact flood 20000:
+// 20,000 summary blocks. "marshal" is emitter's MarshalJSON alone, for
+// comparison.
+func BenchmarkAppendRecord(b *testing.B) {
+	rec := emitter.Record{ID: "cmp_1", Status: protocol.Completed, Trigger: protocol.Manual, After: "msg_1", Displayable: true,
+		Details: &emitter.Details{TokensBefore: 150_000, TokensAfter: 6_000, ContextWindow: 200_000}}
+	for i := range 20_000 {
+		rec.Summary = append(rec.Summary, protocol.Text(fmt.Sprintf("chunk %d of %d\n", i+1, 20_000)))
+	}
+	b.Run("marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := rec.MarshalJSON(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		s, err := sessionlog.Open(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		l, err := s.Create("s", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := l.AppendRecord(rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
