@@ -47,12 +47,11 @@ func (s *session) appendMessageLocked(r role, id string, content []json.RawMessa
 
 // appendRecordLocked writes a compaction's record, its start or its final
 // record, to the session's log; s.mu must be held. A final record is
-// written before the turn's response (the emitter hands it over when the
-// compaction settles, and the kit settles what is open before the
-// response), so a client that has the response has it on disk; its place
-// in the history is its Record.After, not its place in the file. Writing
-// the longest one the agent makes, /compact flood 20000's 20,000 summary
-// blocks, takes about 2 ms (sessionlog's BenchmarkAppendRecord).
+// written as soon as the emitter hands it over, once the compaction's
+// terminal update is written; its place in the history is its
+// Record.After, not its place in the file. Writing the longest one the
+// agent makes, /compact flood 20000's 20,000 summary blocks, takes about
+// 2 ms (sessionlog's BenchmarkAppendRecord).
 func (s *session) appendRecordLocked(rec emitter.Record) {
 	if s.log == nil {
 		return
