@@ -111,7 +111,7 @@ func (c *conn) act(ctx context.Context, l *line, d *decision) error {
 			return c.out.make(d.out)
 		}
 	case fateHold:
-		c.hold(l, d.sig.sid)
+		c.hold(l, d.sig.sid, d.sig.tr.name)
 	}
 	return nil
 }
@@ -541,7 +541,7 @@ func (c *conn) applySignal(ctx context.Context, l *line, d *decision) {
 		ts.pending[name] = append(ts.pending[name], k.id)
 	}
 	log := c.log.With("session", p.sid, "translator", string(name), "side", sideAgent, "line", l.n)
-	t := &track{source: string(name), idless: p.idless, r: p.form, verbatim: p.verbatim, trigger: sig.trigger, facts: sig.facts}
+	t := &track{source: string(name), idless: p.idless, r: p.form, verbatim: p.verbatim, trigger: sig.trigger, facts: sig.facts, background: sig.background}
 	if tr.toolCall {
 		t.toolID, t.toolMeta, t.rawOutput = string(k.id), sig.toolMeta, sig.rawOutput
 	}
@@ -559,7 +559,17 @@ func (c *conn) applySignal(ctx context.Context, l *line, d *decision) {
 	case stepContinuation:
 		sig.id = k.id
 		c.replay(ctx, k, tr, emitter.Standard{}, protocol.Completed, "", sig, false)
-		log.Info("replayed Claude's continuation message as the completed compaction it stands for", "compaction", string(k.id))
+		if sig.pairs {
+			// A command result replayed after it may belong to it.
+			ts.pending[name] = append(ts.pending[name], k.id)
+		}
+		log.Info("replayed the agent's message as the completed compaction it stands for", "compaction", string(k.id))
+	case stepAbsorb:
+		if sig.claims {
+			if l := len(ts.pending[ClaudeContinuation]); l > 0 {
+				ts.pending[ClaudeContinuation] = ts.pending[ClaudeContinuation][:l-1]
+			}
+		}
 	case stepReplay:
 		c.replay(ctx, k, tr, p.form, p.status, p.reason, sig, true)
 	case stepLearn:
@@ -576,7 +586,7 @@ func (c *conn) applySignal(ctx context.Context, l *line, d *decision) {
 	case stepDone:
 		t.afterFact = true
 		if follow() {
-			c.settle(ctx, k, protocol.Completed, "")
+			c.settle(ctx, k, p.status, p.reason)
 		}
 	case stepOutcome:
 		if p.openFirst {

@@ -104,6 +104,7 @@ type turnView struct {
 	asked                                     uint8 // the questions already asked, one bit each
 	inTurn, cancelled, afterCancel, replaying bool
 	epoch                                     uint64
+	cmd                                       string
 }
 
 const (
@@ -111,6 +112,7 @@ const (
 	askedCancelled
 	askedAfterCancel
 	askedReplaying
+	askedCommand
 )
 
 // turnOf is the turnView of session sid, in the connection's scratch
@@ -145,6 +147,15 @@ func (t *turnView) justCancelled() bool {
 		t.afterCancel, t.asked = t.e.AfterCancel(t.sid), t.asked|askedAfterCancel
 	}
 	return t.afterCancel
+}
+
+// command is the slash command of the prompt that runs the session's
+// turn ("" for none, or no turn).
+func (t *turnView) command() string {
+	if t.asked&askedCommand == 0 {
+		t.cmd, t.asked = t.e.Command(t.sid), t.asked|askedCommand
+	}
+	return t.cmd
 }
 
 // replay reports whether a history replay of the session is in flight,
@@ -587,8 +598,9 @@ const (
 	stepLearn                // a repeated start: keep what it says
 	stepProgress             // keep what it says; a completion that waited for its facts completes
 	stepStart                // open
-	stepDone                 // open after the fact, and complete
+	stepDone                 // open after the fact, and settle as the agent said
 	stepOutcome              // settle (opened first when the client saw no start)
+	stepAbsorb               // leave out a replayed line that belongs to a compaction already shown
 )
 
 // sigPlan is what act does for a recognised legacy signal.
@@ -662,6 +674,12 @@ func (v view) signal(d *decision, sid string, tr *translatorDef, sig signal, tv 
 			return // it already reads as finished; there is nothing to settle
 		}
 		d.fate = fateHold
+		return
+	case sigAbsorb:
+		if !c.capable || !replaying {
+			return // a client without the capability gets the agent's lines unchanged
+		}
+		p.step, d.fate = stepAbsorb, fateRewrite
 		return
 	case sigContinuation:
 		if !c.capable || !replaying {
@@ -745,6 +763,7 @@ func (v view) signal(d *decision, sid string, tr *translatorDef, sig signal, tv 
 				return // it already reads as finished; there is nothing to settle
 			}
 			p.step, p.unfollowed = stepDone, fateDrop
+			p.status, p.reason = outcome(sig, tv.userCancelled())
 		default:
 			p.step = stepOutcome
 			p.status, p.reason = outcome(sig, tv.userCancelled())
@@ -760,7 +779,7 @@ func (v view) signal(d *decision, sid string, tr *translatorDef, sig signal, tv 
 	switch sig.kind {
 	case sigStart:
 		p.step, p.unfollowed = stepStart, fateDrop
-		if verbatim {
+		if verbatim || sig.keep {
 			p.unfollowed = fateForward
 		}
 	case sigProgress:
@@ -769,6 +788,7 @@ func (v view) signal(d *decision, sid string, tr *translatorDef, sig signal, tv 
 			return // it already reads as finished; there is nothing to settle
 		}
 		p.step, p.unfollowed = stepDone, fateDrop
+		p.status, p.reason = outcome(sig, tv.userCancelled())
 	default:
 		if verbatim {
 			return // the client saw no start, and the line is a complete outcome

@@ -6,8 +6,11 @@
 //
 //   - Legacy signals (Claude's "Compacting..." text, the "Compact
 //     conversation" tool call, opencode's _meta marker, codex's "Context
-//     compacted" text, Qwen Code's contextCompression chunks) become
-//     standard compaction_update updates, one ID-addressed entity per
+//     compacted" text, Qwen Code's contextCompression chunks and, before
+//     0.24.2, its slash-command texts, Kimi Code's and Copilot CLI's
+//     texts, and the messages Claude ACP and Kimi Code replay on
+//     session/load in place of a compaction) become standard
+//     compaction_update updates, one ID-addressed entity per
 //     compaction, for a client that can read them (v1 with
 //     clientCapabilities.session.compaction, or v2). A v1 client without
 //     the capability gets the legacy form untouched, or the fallback
@@ -16,7 +19,10 @@
 //     picked from the agentInfo of its initialize answer: a text that is a
 //     signal in one agent's stream is prose in another's, so an agent
 //     without a profile gets no text matching unless WithTranslators names
-//     translators.
+//     translators. A text that carries no mark of its own is read only
+//     where nothing else can have written it: a command's result only in
+//     a turn whose prompt ran that command (the engine knows each turn's
+//     slash command), an outcome only while its compaction is open.
 //   - Standard updates an agent sends to a v1 client that did not advertise
 //     the capability are never forwarded; they are rewritten into a fallback
 //     rendering (WithGateFallback, a tool call by default). One whose
@@ -36,7 +42,9 @@
 //     HoldOutsideTurn) and delivered when the session's next turn begins,
 //     terminal-first if the compaction settled meanwhile, in_progress and
 //     its chunks if it still runs (turns.go); no heartbeat goes out between
-//     turns. The agent's later updates of a compaction the proxy settled
+//     turns. A compaction the agent runs in the background past its turn
+//     (Kimi Code's /compact) is started with emitter.Background: the end
+//     of its turn does not settle it, and the client sees it once settled. The agent's later updates of a compaction the proxy settled
 //     are dropped, and so is a signal of a compaction nobody saw start that
 //     arrives between turns right after a cancelled one (Claude's
 //     "Compaction failed: API Error: Request was aborted." tool call after

@@ -6,6 +6,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 
 	"github.com/acpcompact/acpcompact/internal/skim"
 	"github.com/acpcompact/acpcompact/internal/turn"
@@ -21,6 +22,7 @@ var (
 	clientSet = skim.Compile(
 		[]string{"id"}, []string{"method"}, []string{"params"},
 		[]string{"params", "sessionId"}, []string{"params", "requestId"}, []string{"params", "replayFrom"},
+		[]string{"params", "prompt"},
 	)
 	agentSet = skim.Compile(
 		[]string{"id"}, []string{"method"}, []string{"result"}, []string{"error"},
@@ -43,6 +45,7 @@ const (
 	cSession
 	cRequestID
 	cReplayFrom
+	cPrompt
 )
 
 // Indexes of agentSet's values.
@@ -142,6 +145,47 @@ func (env *envelope) clientMsg(m *turn.Msg, started []bool) {
 	// A replay cursor that runs past the head is taken to be one (not
 	// null).
 	m.ReplayFrom = !skim.IsNull(v[cReplayFrom]) || (started != nil && started[cReplayFrom] && v[cReplayFrom] == nil)
+	if m.Method == turn.MethodPrompt {
+		m.Command = slashCommand(v[cPrompt])
+	}
+}
+
+// maxCommandPrompt bounds the prompts read for a slash command: a command
+// is a short text, so a long prompt is not decoded.
+const maxCommandPrompt = 4 << 10
+
+// slashCommand is the slash command a session/prompt's prompt runs: the
+// name after the "/" that begins its first text block ("compact" for
+// "/compact" or "/compact keep the tests"), "" for none. Agents that
+// answer a command with text (Kimi Code, Copilot CLI) send no marker on
+// it, so a profile reads their texts only in a turn that runs the
+// command: the same text from the model in any other turn stays prose.
+func slashCommand(prompt []byte) string {
+	if len(prompt) == 0 || len(prompt) > maxCommandPrompt ||
+		(bytes.IndexByte(prompt, '/') < 0 && !bytes.Contains(prompt, []byte(`\u00`))) {
+		return ""
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(prompt, &blocks) != nil {
+		return ""
+	}
+	for _, b := range blocks {
+		if b.Type != "text" {
+			continue
+		}
+		text := strings.TrimSpace(b.Text)
+		if !strings.HasPrefix(text, "/") {
+			return ""
+		}
+		if f := strings.Fields(text[1:]); len(f) > 0 {
+			return f[0]
+		}
+		return ""
+	}
+	return ""
 }
 
 // isCompaction reports a standard compaction update or summary chunk.
@@ -195,6 +239,7 @@ var (
 	clientFoldSet = skim.CompileFold(
 		[]string{"id"}, []string{"method"}, []string{"params"},
 		[]string{"params", "sessionId"}, []string{"params", "requestId"}, []string{"params", "replayFrom"},
+		[]string{"params", "prompt"},
 	)
 )
 

@@ -33,3 +33,29 @@ func TestMaySpellFindsEverySpellingOfTheKinds(t *testing.T) {
 		}
 	}
 }
+
+// A prompt's slash command is the name after the "/" that begins its first
+// text block, however the JSON spells it; anything else runs none.
+func TestSlashCommand(t *testing.T) {
+	for prompt, want := range map[string]string{
+		`[{"type":"text","text":"/compact"}]`:                                "compact",
+		`[{"type":"text","text":"  /compact keep the tests\nand more"}]`:     "compact",
+		`[{"type":"text","text":"\/compact"}]`:                               "compact",
+		`[{"type":"text","text":"\u002fcompress"}]`:                          "compress",
+		`[{"type":"image","data":"x"},{"type":"text","text":"/compact"}]`:    "compact",
+		`[{"type":"text","text":"please /compact"}]`:                         "",
+		`[{"type":"text","text":"go on"},{"type":"text","text":"/compact"}]`: "",
+		`[{"type":"text","text":"/"}]`:                                       "",
+		`[{"type":"text","text":"/compact"`:                                  "",
+		`"/compact"`:                                                         "",
+		``:                                                                   "",
+	} {
+		if got := slashCommand([]byte(prompt)); got != want {
+			t.Errorf("slashCommand(%s) = %q, want %q", prompt, got, want)
+		}
+	}
+	long := `[{"type":"text","text":"/compact ` + string(make([]byte, maxCommandPrompt)) + `"}]`
+	if got := slashCommand([]byte(long)); got != "" {
+		t.Errorf("a prompt longer than %d bytes was read: %q", maxCommandPrompt, got)
+	}
+}

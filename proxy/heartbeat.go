@@ -49,8 +49,9 @@ func (c *conn) tick() {
 		_ = c.out.flush() // a failure is sticky: the agent pump reports it
 	}
 	// Only a session in a turn has a client waiting on its compactions:
-	// nothing about compaction is sent between turns.
-	open := slices.DeleteFunc(c.router.open(), func(o openTrack) bool { return !c.e.InTurn(o.k.session) })
+	// nothing about compaction is sent between turns. One that outlives
+	// its turn is not shown until it settled.
+	open := slices.DeleteFunc(c.router.open(), func(o openTrack) bool { return o.t.background || !c.e.InTurn(o.k.session) })
 	if len(open) == 0 && len(c.router.open()) == 0 {
 		hb.timer = nil // armed again by the next compaction
 		return

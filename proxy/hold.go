@@ -13,29 +13,32 @@ import (
 )
 
 const (
-	// holdFor bounds how long codex's "Context compacted\n" waits for the
-	// warning that confirms it before it is forwarded as prose.
+	// holdFor bounds how long a held line (codex's "Context compacted\n",
+	// Kimi's automatic start) waits for the line that confirms it before
+	// it is forwarded as prose.
 	holdFor = 500 * time.Millisecond
 	// rawOutputWait bounds how long a completed compaction tool call
 	// waits for the rawOutput update that follows it (quirkRawOutput).
 	rawOutputWait = 2 * time.Second
 )
 
-// heldLine is an agent line held back: codex's "Context compacted\n",
-// until the next line says whether it was codex's signal or the model's
-// prose.
+// heldLine is an agent line held back until the next line says whether it
+// was the agent's signal or the model's prose: codex's "Context
+// compacted\n" (confirmed by its warning), Kimi Code's "Compacting
+// conversation context…" (confirmed by its "Compaction is blocked…").
 type heldLine struct {
 	sid      string
+	tr       Translator // whose signal it may be
 	n        int
 	raw, msg []byte // as read (line.raw, line.msg), copied
 	timer    *time.Timer
 }
 
-// hold keeps agent line l of session sid back, for at most holdFor.
-// Callers hold emu.
-func (c *conn) hold(l *line, sid string) {
+// hold keeps agent line l of session sid, which may be a signal of tr,
+// back for at most holdFor. Callers hold emu.
+func (c *conn) hold(l *line, sid string, tr Translator) {
 	c.releaseHeld()
-	h := &heldLine{sid: sid, n: l.n, raw: bytes.Clone(l.raw), msg: bytes.Clone(l.msg)}
+	h := &heldLine{sid: sid, tr: tr, n: l.n, raw: bytes.Clone(l.raw), msg: bytes.Clone(l.msg)}
 	h.timer = time.AfterFunc(holdFor, func() {
 		c.emu.Lock()
 		defer c.emu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,9 @@ var (
 )
 
 // peerWants: per agent directory prefix, per scenario. A scenario an agent
-// does not list must show no compaction at all.
+// does not list must show no compaction at all. A key "<scenario>-cap" or
+// "<scenario>-nocap" is for the recording of that mode only, and wins
+// over the scenario's.
 var peerWants = map[string]map[string]peerWant{
 	"claude-acp-": {
 		"compact":        {cmps: completed},
@@ -90,17 +93,34 @@ var peerWants = map[string]map[string]peerWant{
 		// here (no summary request reached the mock), nothing is reported.
 		"load": {cmps: completed, nocap: nothingFor},
 	},
-	// Claude ACP 0.100.0 (profile claude-acp-toolcall): on the wire as 0.101.0
-	// (compaction_update to a capable client, the tool call otherwise, its
-	// rawOutput update, the continuation message on session/load).
-	"claude-acp-0.100.": {
+	// Claude ACP 0.75.0 (profile claude-acp-toolcall): the tool call in
+	// both modes, a late failed update of the same ID after a cancelled
+	// turn; the same refusal of one exchange as 0.74 ("Compaction failed:
+	// Not enough messages to compact."); no automatic compaction.
+	"claude-acp-0.75.": {
 		"compact":        {cmps: completed},
 		"load-before":    {cmps: completed},
-		"auto":           {cmps: completed},
 		"compact-fail":   {cmps: []cmp{{"failed", "529 Overloaded"}}},
-		"auto-fail":      {cmps: []cmp{{"failed", "529 Overloaded"}}},
 		"compact-cancel": {cmps: []cmp{{status: "cancelled"}}},
+		"compact-early":  {cmps: []cmp{{"failed", "Not enough messages to compact."}}},
 		"load":           {cmps: completed, nocap: nothingFor},
+	},
+	// Claude ACP 0.78.0 and 0.80.0 (profile claude-acp-replay): standard
+	// updates to a capable client, the tool call otherwise; never an
+	// automatic compaction. Loaded by a capable connection, the agent
+	// replays its own completed compaction_update (with its summary): a
+	// client without the capability gets it gated, as a tool call. Loaded
+	// by one without, the continuation message.
+	"claude-acp-0.78.": claudeReplayWants(false),
+	"claude-acp-0.80.": claudeReplayWants(false),
+	// Claude ACP 0.88.0 (claude-acp-replay): the same, with automatic
+	// compaction.
+	"claude-acp-0.88.": claudeReplayWants(true),
+	// The old package, @zed-industries/claude-code-acp 0.16.2: nothing
+	// live; on session/load the continuation and the /compact result (one
+	// compaction), for a capable client.
+	"claude-code-acp-": {
+		"load": {cmps: completed, nocap: nothingFor},
 	},
 	"codex-acp-ts-": {
 		"compact":        {cmps: completed},
@@ -117,6 +137,9 @@ var peerWants = map[string]map[string]peerWant{
 		"load-before": {cmps: completed},
 		"auto":        {cmps: completed},
 	},
+	// Qwen Code: 0.24.2 and later mark their texts with
+	// _meta.contextCompression (profile qwen-code), 0.23.4 and 0.24.0 with
+	// _meta.source only (qwen-code-0.24.0): the client gets the same.
 	"qwen-code-": {
 		"compact":     {cmps: completed},
 		"load-before": {cmps: completed},
@@ -127,13 +150,50 @@ var peerWants = map[string]map[string]peerWant{
 		"compact-fail":   {cmps: []cmp{{"failed", "Could not compress chat history due to an API error."}}},
 		"auto-fail":      {cmps: []cmp{{"failed", "Context is too large to send safely after automatic compression."}}},
 	},
+	// Kimi Code 2.1.0: /compact runs in the background and reports after
+	// its turn; the client sees it when the next turn begins. In compact,
+	// compact-fail, compact-cancel, compact-twice and load-before no turn
+	// follows: the held compaction goes with the connection.
+	"kimi-code-": {
+		"compact-then-hello": {cmps: completed},
+		"auto":               {cmps: completed},
+		// "Compaction cancelled." with no cancel asked for: a failure.
+		"auto-fail": {cmps: []cmp{{"failed", "no cancel was asked for"}}},
+		"load":      {cmps: completed, nocap: nothingFor},
+	},
+	// Copilot CLI 1.0.102: only /compact's result, after the fact. A
+	// cancel says nothing, automatic compaction nothing.
+	"copilot-cli-": {
+		"compact":      {cmps: completed},
+		"load-before":  {cmps: completed},
+		"compact-fail": {cmps: []cmp{{"failed", "Failed to get response from the AI model"}}},
+	},
 	// opencode 1.18.33 and Gemini CLI 0.61 send nothing about compaction.
 	"opencode-1.18": {},
 	"gemini-cli-":   {},
 }
 
-// wantFor picks the longest agent directory prefix that matches.
-func wantFor(agentDir, scenario string) (peerWant, bool) {
+// claudeReplayWants are the expectations of the claude-acp-replay
+// releases (0.78 to 0.96).
+func claudeReplayWants(auto bool) map[string]peerWant {
+	w := map[string]peerWant{
+		"compact":        {cmps: completed},
+		"load-before":    {cmps: completed},
+		"compact-fail":   {cmps: []cmp{{"failed", "529 Overloaded"}}},
+		"compact-cancel": {cmps: []cmp{{status: "cancelled"}}},
+		"load-cap":       {cmps: completed},
+		"load-nocap":     {cmps: completed, nocap: nothingFor},
+	}
+	if auto {
+		w["auto"] = peerWant{cmps: completed}
+		w["auto-fail"] = peerWant{cmps: []cmp{{"failed", "529 Overloaded"}}}
+	}
+	return w
+}
+
+// wantFor picks the longest agent directory prefix that matches, and in it
+// the recorded mode's entry or the scenario's.
+func wantFor(agentDir, scenario, recMode string) (peerWant, bool) {
 	best := ""
 	for prefix := range peerWants {
 		if strings.HasPrefix(agentDir, prefix) && len(prefix) > len(best) {
@@ -143,7 +203,10 @@ func wantFor(agentDir, scenario string) (peerWant, bool) {
 	if best == "" {
 		return peerWant{}, false
 	}
-	w, ok := peerWants[best][scenario]
+	w, ok := peerWants[best][scenario+"-"+recMode]
+	if !ok {
+		w, ok = peerWants[best][scenario]
+	}
 	if !ok {
 		w = peerWant{cmps: noneAtAll}
 	}
@@ -174,7 +237,7 @@ func TestPeersReplay(t *testing.T) {
 		if !ok {
 			continue
 		}
-		want, known := wantFor(agentDir, scenario)
+		want, known := wantFor(agentDir, scenario, recMode)
 		if !known {
 			t.Errorf("%s: no expectations for agent %s: add it to peerWants", f, agentDir)
 			continue
@@ -288,6 +351,9 @@ type peerRun struct {
 	version     int
 	logs        *syncBuffer
 	agentNative bool // the agent's own lines carry a compaction form a client without the capability sees
+	// events are the client's lines and what it received, in the order
+	// the client saw them.
+	events []peerLine
 }
 
 // runPeer replays one recording for a client in mode.
@@ -364,6 +430,7 @@ func runPeer(t *testing.T, path string, mode clientMode) *peerRun {
 		n++
 		observe(conformance.FromAgent, n, line)
 		run.received = append(run.received, line)
+		run.events = append(run.events, peerLine{raw: line})
 		if err := run.reducer.ApplyMessage(bytes.TrimSpace(line)); err != nil {
 			t.Errorf("the client's reducer refused %s: %v", clipQ(line), err)
 		}
@@ -371,6 +438,7 @@ func runPeer(t *testing.T, path string, mode clientMode) *peerRun {
 	for i, s := range segs {
 		n++
 		observe(conformance.FromClient, n, s.client)
+		run.events = append(run.events, peerLine{fromClient: true, raw: s.client})
 		if _, err := cw.Write(s.client); err != nil {
 			t.Fatalf("client write: %v", err)
 		}
@@ -532,16 +600,33 @@ func replayPeer(t *testing.T, path, agentDir, scenario, recMode string, mode cli
 	if facts := reportedFacts(run.agentLines); facts != nil && len(got) > 0 && (mode.capable || len(mode.opts) > 0) {
 		rec := got[len(got)-1].record
 		for k, v := range facts {
-			if f, ok := rec[k].(float64); ok {
-				rec[k] = int64(f)
+			val := rec[k]
+			if k == "source.count" {
+				src, _ := rec["source"].(map[string]any)
+				val = src["count"]
 			}
-			if fmt.Sprint(rec[k]) != fmt.Sprint(v) {
-				t.Errorf("record %s = %v, want %v (record %v)", k, rec[k], v, rec)
+			if f, ok := val.(float64); ok {
+				val = int64(f)
+			}
+			if fmt.Sprint(val) != fmt.Sprint(v) {
+				t.Errorf("record %s = %v, want %v (record %v)", k, val, v, rec)
 			}
 		}
 	}
-	// The continuation message's framing never reaches a capable client.
-	if mode.capable && scenario == "load" && strings.HasPrefix(agentDir, "claude-acp-") {
+	// Nothing about compaction reaches the client outside a turn (or a
+	// session/load's replay).
+	for _, line := range outsideTurns(run) {
+		t.Errorf("the client received a compaction line outside a turn: %s", clipQ(line))
+	}
+	// Kimi's /compact reports after its turn: the client gets it when the
+	// next turn begins, terminal-first, before anything else of that turn.
+	if scenario == "compact-then-hello" && len(expected) > 0 {
+		checkDeliveredAtNextTurn(t, run, got)
+	}
+	// The continuation message's framing never reaches a capable client,
+	// nor, under the default summary policy, the summary the proxy reads
+	// from it (a compaction the agent replays itself keeps its own).
+	if mode.capable && scenario == "load" && strings.HasPrefix(agentDir, "claude-") && sentContinuation(run.agentLines) {
 		for _, line := range run.received {
 			if bytes.Contains(line, []byte("read the full transcript at")) || bytes.Contains(line, []byte("This session is being continued")) {
 				t.Errorf("the continuation's model-facing text reached the client: %s", clipQ(line))
@@ -552,6 +637,17 @@ func replayPeer(t *testing.T, path, agentDir, scenario, recMode string, mode cli
 		}
 	}
 	return ids
+}
+
+// sentContinuation reports whether the agent replayed Claude's
+// continuation message.
+func sentContinuation(agentLines [][]byte) bool {
+	for _, a := range agentLines {
+		if bytes.Contains(a, []byte(`"text":"This session is being continued`)) {
+			return true
+		}
+	}
+	return false
 }
 
 func joinLines(ls [][]byte) string {
@@ -620,6 +716,9 @@ func reportedFacts(agentLines [][]byte) map[string]any {
 		var m struct {
 			Params struct {
 				Update struct {
+					Content struct {
+						Text string `json:"text"`
+					} `json:"content"`
 					RawOutput *struct {
 						Trigger    string `json:"trigger"`
 						PreTokens  int64  `json:"preTokens"`
@@ -653,6 +752,129 @@ func reportedFacts(agentLines [][]byte) map[string]any {
 		if cc := u.Meta.CC; cc != nil && cc.Phase == "done" {
 			facts = map[string]any{"tokensBefore": cc.OriginalTokenCount, "tokensAfter": cc.NewTokenCount}
 		}
+		if f := textFacts(u.Content.Text); f != nil {
+			facts = f
+		}
 	}
 	return facts
+}
+
+// textFacts reads the facts of the texts that carry them: Kimi Code's
+// "Compaction completed.\n- Messages compacted: N\n- Tokens before: A\n-
+// Tokens after: B" and Copilot CLI's "Compacted conversation history and
+// removed N message(s) and M tokens.".
+func textFacts(text string) map[string]any {
+	num := func(s string) int64 {
+		n, _ := strconv.ParseInt(strings.ReplaceAll(strings.TrimSpace(s), ",", ""), 10, 64)
+		return n
+	}
+	if rest, ok := strings.CutPrefix(text, "Compaction completed.\n"); ok {
+		f := map[string]any{}
+		for _, l := range strings.Split(rest, "\n") {
+			k, v, _ := strings.Cut(l, ": ")
+			switch k {
+			case "- Messages compacted":
+				f["source.count"] = num(v)
+			case "- Tokens before":
+				f["tokensBefore"] = num(v)
+			case "- Tokens after":
+				f["tokensAfter"] = num(v)
+			}
+		}
+		return f
+	}
+	if rest, ok := strings.CutPrefix(text, "Compacted conversation history and removed "); ok {
+		n, _, _ := strings.Cut(rest, " ")
+		return map[string]any{"trigger": "manual", "source.count": num(n)}
+	}
+	return nil
+}
+
+// outsideTurns lists the compaction lines the client received while none
+// of its session's turns or replays was under way: compaction updates and
+// summary chunks, and the tool calls and markers the proxy made (the
+// agent's own legacy lines pass as they come to a client that keeps them).
+func outsideTurns(run *peerRun) [][]byte {
+	agentSent := map[string]bool{}
+	for _, a := range run.agentLines {
+		agentSent[string(a)] = true
+	}
+	type request struct{ sid string }
+	pending := map[string]request{} // request id -> a prompt or load of a session
+	busy := map[string]int{}        // session -> prompts and loads under way
+	var out [][]byte
+	for _, ev := range run.events {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				SessionID string `json:"sessionId"`
+				Update    struct {
+					Kind       string                     `json:"sessionUpdate"`
+					ToolCallID string                     `json:"toolCallId"`
+					Title      string                     `json:"title"`
+					Meta       map[string]json.RawMessage `json:"_meta"`
+				} `json:"update"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(ev.raw, &m) != nil {
+			continue
+		}
+		id := string(m.ID)
+		if ev.fromClient {
+			if (m.Method == "session/prompt" || m.Method == "session/load") && id != "" {
+				pending[id] = request{m.Params.SessionID}
+				busy[m.Params.SessionID]++
+			}
+			continue
+		}
+		if m.Method == "" {
+			if r, ok := pending[id]; ok {
+				delete(pending, id)
+				busy[r.sid]--
+			}
+			continue
+		}
+		u := m.Params.Update
+		made := !agentSent[string(bytes.TrimSuffix(ev.raw, []byte("\n")))]
+		compaction := u.Kind == "compaction_update" || u.Kind == "compaction_summary_chunk" ||
+			(made && (u.Kind == "tool_call" || u.Kind == "tool_call_update")) ||
+			(made && u.Kind == "session_info_update" && u.Meta != nil)
+		if m.Method == "session/update" && compaction && busy[m.Params.SessionID] == 0 {
+			out = append(out, ev.raw)
+		}
+	}
+	return out
+}
+
+// checkDeliveredAtNextTurn checks that the compaction Kimi reported after
+// a turn reaches the client as the first line of the session's next turn,
+// in one terminal update, its first (terminal-first), with its record.
+func checkDeliveredAtNextTurn(t *testing.T, run *peerRun, got []seenCompaction) {
+	t.Helper()
+	lastPrompt := -1
+	for i, ev := range run.events {
+		if ev.fromClient && bytes.Contains(ev.raw, []byte(`"session/prompt"`)) {
+			lastPrompt = i
+		}
+	}
+	if lastPrompt < 0 || lastPrompt+1 >= len(run.events) {
+		t.Fatalf("no line after the last prompt")
+	}
+	first := run.events[lastPrompt+1].raw
+	if !bytes.Contains(first, []byte(`"completed"`)) || (!bytes.Contains(first, []byte(`"compaction_update"`)) && !bytes.Contains(first, []byte(`"Compact conversation"`))) {
+		t.Errorf("the next turn begins with %s, want the held compaction, completed", clipQ(first))
+	}
+	id := ""
+	if len(got) > 0 {
+		id = got[0].id
+	}
+	for _, ev := range run.events[:lastPrompt+1] {
+		if !ev.fromClient && id != "" && bytes.Contains(ev.raw, []byte(id)) {
+			t.Errorf("the client saw the held compaction before the next turn: %s", clipQ(ev.raw))
+		}
+	}
+	if len(got) > 0 && got[0].record == nil {
+		t.Errorf("the held compaction carries no record")
+	}
 }

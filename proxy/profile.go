@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/mod/semver"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
@@ -27,18 +28,23 @@ const DefaultHeartbeat = 10 * time.Second
 // agent's stream is model prose in another's. An agent without a profile
 // gets only the universal rules (the capability gate, the settlement of
 // the standard updates it saw start, one terminal update per compaction,
-// nothing about compaction after the turn) and no text matching, unless
+// nothing about compaction outside a turn) and no text matching, unless
 // translators are named with WithTranslators.
 type Profile struct {
 	// Name identifies the profile (WithProfile, --profile).
 	Name string
 	// Agent is the agentInfo.name the profile applies to.
 	Agent string
-	// Versions is the range of agentInfo.version it covers.
-	Versions string
-	// Seen names the releases whose wire lines it was built from; "" for
-	// one built from release notes only.
-	Seen string
+	// Range is the range of agentInfo.version the profile covers, stated
+	// once and read once: "all", ">= A", "< B" or ">= A, < B", half-open,
+	// compared as semantic versions ("0.78" is 0.78.0, and a pre-release
+	// sorts before its release). One agent's profiles cover every version
+	// between them, without a gap or an overlap.
+	Range string
+	// Seen lists the releases whose recorded wire lines (test/peers) it
+	// was built from and is replayed against, oldest first; none for one
+	// built from release notes only.
+	Seen []string
 	// Sends says what those releases send about compaction.
 	Sends string
 	// Gets says what the client gets through the proxy.
@@ -46,8 +52,7 @@ type Profile struct {
 	// Translators are the signals the profile reads.
 	Translators []Translator
 
-	min, below semver // min <= version < below; zero: unbounded
-	quirks     quirk
+	quirks quirk
 }
 
 // quirk is an agent behaviour a profile knows about beyond its signals.
@@ -56,8 +61,8 @@ type quirk uint8
 const (
 	// quirkRawOutput: after the compaction tool call's completed update,
 	// one more tool_call_update carries rawOutput {trigger, preTokens,
-	// postTokens, durationMs} (Claude ACP 0.101): the completion waits for
-	// it, briefly, to carry its facts.
+	// postTokens, durationMs} (Claude ACP 0.75 and later): the completion
+	// waits for it, briefly, to carry its facts.
 	quirkRawOutput quirk = 1 << iota
 	// quirkErrorText: while its compaction tool call is open, a message
 	// chunk without a messageId is the provider's error text (codex-acp
@@ -67,87 +72,147 @@ const (
 )
 
 const (
-	agentClaude   = "@agentclientprotocol/claude-agent-acp"
-	agentCodexTS  = "@agentclientprotocol/codex-acp"
-	agentCodexRS  = "codex-acp"
-	agentOpencode = "OpenCode"
-	agentQwen     = "qwen-code"
-	agentGemini   = "gemini-cli"
+	agentClaude    = "@agentclientprotocol/claude-agent-acp"
+	agentClaudeOld = "@zed-industries/claude-code-acp"
+	agentCodexTS   = "@agentclientprotocol/codex-acp"
+	agentCodexRS   = "codex-acp"
+	agentOpencode  = "OpenCode"
+	agentQwen      = "qwen-code"
+	agentGemini    = "gemini-cli"
+	agentKimi      = "Kimi Code CLI"
+	agentCopilot   = "Copilot"
 )
 
 // profiles lists every profile, each agent's oldest first. The ranges of
 // one agent's profiles are contiguous and cover every version.
 var profiles = []Profile{
 	{
-		Name: "claude-acp-text", Agent: agentClaude, Versions: "<= 0.74",
-		Sends: "agent_message_chunk texts: \"Compacting...\", then \"\\n\\nCompacting completed.\" or \"\\n\\nCompacting failed: <err>\"",
-		Gets:  "one compaction entity per compaction instead of the texts; a fallback form without the capability",
-		// Recorded from 0.74.0: it also sends the continuation message on
-		// session/load, as 0.101 does.
+		Name: "claude-acp-text", Agent: agentClaude, Range: "< 0.75", Seen: []string{"0.74.0"},
+		Sends: "whatever the capability, `agent_message_chunk` texts without `messageId`: `Compacting...`, then `\\n\\nCompacting completed.` or `\\n\\nCompacting failed: <err>` " +
+			"(then the error again, as a chunk with a `messageId`; one exchange is refused: `Compacting failed: Not enough messages to compact.`); " +
+			"after a cancelled turn a late `Compacting failed: API Error: Request was aborted.`; no automatic compaction was seen; " +
+			"`session/load`: the continuation message (a user message \"This session is being continued from a previous conversation…\")",
+		Gets: "one compaction entity per compaction instead of the texts (`cancelled` at the cancelled response, the late text dropped); " +
+			"without the capability the texts, settled in their own form if left open, or the `--fallback` form; " +
+			"on `session/load`, the continuation as one terminal-first `completed` compaction (capable client)",
 		Translators: []Translator{ClaudeText, ClaudeContinuation},
-		below:       semver{0, 75, 0, ""}, Seen: "0.74.0",
 	},
 	{
-		Name: "claude-acp-toolcall", Agent: agentClaude, Versions: "0.75 - 0.100",
-		Sends: "a \"Compact conversation\" tool call, left in_progress on cancel; standard updates to a capable client (0.78+)",
-		Gets:  "standard updates instead of the tool call; the tool call settled when the agent leaves it open",
-		// Recorded from 0.100.0: on the wire as 0.101 (the rawOutput update,
-		// the continuation message on session/load).
+		Name: "claude-acp-toolcall", Agent: agentClaude, Range: ">= 0.75, < 0.78", Seen: []string{"0.75.0"},
+		Sends: "whatever the capability, the `Compact conversation` tool call (`in_progress`; `completed`, then a `tool_call_update` with `rawOutput {trigger, preTokens, postTokens, durationMs}`; " +
+			"`failed` with \"Compaction failed: <err>\", also for one exchange: \"Not enough messages to compact.\"), each line with `_meta.contextCompaction`; " +
+			"on cancel it stays `in_progress` past the `cancelled` response, then a late `failed` update of the same ID; no automatic compaction was seen; " +
+			"`session/load`: the continuation message",
+		Gets: "standard updates instead of the tool call, trigger, tokens and duration in the record (`_meta[\"acpcompact/record\"]`); " +
+			"a cancel `cancelled` at the response, the late update dropped; without the capability the tool call, settled at the response if left open; " +
+			"on `session/load`, the continuation as one `completed` compaction (capable client)",
 		Translators: []Translator{ToolCall, ClaudeContinuation},
-		min:         semver{0, 75, 0, ""}, below: semver{0, 101, 0, ""}, Seen: "0.100.0",
-		quirks: quirkRawOutput,
-	},
-	{
-		Name: "claude-acp", Agent: agentClaude, Versions: ">= 0.101", Seen: "0.101.0",
-		Sends: "capable client: compaction_update in_progress, completed with summary, then a second field-less completed; failed with the provider's error; cancelled on cancel. " +
-			"Otherwise: the \"Compact conversation\" tool call, completed, then a tool_call_update with rawOutput {trigger, preTokens, postTokens, durationMs}; left in_progress on cancel, and a terminal-first failed tool call after the cancelled turn. " +
-			"session/load replays no compaction, only the \"This session is being continued…\" user message with the summary and model-facing instructions",
-		Gets: "exactly one terminal update per compaction; trigger, tokens and duration in the record (_meta[\"acpcompact/record\"]); the cancelled tool call settled before the response and the late one dropped; " +
-			"on session/load, the continuation message as one completed compaction (capable client; summary only with --summaries=all); heartbeats during its silent retries",
-		Translators: []Translator{ToolCall, ClaudeContinuation},
-		min:         semver{0, 101, 0, ""},
 		quirks:      quirkRawOutput,
 	},
 	{
-		Name: "codex-acp", Agent: agentCodexTS, Versions: "all", Seen: "2.6.0",
-		Sends: "capable client: compaction_update in_progress then completed (never a summary), failed with the provider's error, cancelled; replays completed ones terminal-first. " +
-			"Otherwise: the \"Compact conversation\" tool call, left in_progress on failure, cancel or a dropped stream; the error as a message chunk",
-		Gets:        "standard updates instead of the tool call; the tool call settled (failed with the provider's error text, or cancelled) before the turn ends",
+		Name: "claude-acp-replay", Agent: agentClaude, Range: ">= 0.78, < 0.97", Seen: []string{"0.78.0", "0.80.0", "0.88.0"},
+		Sends: "capable client: `compaction_update` `in_progress`, `completed` with the summary, then a second `completed` " +
+			"(0.78–0.87: with trigger and tokens in `_meta.contextCompaction`; 0.88: field-less); on cancel 0.78–0.79 leave it `in_progress` and send `failed` after the turn, 0.80 and later `cancelled`. " +
+			"Otherwise: the tool call, as 0.75; after a cancelled turn a late failed update (0.78–0.79: of the same ID; 0.80 and later: a new tool call with another ID). " +
+			"`session/load`: to a capable client its own `compaction_update` `completed` with the summary, terminal-first; otherwise the continuation message. " +
+			"Automatic compaction was seen from 0.88 only",
+		Gets: "exactly one terminal update per compaction (the second `completed` dropped, and with it 0.78–0.87's trigger and tokens: the first already went out); " +
+			"a cancel `cancelled` before the response, the late update dropped; without the capability the tool call, settled at the response if left open, trigger, tokens and duration in the record under `--fallback`; " +
+			"on `session/load`, its own replayed compaction with its summary (capable client), the continuation message unchanged otherwise",
+		Translators: []Translator{ToolCall, ClaudeContinuation},
+		quirks:      quirkRawOutput,
+	},
+	{
+		Name: "claude-acp", Agent: agentClaude, Range: ">= 0.97", Seen: []string{"0.97.0", "0.100.0", "0.101.0"},
+		Sends: "capable client: `compaction_update` `in_progress`, `completed` with the summary, then a second, field-less `completed`; `failed` with the provider's error (181 s of silence first, with default retries); `cancelled` on cancel. " +
+			"Otherwise: the `Compact conversation` tool call, `completed`, then a `tool_call_update` with `rawOutput {trigger, preTokens, postTokens, durationMs}`; " +
+			"left `in_progress` on cancel, and a terminal-first failed tool call with another ID after the cancelled turn. " +
+			"`session/load` replays no compaction, only the continuation message, a user message \"This session is being continued…\" with the summary, model-facing instructions and the transcript's path",
+		Gets: "exactly one terminal update per compaction; trigger, tokens and duration in the record (`_meta[\"acpcompact/record\"]`); the cancelled tool call settled before the response and the late one dropped; heartbeats during the silent retries; " +
+			"on `session/load`, the continuation as one terminal-first `completed` compaction at its position for a capable client (no summary unless `--summaries=all`, never the framing), the message unchanged for a client without the capability",
+		Translators: []Translator{ToolCall, ClaudeContinuation},
+		quirks:      quirkRawOutput,
+	},
+	{
+		Name: "claude-code-acp", Agent: agentClaudeOld, Range: "all", Seen: []string{"0.16.2"},
+		Sends: "nothing about compaction live, for a manual, failed, cancelled or automatic one, whatever the capability. " +
+			"`session/load` replays, as `user_message_chunk`s without `messageId`, the continuation message, then `<local-command-caveat>…`, the `/compact` command and its result: " +
+			"`<local-command-stdout>Compacted …</local-command-stdout>`, or for a failed or cancelled one `<local-command-stderr>Error: …</local-command-stderr>` (`Error during compaction: …`, `Compaction canceled.`)",
+		Gets: "live, the universal rules only: the wire says nothing to translate; on `session/load`, for a capable client, one terminal-first compaction per compaction in place of the continuation and the results: " +
+			"`completed` (the `Compacted` result folded into the continuation before it), `failed` with the error, or `cancelled`; the caveat and the command stay; a client without the capability gets the lines unchanged",
+		Translators: []Translator{ClaudeContinuation, ClaudeLocalCommand},
+	},
+	{
+		Name: "codex-acp", Agent: agentCodexTS, Range: "all", Seen: []string{"2.0.0", "2.4.0", "2.6.0"},
+		Sends: "capable client: `compaction_update` `in_progress` then `completed` (never a summary), `failed` with the provider's error, `cancelled`; replays completed ones terminal-first (not failed or cancelled ones). " +
+			"Otherwise: the `Compact conversation` tool call, left `in_progress` on failure, cancel or a dropped stream; the error as a message chunk. " +
+			"2.0.0 also sends \"Warning: Heads up: Long threads and multiple compactions…\" after every completed compaction",
+		Gets:        "standard updates instead of the tool call; the tool call settled (failed with the provider's own error text, or cancelled) before the turn ends; the warning as it came",
 		Translators: []Translator{ToolCall},
 		quirks:      quirkErrorText,
 	},
 	{
-		Name: "codex-acp-rs", Agent: agentCodexRS, Versions: "all", Seen: "0.16.0",
-		Sends:       "ignores the capability; after the fact, agent_message_chunk \"Context compacted\\n\" then \"Heads up: Long threads and multiple compactions…\"; nothing on failure (a prompt error), cancel or replay",
-		Gets:        "a completed compaction in place of the \"Context compacted\" text (the warning kept); the same reply from the model stays prose",
+		Name: "codex-acp-rs", Agent: agentCodexRS, Range: "all", Seen: []string{"0.14.0", "0.16.0"},
+		Sends:       "ignores the capability; after the fact, `agent_message_chunk` `Context compacted\\n` then \"Heads up: Long threads and multiple compactions…\"; nothing on failure (a prompt error), cancel or replay",
+		Gets:        "a completed compaction in place of the `Context compacted` text (the warning kept); the same reply from the model, not followed by the warning, stays prose; failures, cancels and replays stay invisible: the wire says nothing of them",
 		Translators: []Translator{CodexText},
 	},
 	{
-		Name: "opencode-1.18", Agent: agentOpencode, Versions: "<= 1.18.33", Seen: "1.18.33",
-		Sends:       "nothing about compaction: the /compact summary streams as ordinary agent text, failures and cancels are invisible",
-		Gets:        "the universal rules only; its model text, which carries a messageId, is never read as a signal",
+		Name: "opencode-1.18", Agent: agentOpencode, Range: "< 1.18.34", Seen: []string{"1.18.33"},
+		Sends:       "nothing about compaction: the `/compact` summary streams as ordinary agent text with a `messageId`; failures and cancels are invisible; it never reads the capability",
+		Gets:        "the universal rules only: there is nothing to translate, and its model text, which carries a `messageId`, is never read as a signal",
 		Translators: nil,
-		below:       semver{1, 18, 34, ""},
 	},
 	{
-		Name: "opencode", Agent: agentOpencode, Versions: "> 1.18.33",
-		Sends:       "standard updates to a capable client; otherwise the _meta[\"opencode/compaction\"] marker (opencode-acp-compaction-pr)",
+		Name: "opencode", Agent: agentOpencode, Range: ">= 1.18.34",
+		Sends:       "described, not observed (`opencode-acp-compaction-pr`): standard updates to a capable client; otherwise the `_meta[\"opencode/compaction\"]` marker",
 		Gets:        "standard updates instead of the marker; a marker left open settled",
 		Translators: []Translator{OpencodeMarker},
-		min:         semver{1, 18, 34, ""},
 	},
 	{
-		Name: "qwen-code", Agent: agentQwen, Versions: "all", Seen: "0.24.4",
-		Sends: "ignores the capability; /compress: agent_message_chunk \"Compressing context...\" with _meta.contextCompression.phase \"progress\", then \"done\" (token counts) or \"noop\"; " +
-			"on failure no closing update, a prompt error with data.details; automatic: \"IMPORTANT: This conversation approached the input token limit…\" after the fact; session/load replays completed manual ones (phase \"done\" with _meta.qwenTranscript)",
-		Gets:        "one compaction entity per compression with its token counts in the record; failed with the error's details; automatic ones too",
+		Name: "qwen-code-0.24.0", Agent: agentQwen, Range: "< 0.24.2", Seen: []string{"0.23.4", "0.24.0"},
+		Sends: "ignores the capability; `/compress`: `agent_message_chunk` `Compressing context...`, then `Context compressed (N -> ~M).`, marked only by `_meta.source: \"slash_command\"` (no `_meta.contextCompression`); " +
+			"on failure no closing update, a prompt error with `data.details`; a cancel is ignored; automatic: \"IMPORTANT: This conversation approached the input token limit…\" after the fact; " +
+			"`session/load` replays a completed `/compress` as one chunk `Compressing context...  \\nContext compressed (N -> ~M).` with `_meta.qwenTranscript`",
+		Gets: "as 0.24.2: one compaction entity per compression, its token counts in the record; `failed` with the error's details (a failed automatic one too); " +
+			"replayed terminal-first with an ID stable across loads; the model's prose, which never carries `_meta.source`, stays prose",
+		Translators: []Translator{QwenText, Qwen},
+	},
+	{
+		Name: "qwen-code", Agent: agentQwen, Range: ">= 0.24.2", Seen: []string{"0.24.2", "0.24.4"},
+		Sends: "ignores the capability; `/compress`: `agent_message_chunk` `Compressing context...` with `_meta.contextCompression.phase` `progress`, then `done` (token counts) or `noop`; " +
+			"on failure no closing update, a prompt error with `data.details`; automatic: \"IMPORTANT: This conversation approached the input token limit…\" after the fact; " +
+			"`session/load` replays completed manual ones (`done` with `_meta.qwenTranscript`)",
+		Gets:        "one compaction entity per compression, its token counts in the record; `failed` with the error's details (a failed automatic one too); replayed terminal-first with an ID stable across loads",
 		Translators: []Translator{Qwen},
 	},
 	{
-		Name: "gemini-cli", Agent: agentGemini, Versions: "all", Seen: "0.61.0",
-		Sends:       "nothing about compression (automatic compression is silent; failures surface only as a prompt error)",
-		Gets:        "the universal rules only",
+		Name: "gemini-cli", Agent: agentGemini, Range: "all", Seen: []string{"0.61.0"},
+		Sends:       "nothing about compression: automatic compression is silent (not even a `usage_update`); no manual command in ACP mode; a failure surfaces only as a prompt error",
+		Gets:        "the universal rules only: the wire says nothing to translate",
 		Translators: nil,
+	},
+	{
+		Name: "kimi-code", Agent: agentKimi, Range: "all", Seen: []string{"2.1.0"},
+		Sends: "ignores the capability; every form an `agent_message_chunk` without `messageId`. `/compact`: \"Context compaction started — it runs in the background…\", `end_turn`, " +
+			"then **after the turn** \"Compaction completed.\\n- Messages compacted: N\\n- Tokens before: A\\n- Tokens after: B\", or, for a failure, \"Compaction cancelled.\" (no error text); a cancel between turns changes nothing. " +
+			"Automatic, inside the turn: \"Compacting conversation context…\", \"Compaction is blocked by the current turn; retry when the turn is idle.\", then the outcome (a failed one ends the turn with no reply). " +
+			"`session/load`: the user's prompts, the last summary as a user message \"The conversation so far has been compacted…\" and a `<system-reminder>`",
+		Gets: "a `/compact` compaction runs in the background: the client sees it once it settled, terminal-first, when the session's next turn begins (or in the turn running then), " +
+			"tokens and messages compacted in the record; the started text stays, the only word in its turn that one runs; an automatic one `in_progress`, then its outcome; " +
+			"\"Compaction cancelled.\" is `cancelled` only after a user cancel, otherwise `failed` (Kimi Code reports a failure so); " +
+			"on `session/load`, the summary as one terminal-first `completed` compaction, its text and the reminder left out (capable client); " +
+			"the texts are read only in a `/compact` turn or after Kimi's own start, so the same text from the model stays prose",
+		Translators: []Translator{Kimi},
+	},
+	{
+		Name: "copilot-cli", Agent: agentCopilot, Range: "all", Seen: []string{"1.0.102"},
+		Sends: "ignores the capability; only `/compact`'s result, after the fact, as `agent_message_chunk` without `messageId`: \"Compacted conversation history and removed N message(s) and M tokens.\" or " +
+			"\"Failed to run /compact: Error: <err>\" (also \"…Error: Nothing to compact.\"); a cancelled `/compact` says nothing; " +
+			"automatic compaction (in the background) sends nothing, and in the recordings did not even lower `usage_update.used`; `session/load` replays the history with no trace of a compaction",
+		Gets: "in a `/compact` turn, an after-the-fact `completed` compaction (the messages removed in the record's `source.count`; the tokens removed have no record key) or a `failed` one with Copilot's error text, in place of the text; " +
+			"\"Nothing to compact.\" stays text: nothing ran; cancelled and automatic compactions, and compactions on `session/load`, stay invisible: the wire says nothing of them",
+		Translators: []Translator{Copilot},
 	},
 }
 
@@ -225,16 +290,16 @@ func agentInfo(result []byte) (name, version string, ok bool) {
 // says how, for the log, when the choice was not an exact fit: a release
 // newer than the last one observed gets its agent's newest profile.
 func matchProfile(name, version string) (p *Profile, note string) {
-	var mine []*Profile
+	var mine []int
 	for i := range profiles {
 		if profiles[i].Agent == name {
-			mine = append(mine, &profiles[i])
+			mine = append(mine, i)
 		}
 	}
 	if len(mine) == 0 {
 		for i := range profiles {
 			if strings.EqualFold(profiles[i].Agent, name) {
-				mine = append(mine, &profiles[i])
+				mine = append(mine, i)
 			}
 		}
 	}
@@ -242,124 +307,85 @@ func matchProfile(name, version string) (p *Profile, note string) {
 		return nil, ""
 	}
 	newest := mine[len(mine)-1]
-	v, ok := parseSemver(version)
+	v, ok := canonicalVersion(version)
 	if !ok {
-		return newest, fmt.Sprintf("version %q is not a semantic version; using the newest profile", version)
+		return &profiles[newest], fmt.Sprintf("version %q is not a semantic version; using the newest profile", version)
 	}
-	for _, c := range mine {
-		if c.covers(v) {
-			if c == newest && c.Seen != "" {
-				if seen, _ := parseSemver(c.Seen); v.compare(seen) > 0 {
-					note = fmt.Sprintf("release %s is newer than the last one observed (%s); using the newest profile", version, c.Seen)
-				}
+	for _, i := range mine {
+		if !profileRanges[i].covers(v) {
+			continue
+		}
+		if seen := profiles[i].Seen; i == newest && len(seen) > 0 {
+			if last, _ := canonicalVersion(seen[len(seen)-1]); semver.Compare(v, last) > 0 {
+				note = fmt.Sprintf("release %s is newer than the last one observed (%s); using the newest profile", version, seen[len(seen)-1])
 			}
-			return c, note
 		}
+		return &profiles[i], note
 	}
-	return newest, fmt.Sprintf("release %s is outside every profile's range; using the newest profile", version)
+	return &profiles[newest], fmt.Sprintf("release %s is outside every profile's range; using the newest profile", version)
 }
 
-func (p *Profile) covers(v semver) bool {
-	if !p.min.zero() && v.compare(p.min) < 0 {
-		return false
-	}
-	return p.below.zero() || v.compare(p.below) < 0
+// versionRange is a Profile's Range, read: min <= v < below, in
+// golang.org/x/mod/semver's canonical form ("v0.78.0"); "" is unbounded.
+type versionRange struct{ min, below string }
+
+func (r versionRange) covers(v string) bool {
+	return (r.min == "" || semver.Compare(v, r.min) >= 0) && (r.below == "" || semver.Compare(v, r.below) < 0)
 }
 
-// semver is a release version: major.minor.patch and an optional
-// pre-release tag (which sorts before the release itself).
-type semver struct {
-	major, minor, patch int
-	pre                 string
-}
-
-func (v semver) zero() bool { return v == semver{} }
-
-// parseSemver reads "1.2.3", "v1.2", "1.2.3-beta.1+build"; missing
-// components are zero.
-func parseSemver(s string) (semver, bool) {
-	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
-	if i := strings.IndexByte(s, '+'); i >= 0 {
-		s = s[:i]
-	}
-	var v semver
-	if i := strings.IndexByte(s, '-'); i >= 0 {
-		s, v.pre = s[:i], s[i+1:]
-	}
-	parts := strings.Split(s, ".")
-	if s == "" || len(parts) > 3 {
-		return semver{}, false
-	}
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
-			return semver{}, false
+// profileRanges are the profiles' ranges, read once.
+var profileRanges = func() []versionRange {
+	out := make([]versionRange, len(profiles))
+	for i, p := range profiles {
+		r, err := parseRange(p.Range)
+		if err != nil {
+			panic(fmt.Sprintf("proxy: profile %s: %v", p.Name, err))
 		}
-		switch i {
-		case 0:
-			v.major = n
-		case 1:
-			v.minor = n
-		case 2:
-			v.patch = n
-		}
+		out[i] = r
 	}
-	return v, true
-}
+	return out
+}()
 
-// compare returns -1, 0 or 1 as v sorts before, with or after w.
-func (v semver) compare(w semver) int {
-	for _, d := range [...]int{v.major - w.major, v.minor - w.minor, v.patch - w.patch} {
-		if d < 0 {
-			return -1
-		}
-		if d > 0 {
-			return 1
-		}
+// parseRange reads a Profile's Range: "all", ">= A", "< B" or
+// ">= A, < B".
+func parseRange(s string) (versionRange, error) {
+	var r versionRange
+	if strings.TrimSpace(s) == "all" {
+		return r, nil
 	}
-	switch {
-	case v.pre == w.pre:
-		return 0
-	case v.pre == "":
-		return 1
-	case w.pre == "":
-		return -1
-	}
-	return comparePre(v.pre, w.pre)
-}
-
-// comparePre orders pre-release tags by their dot-separated identifiers,
-// numeric ones numerically, as semver does.
-func comparePre(a, b string) int {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(as) && i < len(bs); i++ {
-		x, xerr := strconv.Atoi(as[i])
-		y, yerr := strconv.Atoi(bs[i])
+	for i, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		op, ver, _ := strings.Cut(part, " ")
+		v, ok := canonicalVersion(ver)
 		switch {
-		case xerr == nil && yerr == nil:
-			if x != y {
-				if x < y {
-					return -1
-				}
-				return 1
-			}
-		case xerr == nil:
-			return -1
-		case yerr == nil:
-			return 1
+		case !ok:
+			return r, fmt.Errorf("range %q: %q is not a version", s, ver)
+		case op == ">=" && i == 0:
+			r.min = v
+		case op == "<" && r.below == "":
+			r.below = v
 		default:
-			if c := strings.Compare(as[i], bs[i]); c != 0 {
-				return c
-			}
+			return r, fmt.Errorf("range %q: want \"all\", \">= A\", \"< B\" or \">= A, < B\"", s)
 		}
 	}
-	switch {
-	case len(as) < len(bs):
-		return -1
-	case len(as) > len(bs):
-		return 1
+	if r.min != "" && r.below != "" && semver.Compare(r.min, r.below) >= 0 {
+		return r, fmt.Errorf("range %q is empty", s)
 	}
-	return 0
+	return r, nil
+}
+
+// canonicalVersion reads a release version ("0.101.0", "v1.2",
+// "0.24.0-beta.1+build") as golang.org/x/mod/semver does, which needs the
+// "v" that agentInfo versions leave out; missing components are zero.
+func canonicalVersion(s string) (string, bool) {
+	s = strings.TrimSpace(s)
+	if !strings.HasPrefix(s, "v") {
+		s = "v" + s
+	}
+	if !semver.IsValid(s) {
+		return "", false
+	}
+	return semver.Canonical(s), true
 }
 
 func profileList() string {

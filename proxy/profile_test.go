@@ -62,6 +62,13 @@ func TestProfileModelProseIsNeverASignal(t *testing.T) {
 		{opencode, "1.18.33", "msg_1"},
 		{codexTS, "2.6.0", "msg_mock_1"},
 		{claudeACP, "0.101.0", "msg_mock_2"},
+		{claudeACP, "0.88.0", "msg_mock_2"},
+		{claudeACP, "0.78.0", "msg_mock_1"},
+		{claudeACP, "0.75.0", "msg_mock_1"},
+		{"@zed-industries/claude-code-acp", "0.16.2", ""},
+		{qwenCode, "0.23.4", ""},
+		{"Kimi Code CLI", "2.1.0", ""},
+		{"Copilot", "1.0.102", ""},
 		{codexRS, "0.16.0", ""}, // no messageId: not followed by codex's warning
 		{qwenCode, "0.24.4", ""},
 		{"gemini-cli", "0.61.0", ""},
@@ -663,11 +670,12 @@ func TestProfilesAreListed(t *testing.T) {
 	names := map[string]bool{}
 	for _, p := range proxy.Profiles() {
 		names[p.Name] = true
-		if p.Agent == "" || p.Versions == "" || p.Sends == "" || p.Gets == "" {
+		if p.Agent == "" || p.Range == "" || p.Sends == "" || p.Gets == "" {
 			t.Errorf("profile %q is not described: %+v", p.Name, p)
 		}
 	}
-	for _, want := range []string{"claude-acp-text", "claude-acp-toolcall", "claude-acp", "codex-acp", "codex-acp-rs", "opencode-1.18", "opencode", "qwen-code", "gemini-cli"} {
+	for _, want := range []string{"claude-acp-text", "claude-acp-toolcall", "claude-acp-replay", "claude-acp", "claude-code-acp", "codex-acp", "codex-acp-rs",
+		"opencode-1.18", "opencode", "qwen-code-0.24.0", "qwen-code", "gemini-cli", "kimi-code", "copilot-cli"} {
 		if !names[want] {
 			t.Errorf("no profile %q", want)
 		}

@@ -84,6 +84,27 @@ const (
 	// "This session is being continued from a previous conversation…"
 	// user message, which stands for the compaction it does not replay.
 	ClaudeContinuation Translator = "claude-continuation"
+	// QwenText: Qwen Code's /compress texts before 0.24.2, marked only by
+	// _meta.source "slash_command": "Compressing context...", then
+	// "Context compressed (N -> ~M)." (or, for /compress-fast, "No
+	// compression needed."), and their replay as one chunk.
+	QwenText Translator = "qwen-text"
+	// ClaudeLocalCommand: on session/load, the old Claude package's
+	// (@zed-industries/claude-code-acp) replayed /compact results:
+	// "<local-command-stdout>Compacted …</local-command-stdout>" and
+	// "<local-command-stderr>Error: …</local-command-stderr>".
+	ClaudeLocalCommand Translator = "claude-local-command"
+	// Kimi: Kimi Code's texts: in a /compact turn "Context compaction
+	// started — it runs in the background…" (a compaction that outlives
+	// its turn); automatic "Compacting conversation context…" confirmed by
+	// "Compaction is blocked by the current turn…"; then "Compaction
+	// completed.\n- Messages compacted: N…" or "Compaction cancelled.";
+	// on session/load its summary message.
+	Kimi Translator = "kimi"
+	// Copilot: Copilot CLI's /compact results, in a /compact turn:
+	// "Compacted conversation history and removed …" and "Failed to run
+	// /compact: Error: <err>", both after the fact.
+	Copilot Translator = "copilot"
 )
 
 // Translators returns every translator, in the order flags list them.

@@ -49,6 +49,9 @@ type track struct {
 	// afterFact: reported only once over, so the proxy's timing means
 	// nothing.
 	afterFact bool
+	// background: it outlives its turn (emitter.Background): the client
+	// sees nothing of it until it settled, so no heartbeat goes out for it.
+	background bool
 	// toolID, toolMeta, rawOutput: the agent's own compaction tool call,
 	// which a tool call fallback renders in place of its own.
 	toolID              string
@@ -294,13 +297,14 @@ func (t *track) shape(ev *emitter.Event) {
 // only what the agent reported, with the status and, for a compaction it
 // saw run, the timing.
 type record struct {
-	Trigger      protocol.Trigger `json:"trigger,omitempty"`
-	Status       protocol.Status  `json:"status,omitempty"`
-	TokensBefore int64            `json:"tokensBefore,omitempty"`
-	TokensAfter  int64            `json:"tokensAfter,omitempty"`
-	StartedAt    *time.Time       `json:"startedAt,omitempty"`
-	EndedAt      *time.Time       `json:"endedAt,omitempty"`
-	DurationMs   *int64           `json:"durationMs,omitempty"`
+	Trigger      protocol.Trigger      `json:"trigger,omitempty"`
+	Status       protocol.Status       `json:"status,omitempty"`
+	TokensBefore int64                 `json:"tokensBefore,omitempty"`
+	TokensAfter  int64                 `json:"tokensAfter,omitempty"`
+	Source       *emitter.MessageRange `json:"source,omitempty"`
+	StartedAt    *time.Time            `json:"startedAt,omitempty"`
+	EndedAt      *time.Time            `json:"endedAt,omitempty"`
+	DurationMs   *int64                `json:"durationMs,omitempty"`
 }
 
 // recordFor is the record of a terminal event: the agent's own, one made
@@ -314,6 +318,9 @@ func (t *track) recordFor(ev *emitter.Event) json.RawMessage {
 		return nil
 	}
 	rec := record{Trigger: t.trigger, Status: ev.Status, TokensBefore: f.tokensBefore, TokensAfter: f.tokensAfter, DurationMs: f.durationMs}
+	if f.messages > 0 {
+		rec.Source = &emitter.MessageRange{Count: f.messages}
+	}
 	if d := ev.Details; d != nil && f.durationMs == nil && !t.afterFact && ev.Kind == emitter.EventSettled {
 		started, ended, ms := d.StartedAt, d.EndedAt, d.DurationMs
 		rec.StartedAt, rec.EndedAt, rec.DurationMs = &started, &ended, &ms

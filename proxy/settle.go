@@ -64,6 +64,10 @@ func (c *conn) open(ctx context.Context, k trackKey, t *track, displayable bool,
 	if meta != nil {
 		opts = append(opts, emitter.WithStartMeta(meta))
 	}
+	if t.background {
+		// It outlives its turn: the client sees it once it settled.
+		opts = append(opts, emitter.Background())
+	}
 	_, err := c.em.Session(k.session).Start(ctx, opts...)
 	if err != nil && !errors.Is(err, emitter.ErrUndeliverable) {
 		c.router.remove(k)

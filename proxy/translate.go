@@ -55,6 +55,47 @@ const (
 
 	continuationIntro = "This session is being continued from a previous conversation"
 
+	// Qwen Code before 0.24.2: its /compress texts, marked only by
+	// _meta.source "slash_command".
+	qwenStart         = "Compressing context..."
+	qwenStartFast     = "Compressing context (fast)..."
+	qwenCompressed    = "Context compressed ("
+	qwenReplayJoin    = "  \n" // how a replay joins a command's chunks (newlines are sent as "  \n")
+	qwenWarningPrefix = "\u26a0\ufe0f "
+
+	// The old Claude package's replayed /compact results.
+	localStdout      = "<local-command-stdout>"
+	localStdoutEnd   = "</local-command-stdout>"
+	localStderr      = "<local-command-stderr>"
+	localStderrEnd   = "</local-command-stderr>"
+	localCompacted   = "Compacted"
+	localCanceled    = "Compaction canceled."
+	localDuring      = "Error during compaction: "
+	localNotEnough   = "Not enough messages to compact."
+	localNoMessages  = "No messages to compact"
+	localCommandHead = "<local-command-std"
+
+	// Kimi Code's texts, exactly as it sends them.
+	kimiManualStart = "Context compaction started — it runs in the background and the compacted context applies once it finishes."
+	kimiAutoStart   = "Compacting conversation context…"
+	kimiAutoWith    = "Compacting conversation context with instruction: "
+	kimiAutoPrefix  = "Compacting conversation context"
+	kimiBlocked     = "Compaction is blocked by the current turn; retry when the turn is idle."
+	kimiCompleted   = "Compaction completed."
+	kimiCancelled   = "Compaction cancelled."
+	kimiSummary     = "The conversation so far has been compacted to free up context."
+	kimiReminder    = "<system-reminder>\nContext compaction is complete — continue the work that was in progress when it began.\n</system-reminder>"
+	// kimiCancelledReason is what a "Compaction cancelled." nobody asked
+	// for fails with: Kimi Code reports a failed compaction so.
+	kimiCancelledReason = "Kimi Code reported the compaction cancelled, but no cancel was asked for: it reports a failed compaction so"
+	// compactCommand is the slash command that runs a manual compaction
+	// (Kimi Code, Copilot CLI).
+	compactCommand = "compact"
+
+	// Copilot CLI's /compact results.
+	copilotCompacted = "Compacted conversation history and removed "
+	copilotFailed    = "Failed to run /compact: "
+
 	// maxSignalBytes bounds the updates inspected for a text signal: every
 	// legacy text is short, so a long message chunk is never decoded.
 	maxSignalBytes = 4 << 10
@@ -64,7 +105,7 @@ const (
 )
 
 var (
-	continuationMark = []byte(`"` + continuationIntro)
+	slashCommandMark = []byte(`"slash_command"`)
 	compressionMark  = []byte(`"contextCompression"`)
 	messageIDMark    = []byte(`"messageId"`)
 )
@@ -138,6 +179,13 @@ var translatorTable = func() []translatorDef {
 			prefixes: []string{qwenAutoHead}, text: qwenAutoSignal, turnError: qwenAutoFailed,
 		},
 		{name: ClaudeContinuation, kinds: []string{"user_message_chunk"}, update: continuationSignal},
+		{name: QwenText, kinds: []string{"agent_message_chunk"}, update: qwenTextSignal},
+		{name: ClaudeLocalCommand, kinds: []string{"user_message_chunk"}, update: localCommandSignal},
+		{
+			name: Kimi, kinds: []string{"user_message_chunk"}, update: kimiSummarySignal,
+			prefixes: []string{kimiManualStart, kimiAutoPrefix, kimiBlocked, kimiCompleted, kimiCancelled}, text: kimiTextSignal,
+		},
+		{name: Copilot, prefixes: []string{copilotCompacted, copilotFailed}, text: copilotTextSignal},
 	}
 	for i := range t {
 		t[i].bit = 1 << i
@@ -252,14 +300,18 @@ const (
 	sigFailed
 	sigAborted      // interrupted: cancelled if the user cancelled, else failed
 	sigHold         // codex's text, which the next line confirms or not
-	sigContinuation // Claude's continuation message on session/load
+	sigContinuation // a replayed message that stands for a compaction (Claude's continuation, Kimi's summary)
 	sigNote         // no signal: a provider's error text (quirkErrorText), in reason
+	sigAbsorb       // no signal: a replayed line that belongs to one already shown (left out for a capable client)
 )
 
 // facts is what the agent reported about a compaction beyond its status.
 type facts struct {
 	tokensBefore, tokensAfter int64
 	durationMs                *int64
+	// messages is how many messages the compaction replaced (the record's
+	// source.count); 0 when the agent did not say.
+	messages int
 }
 
 // signal is one recognised legacy signal.
@@ -268,6 +320,20 @@ type signal struct {
 	id      protocol.ID // "" for forms without an ID (text)
 	trigger protocol.Trigger
 	reason  string
+	// status is the outcome of a compaction reported only after the fact
+	// (sigDone): "" is completed, else failed (with reason) or cancelled.
+	status protocol.Status
+	// background: a start of a compaction that outlives its turn (Kimi
+	// Code's /compact): the client sees it once it settled
+	// (emitter.Background).
+	background bool
+	// pairs: a sigContinuation that a command result replayed after it
+	// may claim (see claims).
+	pairs bool
+	// claims: a sigAbsorb that uses up the newest unclaimed replayed
+	// continuation of the session (the old Claude package's "Compacted"
+	// result, which belongs to the continuation before it).
+	claims bool
 	// rest is the message to send instead of the suppressed one when it
 	// carried more than the signal (nil: nothing is left to send).
 	rest []byte
@@ -351,6 +417,24 @@ func (v view) recognise(r *reading) recognised {
 	return out
 }
 
+// textWithPrefix decodes raw, a JSON string, when its text begins with
+// prefix, spelt as is or with escapes (a Go agent's encoder writes "<" as
+// "\u003c"). Only a string that begins so, or with an escape, is decoded;
+// one longer than limit (0: any length) is not.
+func textWithPrefix(raw []byte, prefix string, limit int) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || (limit > 0 && len(raw) > limit) {
+		return "", false
+	}
+	if raw[1] != '\\' && !bytes.HasPrefix(raw[1:], []byte(prefix[:1])) {
+		return "", false
+	}
+	text, ok := skim.String(raw)
+	if !ok || !strings.HasPrefix(text, prefix) {
+		return "", false
+	}
+	return text, true
+}
+
 func hasPrefix(s string, prefixes []string) bool {
 	for _, p := range prefixes {
 		if strings.HasPrefix(s, p) {
@@ -389,7 +473,7 @@ func codexTextSignal(v view, r *reading, text string) (signal, bool) {
 	case text == codexText:
 		return signal{kind: sigHold}, true
 	case strings.HasPrefix(text, codexHeadsUp):
-		if h := v.c.held; h != nil && h.sid == r.sid {
+		if h := v.c.held; h != nil && h.sid == r.sid && h.tr == CodexText {
 			return signal{kind: sigDone, keep: true, confirms: true}, true
 		}
 	}
@@ -416,15 +500,15 @@ func codexNoticeSignal(_ view, r *reading) (signal, verdict) {
 
 func continuationSignal(_ view, r *reading) (signal, verdict) {
 	env := r.env
-	if !bytes.HasPrefix(env.v[aContentText], continuationMark) {
+	text, ok := textWithPrefix(env.v[aContentText], continuationIntro, 0)
+	if !ok {
 		return signal{}, notMine
 	}
-	text, _ := skim.String(env.v[aContentText])
 	var u struct {
 		MessageID string `json:"messageId"`
 	}
 	_ = json.Unmarshal(env.v[aUpdate], &u)
-	sig := signal{kind: sigContinuation, summary: continuationSummary(text)}
+	sig := signal{kind: sigContinuation, summary: continuationSummary(text), pairs: true}
 	if id := u.MessageID; id != "" {
 		sig.id = derivedID(r.sid, string(ClaudeContinuation), id)
 	}
@@ -599,11 +683,8 @@ func qwenSignal(v view, r *reading) (signal, verdict) {
 				OriginalTokenCount int64  `json:"originalTokenCount"`
 				NewTokenCount      int64  `json:"newTokenCount"`
 			} `json:"contextCompression"`
-			Source     string `json:"source"`
-			Transcript *struct {
-				SourceRecordIDs []string `json:"sourceRecordIds"`
-				SegmentID       string   `json:"segmentId"`
-			} `json:"qwenTranscript"`
+			Source     string          `json:"source"`
+			Transcript *qwenTranscript `json:"qwenTranscript"`
 		} `json:"_meta"`
 	}
 	if json.Unmarshal(update, &u) != nil {
@@ -633,20 +714,36 @@ func qwenSignal(v view, r *reading) (signal, verdict) {
 	if ts := v.c.trans[r.sid]; ts == nil || len(ts.open[Qwen]) == 0 {
 		sig.kind = sigDone
 	}
-	if t := u.Meta.Transcript; t != nil {
-		if replaying, _ := r.turn.replay(); replaying {
-			// The replay names the transcript record: an ID stable across
-			// loads. (The live wire names nothing a replay repeats.)
-			key := t.SegmentID
-			if len(t.SourceRecordIDs) > 0 {
-				key = t.SourceRecordIDs[0]
-			}
-			if key != "" {
-				sig.id, sig.kind = derivedID(r.sid, string(Qwen), key), sigDone
-			}
-		}
+	if id, ok := qwenReplayID(r, Qwen, u.Meta.Transcript); ok {
+		sig.id, sig.kind = id, sigDone
 	}
 	return sig, found
+}
+
+// qwenTranscript is the transcript record a Qwen Code replay names.
+type qwenTranscript struct {
+	SourceRecordIDs []string `json:"sourceRecordIds"`
+	SegmentID       string   `json:"segmentId"`
+}
+
+// qwenReplayID is the ID of a compaction a Qwen Code replay shows: derived
+// from the transcript record it names, an ID stable across loads. (The
+// live wire names nothing a replay repeats.)
+func qwenReplayID(r *reading, tr Translator, t *qwenTranscript) (protocol.ID, bool) {
+	if t == nil {
+		return "", false
+	}
+	if replaying, _ := r.turn.replay(); !replaying {
+		return "", false
+	}
+	key := t.SegmentID
+	if len(t.SourceRecordIDs) > 0 {
+		key = t.SourceRecordIDs[0]
+	}
+	if key == "" {
+		return "", false
+	}
+	return derivedID(r.sid, string(tr), key), true
 }
 
 // qwenAutoSignal reads Qwen Code's note of an automatic compression:
@@ -692,6 +789,348 @@ func qwenAutoSignal(_ view, _ *reading, text string) (signal, bool) {
 // automatic compression.
 func qwenAutoFailed(text string) bool {
 	return strings.HasPrefix(text, qwenAutoFail) && strings.Contains(text, "FAILED")
+}
+
+// qwenTextSignal reads Qwen Code's /compress texts before 0.24.2, which
+// carry no _meta.contextCompression: only _meta.source "slash_command"
+// marks them (the model's text never carries it). "Compressing
+// context..." opens a manual compaction; "Context compressed (N -> ~M)."
+// completes it with its token counts (a warning behind it keeps the
+// chunk); any other command text while one is open ("No compression
+// needed.", in the user's language) completes it too, and stays, since it
+// is the only place that says nothing was compressed. A replay joins the
+// start and the result in one chunk and names its transcript record.
+func qwenTextSignal(v view, r *reading) (signal, verdict) {
+	update := r.env.v[aUpdate]
+	if !bytes.Contains(update, slashCommandMark) || bytes.Contains(update, compressionMark) ||
+		len(r.env.v[aContentText]) > maxSignalBytes || hasMessageID(update) {
+		return signal{}, notMine
+	}
+	var u struct {
+		Content struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+		Meta struct {
+			Source     string          `json:"source"`
+			Transcript *qwenTranscript `json:"qwenTranscript"`
+		} `json:"_meta"`
+	}
+	if json.Unmarshal(update, &u) != nil || u.Meta.Source != qwenSlashCommand || u.Content.Type != "text" {
+		return signal{}, notMine
+	}
+	text := u.Content.Text
+	replayID, replayed := qwenReplayID(r, QwenText, u.Meta.Transcript)
+	if replayed {
+		rest, ok := strings.CutPrefix(text, qwenStart+qwenReplayJoin)
+		if !ok {
+			return signal{}, notMine // a replayed start alone: not the record of a compaction
+		}
+		text = rest
+	}
+	if text == qwenStart || text == qwenStartFast {
+		return signal{kind: sigStart, trigger: protocol.Manual}, found
+	}
+	ts := v.c.trans[r.sid]
+	open := ts != nil && len(ts.open[QwenText]) > 0
+	sig := signal{kind: sigCompleted, trigger: protocol.Manual}
+	if f, warning, ok := qwenCompression(text); ok {
+		sig.facts, sig.keep = f, warning
+	} else if !open || replayed {
+		return signal{}, notMine
+	} else {
+		// The noop ("No compression needed.", localised): the request
+		// finished, and its text stays.
+		sig.keep = true
+	}
+	if !open {
+		sig.kind = sigDone
+	}
+	if replayed {
+		sig.id, sig.kind = replayID, sigDone
+	}
+	return sig, found
+}
+
+// qwenCompression reads "Context compressed (N -> ~M)." and whether a
+// warning line follows it.
+func qwenCompression(text string) (f *facts, warning, ok bool) {
+	rest, ok := strings.CutPrefix(text, qwenCompressed)
+	if !ok {
+		return nil, false, false
+	}
+	counts, tail, ok := strings.Cut(rest, ").")
+	if !ok {
+		return nil, false, false
+	}
+	from, to, ok := strings.Cut(counts, " -> ")
+	if !ok {
+		return nil, false, false
+	}
+	b, berr := strconv.ParseInt(strings.TrimPrefix(from, "~"), 10, 64)
+	a, aerr := strconv.ParseInt(strings.TrimPrefix(to, "~"), 10, 64)
+	if berr != nil || aerr != nil {
+		return nil, false, false
+	}
+	if tail = strings.TrimSpace(tail); tail != "" && !strings.HasPrefix(tail, qwenWarningPrefix) {
+		return nil, false, false
+	}
+	if b > 0 || a > 0 {
+		f = &facts{tokensBefore: b, tokensAfter: a}
+	}
+	return f, tail != "", true
+}
+
+// localCommandSignal reads, in a session/load replay to a capable client,
+// the old Claude package's replayed /compact results: its
+// "<local-command-stdout>Compacted …" belongs to the continuation message
+// replayed just before it (the compaction it stands for, already shown),
+// or, with none, is a completed compaction of its own; a
+// "<local-command-stderr>Error: …" says a /compact failed or was
+// cancelled. Other commands' results are not its. Live, the agent never
+// sends them. A client without the capability gets the lines as they
+// came, as it gets the continuation.
+func localCommandSignal(v view, r *reading) (signal, verdict) {
+	if !v.c.capable {
+		return signal{}, notMine
+	}
+	text, ok := textWithPrefix(r.env.v[aContentText], localCommandHead, maxSignalBytes)
+	if !ok {
+		return signal{}, notMine
+	}
+	replaying, epoch := r.turn.replay()
+	if !replaying {
+		return signal{}, notMine
+	}
+	text = strings.TrimSpace(text)
+	if inner, ok := enclosed(text, localStdout, localStdoutEnd); ok {
+		if !strings.HasPrefix(stripANSI(inner), localCompacted) {
+			return signal{}, notMine
+		}
+		if ts := v.c.trans[r.sid]; ts != nil {
+			if _, ok := ts.pendingTop(ClaudeContinuation, epoch); ok {
+				return signal{kind: sigAbsorb, claims: true}, found
+			}
+		}
+		return signal{kind: sigDone, trigger: protocol.Manual}, found
+	}
+	inner, ok := enclosed(text, localStderr, localStderrEnd)
+	if !ok {
+		return signal{}, notMine
+	}
+	inner = strings.TrimSpace(strings.TrimPrefix(stripANSI(inner), "Error: "))
+	switch {
+	case inner == localCanceled:
+		return signal{kind: sigDone, status: protocol.Cancelled, trigger: protocol.Manual}, found
+	case strings.HasPrefix(inner, localDuring), inner == localNotEnough, strings.HasPrefix(inner, localNoMessages):
+		return signal{kind: sigDone, status: protocol.Failed, reason: inner, trigger: protocol.Manual}, found
+	}
+	return signal{}, notMine
+}
+
+// enclosed returns what lies between open and end, when s is exactly that.
+func enclosed(s, open, end string) (string, bool) {
+	if !strings.HasPrefix(s, open) || !strings.HasSuffix(s, end) || len(s) < len(open)+len(end) {
+		return "", false
+	}
+	return s[len(open) : len(s)-len(end)], true
+}
+
+// stripANSI removes the terminal colour sequences (ESC [ … m) Claude Code
+// wraps command output in.
+func stripANSI(s string) string {
+	if !strings.Contains(s, "\x1b[") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0x1b && i+1 < len(s) && s[i+1] == '[' {
+			j := i + 2
+			for j < len(s) && (s[j] < '@' || s[j] > '~') {
+				j++
+			}
+			i = j
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// kimiTextSignal reads Kimi Code's texts (none carries a messageId, nor
+// does its model's prose, so each is read only where nothing else can
+// have written it):
+//   - in a /compact turn, "Context compaction started — it runs in the
+//     background…" starts a manual compaction that outlives the turn
+//     (Background: the client sees it once it settled); the text stays;
+//   - "Compacting conversation context…" (automatic) is held until the
+//     next line: Kimi's "Compaction is blocked by the current turn…"
+//     confirms it and starts the compaction; anything else lets it go as
+//     the prose it then is;
+//   - "Compaction completed.\n- Messages compacted: N\n- Tokens before:
+//     A\n- Tokens after: B" completes the open one, with its counts;
+//     "Compaction cancelled." ends it: cancelled after a user cancel,
+//     otherwise failed, since Kimi reports a failure so. With none open
+//     they are prose (codex's rule for outcomes).
+func kimiTextSignal(v view, r *reading, text string) (signal, bool) {
+	switch {
+	case text == kimiManualStart:
+		if r.turn.command() != compactCommand {
+			return signal{}, false
+		}
+		return signal{kind: sigStart, trigger: protocol.Manual, background: true, keep: true}, true
+	case text == kimiAutoStart || strings.HasPrefix(text, kimiAutoWith):
+		return signal{kind: sigHold}, true
+	case text == kimiBlocked:
+		if h := v.c.held; h != nil && h.sid == r.sid && h.tr == Kimi {
+			return signal{kind: sigStart, trigger: protocol.Auto, confirms: true}, true
+		}
+	case text == kimiCancelled:
+		return signal{kind: sigAborted, reason: kimiCancelledReason}, true
+	case text == kimiCompleted || strings.HasPrefix(text, kimiCompleted+"\n"):
+		f, ok := kimiFacts(text[len(kimiCompleted):])
+		if !ok {
+			return signal{}, false
+		}
+		return signal{kind: sigCompleted, facts: f}, true
+	}
+	return signal{}, false
+}
+
+// kimiFacts reads the lines after "Compaction completed.": "- Messages
+// compacted: N", "- Tokens before: A", "- Tokens after: B" (numbers with
+// thousands separators). A line it does not know makes it not Kimi's.
+func kimiFacts(rest string) (*facts, bool) {
+	var f facts
+	for _, l := range strings.Split(strings.TrimPrefix(rest, "\n"), "\n") {
+		if l == "" {
+			continue
+		}
+		key, val, ok := strings.Cut(l, ": ")
+		if !ok {
+			return nil, false
+		}
+		n, err := strconv.ParseInt(strings.ReplaceAll(val, ",", ""), 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		switch key {
+		case "- Messages compacted":
+			f.messages = int(n)
+		case "- Tokens before":
+			f.tokensBefore = n
+		case "- Tokens after":
+			f.tokensAfter = n
+		default:
+			return nil, false
+		}
+	}
+	if f == (facts{}) {
+		return nil, true
+	}
+	return &f, true
+}
+
+// kimiSummarySignal reads, in a session/load replay, Kimi Code's summary
+// message ("The conversation so far has been compacted to free up
+// context…"), which stands for the last compaction (Kimi replays no
+// other trace of it), and the system reminder that follows it, which a
+// capable client does not get either.
+func kimiSummarySignal(_ view, r *reading) (signal, verdict) {
+	raw := r.env.v[aContentText]
+	if text, ok := textWithPrefix(raw, kimiSummary, 0); ok {
+		return signal{kind: sigContinuation, summary: kimiSummaryOf(text)}, found
+	}
+	if text, ok := textWithPrefix(raw, kimiReminder, maxSignalBytes); ok && text == kimiReminder {
+		return signal{kind: sigAbsorb}, found
+	}
+	return signal{}, notMine
+}
+
+// kimiSummaryOf is the summary in Kimi's summary message: what follows
+// its introduction, up to the "## Context Recovery" note written for the
+// model.
+func kimiSummaryOf(text string) []protocol.ContentBlock {
+	_, s, ok := strings.Cut(text, "\n")
+	if !ok {
+		return nil
+	}
+	if i := strings.Index(s, "\n## Context Recovery\n"); i >= 0 {
+		s = s[:i]
+	}
+	if s = strings.TrimSpace(s); s == "" {
+		return nil
+	}
+	return []protocol.ContentBlock{protocol.Text(s)}
+}
+
+// copilotTextSignal reads Copilot CLI's /compact results, in a turn whose
+// prompt ran /compact (its model's prose carries no messageId either):
+// "Compacted conversation history and removed N message(s) and M
+// tokens." is a completed compaction reported after the fact; "Failed to
+// run /compact: Error: <err>" a failed one, with Copilot's error text,
+// except the refusals that say nothing ran ("Nothing to compact."), which
+// stay text.
+func copilotTextSignal(_ view, r *reading, text string) (signal, bool) {
+	if r.turn.command() != compactCommand {
+		return signal{}, false
+	}
+	if rest, ok := strings.CutPrefix(text, copilotCompacted); ok {
+		n, ok := copilotRemoved(rest)
+		if !ok {
+			return signal{}, false
+		}
+		sig := signal{kind: sigDone, trigger: protocol.Manual}
+		if n > 0 {
+			sig.facts = &facts{messages: n}
+		}
+		return sig, true
+	}
+	rest, ok := strings.CutPrefix(text, copilotFailed)
+	if !ok {
+		return signal{}, false
+	}
+	reason := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest), "Error: "))
+	if reason == "" || copilotRefusal(reason) {
+		return signal{}, false
+	}
+	return signal{kind: sigDone, status: protocol.Failed, reason: reason, trigger: protocol.Manual}, true
+}
+
+// copilotRemoved reads "N message(s) and M token(s)." and returns N.
+func copilotRemoved(rest string) (int, bool) {
+	msgs, tokens, ok := strings.Cut(rest, " and ")
+	if !ok || !strings.HasSuffix(tokens, ".") {
+		return 0, false
+	}
+	n, unit, ok := strings.Cut(msgs, " ")
+	if !ok || (unit != "message" && unit != "messages") {
+		return 0, false
+	}
+	count, err := strconv.Atoi(strings.ReplaceAll(n, ",", ""))
+	if err != nil {
+		return 0, false
+	}
+	m, unit, ok := strings.Cut(strings.TrimSuffix(tokens, "."), " ")
+	if !ok || (unit != "token" && unit != "tokens") {
+		return 0, false
+	}
+	if _, err := strconv.ParseInt(strings.ReplaceAll(m, ",", ""), 10, 64); err != nil {
+		return 0, false
+	}
+	return count, true
+}
+
+// copilotRefusal reports the /compact errors that say no compaction ran:
+// nothing to compact, no conversation yet, one already running.
+func copilotRefusal(reason string) bool {
+	switch {
+	case reason == "Nothing to compact.",
+		strings.HasPrefix(reason, "Cannot compact: "),
+		reason == "Compaction already in progress.":
+		return true
+	}
+	return false
 }
 
 // continuationSummary is the summary of Claude's continuation message,
@@ -770,7 +1209,15 @@ func marshalRaw(m map[string]json.RawMessage) json.RawMessage {
 // cancel: an interruption in a turn the client did not cancel is a failure.
 func outcome(sig signal, userCancelled bool) (protocol.Status, string) {
 	switch sig.kind {
-	case sigCompleted, sigDone:
+	case sigDone:
+		switch sig.status {
+		case "", protocol.Completed:
+			return protocol.Completed, ""
+		case protocol.Cancelled:
+			return protocol.Cancelled, ""
+		}
+		return protocol.Failed, sig.reason
+	case sigCompleted:
 		return protocol.Completed, ""
 	case sigAborted:
 		if userCancelled {

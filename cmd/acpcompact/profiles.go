@@ -14,7 +14,7 @@ import (
 func printProfiles(w io.Writer) {
 	fmt.Fprintln(w, "Agent profiles (picked from the agentInfo of the agent's initialize answer; --profile overrides):")
 	for _, p := range proxy.Profiles() {
-		seen := p.Seen
+		seen := strings.Join(p.Seen, ", ")
 		if seen == "" {
 			seen = "none; built from release notes"
 		}
@@ -26,13 +26,13 @@ func printProfiles(w io.Writer) {
 			trs = []string{"none"}
 		}
 		fmt.Fprintf(w, "\n%s\n", p.Name)
-		fmt.Fprintf(w, "  agent:       %s, versions %s (last seen: %s)\n", p.Agent, p.Versions, seen)
+		fmt.Fprintf(w, "  agent:       %s, versions %s (recorded: %s)\n", p.Agent, p.Range, seen)
 		fmt.Fprintf(w, "  translators: %s\n", strings.Join(trs, ", "))
 		fmt.Fprintf(w, "  sends:       %s\n", wrap(p.Sends, 15))
 		fmt.Fprintf(w, "  client gets: %s\n", wrap(p.Gets, 15))
 	}
 	fmt.Fprintln(w, "\nAn agent without a profile gets the universal rules only: the capability gate, the settlement of the")
-	fmt.Fprintln(w, "standard updates it saw start, one terminal update per compaction, nothing after the turn; name")
+	fmt.Fprintln(w, "standard updates it saw start, one terminal update per compaction, nothing outside a turn; name")
 	fmt.Fprintln(w, "translators with --translate to read its legacy signals. A release newer than the last one seen")
 	fmt.Fprintln(w, "gets its agent's newest profile, and the log says so.")
 }

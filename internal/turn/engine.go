@@ -111,6 +111,7 @@ type request struct {
 	rawID   json.RawMessage
 	params  json.RawMessage // initialize
 	trace   emitter.TraceContext
+	command string // a prompt's slash command (Msg.Command)
 	// cancelled: a session/cancel arrived while this prompt was pending.
 	cancelled bool
 	// binds are the contexts of this prompt's handler, ended with the
@@ -136,6 +137,7 @@ type session struct {
 	// cleared when the next turn begins.
 	afterCancel bool
 	trace       emitter.TraceContext
+	command     string // the slash command of the prompt that runs the turn
 	grace       *time.Timer
 	graceSeq    uint64        // the pending grace's Grace.seq
 	binds       []func(error) // v2: handler contexts that end with the turn
@@ -246,7 +248,7 @@ func (e *Engine) dropIdleLocked(s *session) {
 }
 
 func (e *Engine) promptLocked(m *Msg) {
-	if !e.trackLocked(m, &request{method: MethodPrompt, session: m.SessionID, trace: m.Trace}) {
+	if !e.trackLocked(m, &request{method: MethodPrompt, session: m.SessionID, trace: m.Trace, command: m.Command}) {
 		return
 	}
 	s := e.sessionLocked(m.SessionID)
@@ -290,9 +292,9 @@ func (e *Engine) beginLocked(s *session, prompt string) {
 	s.turn = e.lastTurn
 	s.active, s.cancelled, s.afterCancel = true, false, false
 	s.running = prompt
-	s.trace = emitter.TraceContext{}
+	s.trace, s.command = emitter.TraceContext{}, ""
 	if r := e.requests[prompt]; r != nil {
-		s.trace = r.trace
+		s.trace, s.command = r.trace, r.command
 		if r.cancelled {
 			// Cancelled while it waited behind the turn before it.
 			s.cancelled = true
@@ -671,6 +673,19 @@ func (e *Engine) Trace(sid string) (emitter.TraceContext, bool) {
 		return s.trace, true
 	}
 	return emitter.TraceContext{}, false
+}
+
+// Command returns the slash command of the prompt that runs session
+// sid's turn (Msg.Command), "" when no turn is under way or its prompt
+// runs none. In v2, prompts sent during a turn belong to it; the first
+// one's command counts.
+func (e *Engine) Command(sid string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s := e.sessions[sid]; s != nil && s.active {
+		return s.command
+	}
+	return ""
 }
 
 // InTurn reports whether session sid has a turn under way.

@@ -422,3 +422,24 @@ func TestOnBeginReportsEachTurnsBeginningOnce(t *testing.T) {
 	w2.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s9","update":{"sessionUpdate":"state_update","state":"running"}}}`)
 	assert.Equal(t, []string{"s1", "s1", "v2:s9"}, got())
 }
+
+// A turn knows the slash command of the prompt that runs it; a prompt
+// queued behind it brings its own when its turn comes.
+func TestTurnKnowsItsPromptsCommand(t *testing.T) {
+	w := newWire(t, DefaultCancelGrace)
+	w.init(1, true)
+	prompt := func(id int, command string) {
+		m := w.parse(`{"jsonrpc":"2.0","id":` + itoa(id) + `,"method":"session/prompt","params":{"sessionId":"s"}}`)
+		m.Command = command
+		w.e.Client(m)
+	}
+	assert.Equal(t, "", w.e.Command("s"), "no turn")
+	prompt(1, "compact")
+	prompt(2, "")
+	assert.Equal(t, "compact", w.e.Command("s"))
+	w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)
+	assert.True(t, w.e.InTurn("s"), "the queued prompt's turn")
+	assert.Equal(t, "", w.e.Command("s"), "the queued prompt runs no command")
+	w.agent(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
+	assert.Equal(t, "", w.e.Command("s"))
+}

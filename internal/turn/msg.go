@@ -49,6 +49,10 @@ type Msg struct {
 	ReplayFrom bool
 	// Trace is the W3C trace context of a session/prompt's params._meta.
 	Trace emitter.TraceContext
+	// Command is the slash command a session/prompt runs ("compact" for a
+	// prompt whose first text block is "/compact …"), "" for none; a host
+	// that does not read prompts leaves it empty.
+	Command string
 }
 
 // IsResponse reports whether m answers a request.

