@@ -12,8 +12,8 @@ import (
 	"testing"
 )
 
-// TestReadmeSnippets checks that the README's two kit integrations (section
-// "Use it in a Go agent") are the code of the runnable examples that go
+// TestReadmeSnippets checks that the two kit integrations of docs/agentkit.md
+// (section "Use it in a Go agent"), which the README links to, are the code of the runnable examples that go
 // test runs: agentkit's and agentkit/acpsdk's Example_summaryAndCancel, in
 // their example_readme_test.go. Each README block is a main package; the
 // example file has the same imports (os aside), the same declarations, in
@@ -21,9 +21,9 @@ import (
 // main's after its first statement (the client on in-process pipes), with
 // os.Stdin and os.Stdout read as stdin and stdout.
 func TestReadmeSnippets(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "docs", "agentkit.md"))
 	if err != nil {
-		t.Skipf("no README.md next to the module: %v", err)
+		t.Skipf("no docs/agentkit.md in the module: %v", err)
 	}
 	blocks := goBlocks(t, section(string(readme), "## Use it in a Go agent"))
 	for _, tc := range []struct{ marker, file string }{
@@ -38,7 +38,7 @@ func TestReadmeSnippets(t *testing.T) {
 				}
 			}
 			if len(found) != 1 {
-				t.Fatalf("README section %q has %d go blocks with %q, want 1", "Use it in a Go agent", len(found), tc.marker)
+				t.Fatalf("docs/agentkit.md section %q has %d go blocks with %q, want 1", "Use it in a Go agent", len(found), tc.marker)
 			}
 			example, err := os.ReadFile(tc.file)
 			if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/acpcompact/acpcompact/proxy"
 )
 
-// The README's profile table (section "Agent profiles") is generated from
+// The profile table of docs/proxy.md (section "Agent profiles") is generated from
 // proxy.Profiles(): TestReadmeProfileTable fails when the two disagree,
 // and rewrites the table when ACPCOMPACT_UPDATE_README=1.
 const (
@@ -42,18 +42,18 @@ func profileTable(t *testing.T) string {
 }
 
 func TestReadmeProfileTable(t *testing.T) {
-	path := filepath.Join("..", "README.md")
+	path := filepath.Join("..", "docs", "proxy.md")
 	readme, err := os.ReadFile(path)
 	if err != nil {
-		t.Skipf("no README.md next to the module: %v", err)
+		t.Skipf("no docs/proxy.md in the module: %v", err)
 	}
 	s := string(readme)
 	i := strings.Index(s, profilesBegin)
 	j := strings.Index(s, profilesEnd)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no generated profile table (%q … %q)", profilesBegin, profilesEnd)
+		t.Fatalf("docs/proxy.md has no generated profile table (%q … %q)", profilesBegin, profilesEnd)
 	}
-	if sec := strings.Index(s, "### Agent profiles\n"); sec < 0 || sec > i {
+	if sec := strings.Index(s, "## Agent profiles\n"); sec < 0 || sec > i {
 		t.Errorf("the generated profile table is not in the section \"Agent profiles\"")
 	}
 	want := profileTable(t)
@@ -68,5 +68,5 @@ func TestReadmeProfileTable(t *testing.T) {
 		t.Logf("rewrote the profile table of %s", path)
 		return
 	}
-	t.Errorf("the README's profile table disagrees with proxy.Profiles(); run ACPCOMPACT_UPDATE_README=1 go test ./proxy -run TestReadmeProfileTable\nwant:\n%s\ngot:\n%s", want, got)
+	t.Errorf("the profile table of docs/proxy.md disagrees with proxy.Profiles(); run ACPCOMPACT_UPDATE_README=1 go test ./proxy -run TestReadmeProfileTable\nwant:\n%s\ngot:\n%s", want, got)
 }

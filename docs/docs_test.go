@@ -1,0 +1,229 @@
+// Package docs_test checks the markdown of the repository: README.md,
+// CHANGELOG.md and docs/*.md.
+//
+//   - TestDocLinks: every relative link points to a file that exists and,
+//     with a #fragment into a markdown file, to a heading of that file.
+//   - TestDocGoBlocks: every ```go block is one of three kinds. The two kit
+//     integrations in docs/agentkit.md are checked against their runnable
+//     examples by agentkit's TestReadmeSnippets. A block that starts with
+//     "package" is a whole program: it is written to a temporary directory
+//     and must pass `go vet` in this module. Any other block must say
+//     "// fragment" on its first line; a fragment is only parsed (as
+//     declarations, or as statements inside a function, its leading import
+//     block aside), not type-checked, since it uses names of the reader's
+//     program.
+package docs_test
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// docFiles returns the markdown files the tests read, relative to the
+// module root.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files := []string{"README.md", "CHANGELOG.md"}
+	more, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range more {
+		files = append(files, filepath.Join("docs", filepath.Base(m)))
+	}
+	if len(more) == 0 {
+		t.Fatal("no docs/*.md")
+	}
+	return files
+}
+
+func read(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// block is a fenced code block.
+type block struct {
+	lang, text string
+	line       int // of the opening fence
+}
+
+// split returns md's prose (code blocks blanked, line count kept) and its
+// fenced code blocks.
+func split(md string) (prose string, blocks []block) {
+	var b strings.Builder
+	var cur *block
+	var body []string
+	for i, ln := range strings.Split(md, "\n") {
+		switch {
+		case cur == nil && strings.HasPrefix(ln, "```"):
+			cur = &block{lang: strings.TrimSpace(strings.TrimPrefix(ln, "```")), line: i + 1}
+			body = nil
+			b.WriteString("\n")
+		case cur != nil && strings.TrimSpace(ln) == "```":
+			cur.text = strings.Join(body, "\n") + "\n"
+			blocks = append(blocks, *cur)
+			cur = nil
+			b.WriteString("\n")
+		case cur != nil:
+			body = append(body, ln)
+			b.WriteString("\n")
+		default:
+			b.WriteString(ln + "\n")
+		}
+	}
+	return b.String(), blocks
+}
+
+// anchors returns the GitHub anchors of md's headings.
+func anchors(md string) map[string]bool {
+	prose, _ := split(md)
+	out := map[string]bool{}
+	seen := map[string]int{}
+	for _, ln := range strings.Split(prose, "\n") {
+		if !strings.HasPrefix(ln, "#") {
+			continue
+		}
+		h := strings.TrimSpace(strings.TrimLeft(ln, "#"))
+		var s strings.Builder
+		for _, r := range strings.ToLower(h) {
+			switch {
+			case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' || r == '-':
+				s.WriteRune(r)
+			case r == ' ':
+				s.WriteRune('-')
+			}
+		}
+		a := s.String()
+		if n := seen[a]; n > 0 {
+			out[a+"-"+strconv.Itoa(n)] = true
+		} else {
+			out[a] = true
+		}
+		seen[a]++
+	}
+	return out
+}
+
+var linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+func TestDocLinks(t *testing.T) {
+	for _, name := range docFiles(t) {
+		md := read(t, name)
+		prose, _ := split(md)
+		// Inline code is not a link.
+		prose = regexp.MustCompile("`[^`\n]*`").ReplaceAllString(prose, "")
+		for _, m := range linkRE.FindAllStringSubmatch(prose, -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			path, frag, _ := strings.Cut(target, "#")
+			file := name
+			if path != "" {
+				file = filepath.Join(filepath.Dir(name), path)
+				if _, err := os.Stat(filepath.Join("..", file)); err != nil {
+					t.Errorf("%s: link %q: %v", name, target, err)
+					continue
+				}
+			}
+			if frag == "" || !strings.HasSuffix(file, ".md") {
+				continue
+			}
+			if !anchors(read(t, file))[frag] {
+				t.Errorf("%s: link %q: %s has no heading with anchor #%s", name, target, file, frag)
+			}
+		}
+	}
+}
+
+// checkedSnippets are the markers of the blocks agentkit's
+// TestReadmeSnippets compares with the kits' runnable examples.
+var checkedSnippets = []string{"agentkit.NewStream(stdio{os.Stdin, os.Stdout})", "kit.NewAgentSideConnection(&myAgent{}"}
+
+func TestDocGoBlocks(t *testing.T) {
+	var programs, fragments, checked int
+	for _, name := range docFiles(t) {
+		_, blocks := split(read(t, name))
+		for _, b := range blocks {
+			if b.lang != "go" {
+				continue
+			}
+			where := name + ":" + strconv.Itoa(b.line)
+			switch {
+			case name == filepath.Join("docs", "agentkit.md") && containsAny(b.text, checkedSnippets):
+				checked++ // TestReadmeSnippets
+			case strings.HasPrefix(b.text, "package "):
+				programs++
+				vet(t, where, b.text)
+			case strings.HasPrefix(b.text, "// fragment"):
+				fragments++
+				parseFragment(t, where, b.text)
+			default:
+				t.Errorf("%s: a go block that is neither a whole program (package ...) nor marked // fragment", where)
+			}
+		}
+	}
+	if checked != len(checkedSnippets) {
+		t.Errorf("found %d of the %d kit integrations TestReadmeSnippets checks in docs/agentkit.md", checked, len(checkedSnippets))
+	}
+	t.Logf("go blocks: %d checked against the kits' examples, %d programs vetted, %d fragments parsed", checked, programs, fragments)
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, x := range subs {
+		if strings.Contains(s, x) {
+			return true
+		}
+	}
+	return false
+}
+
+// vet runs `go vet` on a whole program in this module.
+func vet(t *testing.T, where, src string) {
+	t.Helper()
+	if testing.Short() {
+		return
+	}
+	dir := t.TempDir()
+	f := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "vet", f)
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("%s: go vet: %v\n%s", where, err, out)
+	}
+}
+
+// parseFragment parses a fragment as declarations, or else as statements
+// in a function body after its leading import block.
+func parseFragment(t *testing.T, where, src string) {
+	t.Helper()
+	fset := token.NewFileSet()
+	if _, err := parser.ParseFile(fset, where, "package p\n"+src, 0); err == nil {
+		return
+	}
+	imports, body := "", src
+	if i := strings.Index(src, "import ("); i >= 0 {
+		if j := strings.Index(src[i:], "\n)\n"); j >= 0 {
+			imports, body = src[:i+j+3], src[i+j+3:]
+		}
+	}
+	if _, err := parser.ParseFile(fset, where, "package p\n"+imports+"func _() {\n"+body+"\n}\n", 0); err != nil {
+		t.Errorf("%s: the fragment parses neither as declarations nor as statements: %v", where, err)
+	}
+}
