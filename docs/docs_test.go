@@ -12,11 +12,15 @@
 //     declarations, or as statements inside a function, its leading import
 //     block aside), not type-checked, since it uses names of the reader's
 //     program.
+//   - TestSessionLogExample: the example lines of the session log format in
+//     docs/records.md carry their true checksums.
 package docs_test
 
 import (
+	"fmt"
 	"go/parser"
 	"go/token"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,5 +229,36 @@ func parseFragment(t *testing.T, where, src string) {
 	}
 	if _, err := parser.ParseFile(fset, where, "package p\n"+imports+"func _() {\n"+body+"\n}\n", 0); err != nil {
 		t.Errorf("%s: the fragment parses neither as declarations nor as statements: %v", where, err)
+	}
+}
+
+// TestSessionLogExample checks the checksums of the example lines in
+// docs/records.md ("The session log format"): CRC-32C of the bytes after
+// the `{"crc":"xxxxxxxx",` prefix, in eight lowercase hex digits.
+func TestSessionLogExample(t *testing.T) {
+	md := read(t, filepath.Join("docs", "records.md"))
+	i := strings.Index(md, "\n## The session log format\n")
+	if i < 0 {
+		t.Fatal(`docs/records.md has no section "The session log format"`)
+	}
+	_, blocks := split(md[i:])
+	if len(blocks) == 0 || blocks[0].lang != "json" {
+		t.Fatal("the session log format has no ```json example")
+	}
+	const prefix = `{"crc":"xxxxxxxx",`
+	n := 0
+	for _, ln := range strings.Split(strings.TrimSpace(blocks[0].text), "\n") {
+		if len(ln) < len(prefix) || !strings.HasPrefix(ln, `{"crc":"`) {
+			t.Errorf("line without a checksum: %s", ln)
+			continue
+		}
+		want := fmt.Sprintf("%08x", crc32.Checksum([]byte(ln[len(prefix):]), crc32.MakeTable(crc32.Castagnoli)))
+		if got := ln[len(`{"crc":"`) : len(`{"crc":"`)+8]; got != want {
+			t.Errorf("checksum %s, want %s: %s", got, want, ln)
+		}
+		n++
+	}
+	if n < 4 {
+		t.Errorf("%d example lines, want the header, a message, a start and a record", n)
 	}
 }

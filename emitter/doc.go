@@ -73,15 +73,11 @@
 //
 // # Rules
 //
-// Rules enforced here rather than left to each agent: IDs are unique within a
-// session and never reused; several compactions may be open at once; a chunk
-// is only sent while its compaction is open; there is exactly one terminal
-// update per ID; a failure reported before any start still reaches the
-// client as in_progress then failed; SettleAll ends whatever is left open
-// (cancelled for a user cancel, failed otherwise); a failed or cancelled
-// compaction clears a streamed summary nobody confirmed; a watchdog bounds a
-// compaction's duration; terminal updates are sent on a detached context so
-// a cancelled turn cannot swallow them.
+// The lifecycle rules enforced here rather than left to each agent (unique,
+// never reused IDs; one terminal update per ID; chunks only while open;
+// SettleAll; the watchdog; detached terminal updates; nothing outside a
+// turn) are listed once, in docs/architecture.md ("Lifecycle rules the
+// emitter enforces"); each option's documentation states its own.
 //
 // The emitter knows no transport: it sends through a Notifier, and a
 // Renderer decides what each lifecycle event looks like on the wire
