@@ -1,6 +1,6 @@
 package agentkit_test
 
-// This file is the README's integration on sourcegraph/jsonrpc2, as a
+// This file is docs/agentkit.md's integration on sourcegraph/jsonrpc2, as a
 // whole-file example; TestReadmeSnippets keeps the two the same. Its client
 // (clientPeer) and model stand-in are in example_peer_test.go.
 
@@ -62,7 +62,7 @@ type stdio struct {
 	io.WriteCloser
 }
 
-// The README's integration on sourcegraph/jsonrpc2, run against a client
+// docs/agentkit.md's integration on sourcegraph/jsonrpc2, run against a client
 // (clientPeer) on in-process pipes that prompts twice, cancels the second
 // prompt after its first summary chunk, and prints what it sent (->) and
 // received (<-).

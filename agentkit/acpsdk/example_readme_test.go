@@ -1,6 +1,6 @@
 package acpsdk_test
 
-// This file is the README's integration on coder/acp-go-sdk, as a
+// This file is docs/agentkit.md's integration on coder/acp-go-sdk, as a
 // whole-file example; TestReadmeSnippets (package agentkit) keeps the two
 // the same. Its client (clientPeer), model stand-in and otherMethods are in
 // example_peer_test.go.
@@ -63,7 +63,7 @@ func keepRecord(_ context.Context, sessionID string, rec emitter.Record) {
 	}
 }
 
-// The README's integration on coder/acp-go-sdk, run against a client
+// docs/agentkit.md's integration on coder/acp-go-sdk, run against a client
 // (clientPeer) on in-process pipes that prompts twice, cancels the second
 // prompt after its first summary chunk, and prints what it sent (->) and
 // received (<-).
