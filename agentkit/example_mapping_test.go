@@ -1,6 +1,6 @@
 package agentkit_test
 
-// Mapping a runtime's own compaction events to the lifecycle (README,
+// Mapping a runtime's own compaction events to the lifecycle (docs/agentkit.md,
 // "Mapping your runtime's events"). The runtime here stands in for one such
 // as docker-agent's: it reports "started", summary deltas, and "completed"
 // from a defer whatever happened, with the error, if any, beside it. The

@@ -296,7 +296,7 @@ func (v view) knownCapable() bool { return v.c.em != nil && v.c.capable }
 // an exact method as having one), can read differently in either respect,
 // so the rest is not read twice. For a capable client, to which the gate
 // does not apply, only the latter are: looking for the spellings in every
-// line would cost the hot path about a tenth of its time (README, "Reading
+// line would cost the hot path about a tenth of its time (docs/proxy.md, "Reading
 // lines").
 func (v view) fold(d *decision, env *envelope, msg []byte) bool {
 	if env.isCompaction() || env.kind == "state_update" {

@@ -126,7 +126,7 @@ func noCompactionUpdateWithoutTheCapability(r *fuzzRun) error {
 // compaction ID, made by the proxy). A capable client's stream is read as
 // the TypeScript client reads it: a Go client that reads a compaction
 // update whose member names repeat in another case follows a reading the
-// proxy does not (README, "Limits").
+// proxy does not (docs/proxy.md, "Limits").
 func turnEndsAfterTheSettlement(r *fuzzRun) error {
 	for _, rd := range readers {
 		if r.capable && rd.name != "typescript" {

@@ -15,7 +15,7 @@ import (
 // compaction, reported after the fact? Only if, on the recorded real
 // transcripts, such drops come with a compaction and compactions come with
 // such drops. TestPeersUsageDropIsNoCompactionSignal measures both, for
-// several thresholds, and holds the decision the README states: no profile
+// several thresholds, and holds the decision docs/proxy.md states: no profile
 // reads a usage drop as a compaction.
 
 // silentCompactions are the compactions the recordings show only outside
@@ -126,7 +126,7 @@ func TestPeersUsageDropIsNoCompactionSignal(t *testing.T) {
 	// such recogniser; the README's "Agent profiles" says why).
 	for _, r := range all {
 		if r.fp == 0 || r.fn == 0 {
-			t.Errorf("at a drop of more than %.0f%%: %d false positives, %d false negatives: the recordings no longer rule a usage-drop signal out; revisit the decision (README, \"Agent profiles\")",
+			t.Errorf("at a drop of more than %.0f%%: %d false positives, %d false negatives: the recordings no longer rule a usage-drop signal out; revisit the decision (docs/proxy.md, \"Agent profiles\")",
 				r.threshold*100, r.fp, r.fn)
 		}
 	}

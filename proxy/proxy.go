@@ -50,7 +50,7 @@ const DefaultCancelGrace = turn.DefaultCancelGrace
 type Translator string
 
 // The translators, each recognising one peer's legacy signal (see the
-// README for the exact wire forms).
+// docs/proxy.md for the exact wire forms).
 const (
 	// ClaudeText: agent_message_chunk text "Compacting...", then
 	// "\n\nCompacting completed.", "\n\nCompacting failed: <err>" or

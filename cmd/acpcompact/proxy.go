@@ -43,7 +43,7 @@ when AGENT cannot be started.
 flags:
 `
 
-// Process timing of the proxy command (see the README's "Signals, pipes
+// Process timing of the proxy command (see docs/proxy.md, "Signals, pipes
 // and exit"). Each is a bound on a wait, so that neither a hung agent nor
 // a client that stopped reading keeps the proxy alive.
 const (

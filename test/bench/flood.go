@@ -1,6 +1,6 @@
 // Package bench holds the whole-agent throughput benchmark and the program
 // that runs every benchmark of the module and prints the ratios (see
-// README.md and `make bench`).
+// docs/performance.md and `make bench`).
 //
 // The flood benchmark spawns an ACP agent process, plays a v1 client that
 // advertises the compaction capability, and times `/compact flood N`: from

@@ -7,7 +7,7 @@
 //
 // `make test` runs the short versions. `make soak` (ACPCOMPACT_SOAK=1)
 // runs the long ones: 1,000 signal runs, 10,000 soak sessions. See the
-// README, "Shutting an agent down" and "Memory bounds".
+// docs/agentkit.md, "Shutting an agent down", and "Memory bounds".
 package soak
 
 import (

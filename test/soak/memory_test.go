@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// MiB bounds of the memory tests (see the README, "Memory bounds").
+// MiB bounds of the memory tests (see docs/agentkit.md and docs/proxy.md, "Memory bounds").
 const (
 	unknownGrowthMiB = 16  // 50,000 prompts for unknown sessions
 	pipelinedPeakMiB = 256 // 100,000 pipelined prompts

@@ -1,5 +1,5 @@
 // Package storebench measures the session store's format against an
-// embedded key-value store, to choose one (README, "Sessions that survive
+// embedded key-value store, to choose one (docs/records.md, "Sessions that survive
 // a restart"): appends per second, and the time to load a session of
 // 10,000 entries, for package sessionlog (JSON lines with a CRC-32C per
 // line) and for go.etcd.io/bbolt (a B+tree in one memory-mapped file).
