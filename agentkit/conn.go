@@ -9,6 +9,7 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/skim"
 	"github.com/acpcompact/acpcompact/internal/turn"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -37,7 +38,7 @@ type tapStream struct {
 // onSend is the connection's jsonrpc2.OnSend hook.
 func (s *tapStream) onSend(req *jsonrpc2.Request, _ *jsonrpc2.Response) { s.next = req }
 
-var stateUpdateMark = []byte(`"state_update"`)
+var stateUpdateMark = []byte(`"` + protocol.KindStateUpdate + `"`)
 
 // passable reports whether req is a notification the tap need not look
 // at: it ends no turn (a v2 idle state_update does) and all of it is

@@ -525,6 +525,9 @@ func (c *Checker) update(line int, params json.RawMessage) []Violation {
 		return out
 	}
 	s := c.session(sid)
+	// The kinds are spelt out here, not taken from package protocol
+	// (protocol.KindStateUpdate and the rest), on purpose: the checker is
+	// an independent oracle and shares no code with the engine it judges.
 	switch kind {
 	case "compaction_update", "compaction_summary_chunk":
 		return append(out, c.compactionUpdate(line, s, kind, u, schemaFailed)...)

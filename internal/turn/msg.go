@@ -6,6 +6,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/skim"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // ACP methods the engine follows.
@@ -58,7 +59,7 @@ type Msg struct {
 // IsResponse reports whether m answers a request.
 func (m *Msg) IsResponse() bool { return m.Method == "" && m.ID != "" }
 
-var stateUpdateMark = []byte(`"state_update"`)
+var stateUpdateMark = []byte(`"` + protocol.KindStateUpdate + `"`)
 
 // Parse reads the members the engine follows from one JSON-RPC message (a
 // single object; see Batch for arrays). It reports false for a message
@@ -94,7 +95,7 @@ func Parse(msg []byte) (Msg, bool) {
 	m.Params = json.RawMessage(v[2])
 	switch m.Method {
 	case MethodUpdate:
-		if kind, _ := skim.String(v[6]); kind == "state_update" {
+		if kind, _ := skim.String(v[6]); kind == protocol.KindStateUpdate {
 			m.State, _ = skim.String(v[7])
 		}
 	case MethodCancelReq:
