@@ -805,6 +805,9 @@ func (c *Checker) replayedStrict(line int, s *session, kind, id, status string, 
 // toolName), and this project's fallback.ToolCall, whose title an agent may
 // change but whose kind is "think" and whose ID is "compact-<compaction
 // ID>". Kind "think" alone is not enough: agents use it for other tools.
+// The "compact-" prefix is spelt out here rather than taken from
+// fallback.ToolCallIDPrefix on purpose: the checker is an independent
+// oracle and shares no code with the engine it judges.
 func isCompactTool(id string, u object) bool {
 	if t, _ := u.str("title"); t == "Compact conversation" {
 		return true
