@@ -174,7 +174,7 @@ func (v view) classify(l *line, d *decision) {
 	*d = decision{}
 	switch {
 	case isBlank(l.msg):
-	case isBatch(l.msg):
+	case turn.IsBatch(l.msg):
 		d.batch = true
 	default:
 		v.message(l.msg, true, d)

@@ -135,6 +135,20 @@ var msgPaths = skim.CompileFold(
 	[]string{"params", "_meta", "traceparent"}, []string{"params", "_meta", "tracestate"}, []string{"params", "_meta", "baggage"},
 )
 
+// IsBatch reports whether msg is a JSON-RPC batch: a JSON array, after
+// JSON's own leading whitespace. It does not check that the array is
+// valid; Batch does.
+func IsBatch(msg []byte) bool {
+	for _, c := range msg {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c == '['
+	}
+	return false
+}
+
 // Batch calls f with each message of a JSON-RPC batch (a JSON array of
 // messages), or with msg itself when it is not an array. It reports false
 // when msg is an array that is not valid JSON.
