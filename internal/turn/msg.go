@@ -111,17 +111,26 @@ func Parse(msg []byte) (Msg, bool) {
 	return m, true
 }
 
-// followed reports whether a notification may matter to the engine: every
-// method but session/update, and a session/update that may be a v2
-// state_update.
+// followed reports whether a notification must be decoded further than
+// its head: a cancel (session/cancel, $/cancel_request), or one that
+// MayCarryState.
 func followed(method string, msg []byte) bool {
 	switch method {
-	case MethodUpdate:
-		return bytes.Contains(msg, stateUpdateMark)
 	case MethodCancel, MethodCancelReq:
 		return true
 	}
-	return false
+	return MayCarryState(method, msg)
+}
+
+// MayCarryState reports whether a notification of method, whose message
+// (or params) is msg, may be a v2 state_update, which the engine follows
+// (an idle one ends a turn): a session/update whose bytes hold
+// "state_update". Every other session/update, most of an agent's traffic,
+// matters to no turn, and a host may pass it without parsing it; the agent
+// kit's connection skips its look at an outgoing notification so, and
+// Parse stops at such a notification's head.
+func MayCarryState(method string, msg []byte) bool {
+	return method == MethodUpdate && bytes.Contains(msg, stateUpdateMark)
 }
 
 // msgPaths match member names as encoding/json does, case-insensitively,
