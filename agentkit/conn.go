@@ -37,17 +37,19 @@ type tapStream struct {
 // onSend is the connection's jsonrpc2.OnSend hook.
 func (s *tapStream) onSend(req *jsonrpc2.Request, _ *jsonrpc2.Response) { s.next = req }
 
-var stateUpdateMark = []byte(`"state_update"`)
-
 // passable reports whether req is a notification the tap need not look
-// at: it ends no turn (a v2 idle state_update does) and all of it is
-// already encoded (ExtraFields are marshalled when written, and could
-// change after the call returns).
+// at: it ends no turn (turn.MayCarryState: a v2 idle state_update does)
+// and all of it is already encoded (ExtraFields are marshalled when
+// written, and could change after the call returns).
 func passable(req *jsonrpc2.Request) bool {
 	if req == nil || !req.Notif || len(req.ExtraFields) > 0 {
 		return false
 	}
-	return req.Method != turn.MethodUpdate || req.Params == nil || !bytes.Contains(*req.Params, stateUpdateMark)
+	var params []byte
+	if req.Params != nil {
+		params = *req.Params
+	}
+	return !turn.MayCarryState(req.Method, params)
 }
 
 // ReadObject shows the message to the tap before jsonrpc2 dispatches it.

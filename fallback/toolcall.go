@@ -93,12 +93,24 @@ type toolCallRenderer struct {
 	streamed streams
 }
 
-func toolCallID(ev emitter.Event) string {
-	if ev.ChildSessionID != "" {
-		return "compact-" + ev.ChildSessionID + ":" + string(ev.ID)
+// ToolCallIDPrefix begins the toolCallId of every tool call ToolCall
+// renders; see ToolCallID.
+const ToolCallIDPrefix = "compact-"
+
+// ToolCallID is the toolCallId ToolCall gives compaction id:
+// "compact-<id>", or "compact-<child>:<id>" when child, the ID of the child
+// session the compaction belongs to, is not empty (a child's compaction IDs
+// may collide with another child's on the parent's stream). A host that
+// rewrites or recognises the fallback's tool call (the proxy, the test
+// matrix) derives the ID here rather than spelling the scheme out.
+func ToolCallID(child string, id protocol.ID) string {
+	if child != "" {
+		return ToolCallIDPrefix + child + ":" + string(id)
 	}
-	return "compact-" + string(ev.ID)
+	return ToolCallIDPrefix + string(id)
 }
+
+func toolCallID(ev emitter.Event) string { return ToolCallID(ev.ChildSessionID, ev.ID) }
 
 // Render implements emitter.Renderer.
 func (t *toolCallRenderer) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {

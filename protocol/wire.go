@@ -10,11 +10,16 @@ import (
 )
 
 // Session update discriminators: the `sessionUpdate` values of the two
-// compaction updates and of the usage_update that may follow a compaction.
+// compaction updates, of the usage_update that may follow a compaction, and
+// of the ACP v2 state_update that reports an agent's turn state.
 const (
 	KindUpdate       = "compaction_update"
 	KindSummaryChunk = "compaction_summary_chunk"
 	KindUsageUpdate  = "usage_update"
+	// KindStateUpdate is the v2 turn-state update ("state": "running" or
+	// "idle"); an idle one, with its stopReason, ends the turn it reports
+	// on. This package has no encoder for it: the hosts only recognise it.
+	KindStateUpdate = "state_update"
 )
 
 // Errors of the encoders and the decoder; every returned error that stems

@@ -318,29 +318,14 @@ func (c *conn) clientErr(err error) error { return fmt.Errorf("%w: %w", ErrClien
 // Notify implements emitter.Notifier: the emitter's updates go into the
 // client's stream at the position of the agent line being handled.
 func (c *conn) Notify(_ context.Context, sessionID string, update any) error {
-	u, err := json.Marshal(update)
+	u, err := protocol.MarshalUpdate(update)
 	if err != nil {
 		return err
 	}
-	msg, err := json.Marshal(notification{JSONRPC: "2.0", Method: turn.MethodUpdate, Params: updateParams{SessionID: sessionID, Update: u}})
-	if err != nil {
-		return err
-	}
-	if err := c.out.make(msg); err != nil {
+	if err := c.out.make(protocol.AppendNotification(nil, sessionID, u)); err != nil {
 		return c.clientErr(err)
 	}
 	return nil
-}
-
-type notification struct {
-	JSONRPC string       `json:"jsonrpc"`
-	Method  string       `json:"method"`
-	Params  updateParams `json:"params"`
-}
-
-type updateParams struct {
-	SessionID string          `json:"sessionId"`
-	Update    json.RawMessage `json:"update"`
 }
 
 // ---- the agent's own standard updates ----

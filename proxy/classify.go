@@ -174,7 +174,7 @@ func (v view) classify(l *line, d *decision) {
 	*d = decision{}
 	switch {
 	case isBlank(l.msg):
-	case isBatch(l.msg):
+	case turn.IsBatch(l.msg):
 		d.batch = true
 	default:
 		v.message(l.msg, true, d)
@@ -299,7 +299,7 @@ func (v view) knownCapable() bool { return v.c.em != nil && v.c.capable }
 // line would cost the hot path about a tenth of its time (docs/proxy.md, "Reading
 // lines").
 func (v view) fold(d *decision, env *envelope, msg []byte) bool {
-	if env.isCompaction() || env.kind == "state_update" {
+	if env.isCompaction() || env.kind == protocol.KindStateUpdate {
 		return false
 	}
 	gate := !v.knownCapable()
@@ -398,7 +398,7 @@ func (v view) update(d *decision, env *envelope, msg []byte) {
 		}
 		v.standard(d, env, msg)
 		return
-	case "state_update":
+	case protocol.KindStateUpdate:
 		// The engine ends a v2 turn at idle; act settles it first.
 		return
 	}

@@ -148,7 +148,7 @@ func (c *conn) fromClient(l *line) (batchable bool) {
 	if isBlank(msg) {
 		return false
 	}
-	if isBatch(msg) {
+	if turn.IsBatch(msg) { // msg is trimmed (peerMessage): its first byte decides
 		if !turn.Batch(msg, func(elem []byte) { c.clientMessage(n, elem) }) {
 			c.log.Warn("malformed line; forwarded as is", "side", sideClient, "line", n, "error", "invalid batch", "text", clip(msg))
 		}

@@ -117,7 +117,7 @@ func (env *envelope) agentMsg(m *turn.Msg) {
 	switch {
 	case env.hasMethod:
 		m.Method = env.method
-		if env.kind == "state_update" {
+		if env.kind == protocol.KindStateUpdate {
 			m.State, _ = skim.String(env.v[aState])
 		}
 	case env.response:
@@ -201,7 +201,7 @@ func (env *envelope) isCompaction() bool {
 // written at once.
 func (env *envelope) batchable() bool {
 	return env.hasMethod && skim.IsNull(env.v[aID]) &&
-		env.kind != protocol.KindUpdate && env.kind != "state_update"
+		env.kind != protocol.KindUpdate && env.kind != protocol.KindStateUpdate
 }
 
 // sidCache decodes session IDs, reusing the last one's string: nearly
@@ -264,7 +264,7 @@ func foldAgent(v [][]byte) (m turn.Msg, compaction bool) {
 	switch {
 	case hasMethod:
 		m.Method = method
-		if kind == "state_update" {
+		if kind == protocol.KindStateUpdate {
 			m.State, _ = skim.String(v[fState])
 		}
 	default:

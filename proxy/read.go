@@ -283,10 +283,6 @@ func (l *lineReader) ready() bool {
 	return bytes.IndexByte(b, '\n') >= 0
 }
 
-// isBatch reports a JSON-RPC batch: a message (peerMessage) that is a
-// JSON array.
-func isBatch(msg []byte) bool { return len(msg) > 0 && msg[0] == '[' }
-
 // isBlank reports a line without a message (peerMessage), which the peers
 // skip.
 func isBlank(msg []byte) bool { return len(msg) == 0 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
@@ -339,7 +340,7 @@ func (t *track) notifier(n emitter.Notifier, id protocol.ID) emitter.Notifier {
 	if t.toolID == "" {
 		return n
 	}
-	return &toolCallKeeper{n: n, from: "compact-" + string(id), to: t.toolID, meta: t.toolMeta, rawOutput: t.rawOutput}
+	return &toolCallKeeper{n: n, from: fallback.ToolCallID("", id), to: t.toolID, meta: t.toolMeta, rawOutput: t.rawOutput}
 }
 
 // toolCallKeeper rewrites the tool call a fallback renders for a

@@ -58,7 +58,7 @@ func TestImportsAreOneWay(t *testing.T) {
 		"internal/skim": nil,
 		"emitter":       {"protocol", "capability"},
 		"fallback":      {"protocol", "emitter", "capability"},
-		"internal/turn": {"capability", "emitter", "internal/skim"},
+		"internal/turn": {"protocol", "capability", "emitter", "internal/skim"},
 		// A store of what a runtime replays: records, never the wire.
 		"sessionlog": {"protocol", "emitter"},
 		// The oracle is an independent implementation on purpose.

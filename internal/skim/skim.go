@@ -277,7 +277,10 @@ func (p *Picker) Pick(msg []byte, set *Paths) ([][]byte, error) {
 }
 
 // interned holds the strings a host decodes on nearly every line, keyed by
-// their raw JSON form, so that decoding them allocates nothing.
+// their raw JSON form, so that decoding them allocates nothing. The wire
+// kinds are spelt out rather than taken from package protocol
+// (protocol.KindStateUpdate and the rest) because skim imports nothing of
+// the module (internal/layering).
 var interned = func() map[string]string {
 	m := map[string]string{}
 	for _, s := range []string{

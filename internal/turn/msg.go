@@ -6,6 +6,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/skim"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // ACP methods the engine follows.
@@ -58,7 +59,7 @@ type Msg struct {
 // IsResponse reports whether m answers a request.
 func (m *Msg) IsResponse() bool { return m.Method == "" && m.ID != "" }
 
-var stateUpdateMark = []byte(`"state_update"`)
+var stateUpdateMark = []byte(`"` + protocol.KindStateUpdate + `"`)
 
 // Parse reads the members the engine follows from one JSON-RPC message (a
 // single object; see Batch for arrays). It reports false for a message
@@ -94,7 +95,7 @@ func Parse(msg []byte) (Msg, bool) {
 	m.Params = json.RawMessage(v[2])
 	switch m.Method {
 	case MethodUpdate:
-		if kind, _ := skim.String(v[6]); kind == "state_update" {
+		if kind, _ := skim.String(v[6]); kind == protocol.KindStateUpdate {
 			m.State, _ = skim.String(v[7])
 		}
 	case MethodCancelReq:
@@ -110,17 +111,26 @@ func Parse(msg []byte) (Msg, bool) {
 	return m, true
 }
 
-// followed reports whether a notification may matter to the engine: every
-// method but session/update, and a session/update that may be a v2
-// state_update.
+// followed reports whether a notification must be decoded further than
+// its head: a cancel (session/cancel, $/cancel_request), or one that
+// MayCarryState.
 func followed(method string, msg []byte) bool {
 	switch method {
-	case MethodUpdate:
-		return bytes.Contains(msg, stateUpdateMark)
 	case MethodCancel, MethodCancelReq:
 		return true
 	}
-	return false
+	return MayCarryState(method, msg)
+}
+
+// MayCarryState reports whether a notification of method, whose message
+// (or params) is msg, may be a v2 state_update, which the engine follows
+// (an idle one ends a turn): a session/update whose bytes hold
+// "state_update". Every other session/update, most of an agent's traffic,
+// matters to no turn, and a host may pass it without parsing it; the agent
+// kit's connection skips its look at an outgoing notification so, and
+// Parse stops at such a notification's head.
+func MayCarryState(method string, msg []byte) bool {
+	return method == MethodUpdate && bytes.Contains(msg, stateUpdateMark)
 }
 
 // msgPaths match member names as encoding/json does, case-insensitively,
@@ -133,6 +143,20 @@ var msgPaths = skim.CompileFold(
 	[]string{"params", "requestId"}, []string{"params", "replayFrom"},
 	[]string{"params", "_meta", "traceparent"}, []string{"params", "_meta", "tracestate"}, []string{"params", "_meta", "baggage"},
 )
+
+// IsBatch reports whether msg is a JSON-RPC batch: a JSON array, after
+// JSON's own leading whitespace. It does not check that the array is
+// valid; Batch does.
+func IsBatch(msg []byte) bool {
+	for _, c := range msg {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c == '['
+	}
+	return false
+}
 
 // Batch calls f with each message of a JSON-RPC batch (a JSON array of
 // messages), or with msg itself when it is not an array. It reports false

@@ -198,7 +198,7 @@ func (c *inprocConn) handleClient(_ context.Context, _ *jsonrpc2.Conn, req *json
 					State string `json:"state"`
 				} `json:"update"`
 			}
-			if json.Unmarshal(*req.Params, &p) == nil && p.Update.Kind == "state_update" && p.Update.State == "idle" {
+			if json.Unmarshal(*req.Params, &p) == nil && p.Update.Kind == protocol.KindStateUpdate && p.Update.State == "idle" {
 				c.idle <- struct{}{}
 			}
 		}

@@ -279,7 +279,7 @@ func loadRequest(version int, sid string) (string, json.RawMessage) {
 }
 
 func stateUpdate(state, stopReason string) json.RawMessage {
-	u := map[string]any{"sessionUpdate": "state_update", "state": state}
+	u := map[string]any{"sessionUpdate": protocol.KindStateUpdate, "state": state}
 	if stopReason != "" {
 		u["stopReason"] = stopReason
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // AgentTarget plays scenarios on an agent binary over stdio (the scenario
@@ -271,7 +272,7 @@ func (p *agentPlay) prompt(ctx context.Context, turn AgentTurn) error {
 			cancelled = true
 			_ = p.send(notification("session/cancel", map[string]any{"sessionId": p.sid}))
 		}
-		if u.Update.Kind == "state_update" && u.Update.State == "idle" {
+		if u.Update.Kind == protocol.KindStateUpdate && u.Update.State == "idle" {
 			idle = true
 		}
 	}

@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/acpschema"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Schema is the official ACP schema Verify checks against, one validator
@@ -369,9 +371,9 @@ func quoteAll(rows []string) []string {
 // compaction ID, the status, summary (as a client shows it: adjacent text
 // blocks joined, since chunks split text arbitrarily) and error; for a
 // client without the capability, the status of each fallback tool call
-// ("compact-<ID>"). Every compaction the runtime reported must be replayed,
-// and every update of the replay must be valid against the official schema
-// and respect the capability gate.
+// ("compact-<ID>", fallback.ToolCallID). Every compaction the runtime
+// reported must be replayed, and every update of the replay must be valid
+// against the official schema and respect the capability gate.
 //
 // skip is set, with errs nil, when there is nothing to compare: the run has
 // no history, or the scenario's client holds no compaction entity (a v1
@@ -432,7 +434,7 @@ func VerifyLiveReplay(sc Scenario, r *Run, official Schema) (errs []error, skip 
 	if r.Agent {
 		reported = nil
 		for _, key := range liveItems.order {
-			reported = append(reported, strings.TrimPrefix(strings.TrimPrefix(key, "compaction "), "tool_call compact-"))
+			reported = append(reported, strings.TrimPrefix(strings.TrimPrefix(key, "compaction "), "tool_call "+fallback.ToolCallIDPrefix))
 		}
 	}
 	compared := 0
@@ -440,7 +442,7 @@ func VerifyLiveReplay(sc Scenario, r *Run, official Schema) (errs []error, skip 
 	for _, id := range reported {
 		key := "compaction " + id
 		if !sc.Client.Capable() {
-			key = "tool_call compact-" + id
+			key = "tool_call " + fallback.ToolCallID("", protocol.ID(id))
 		}
 		seen[key] = true
 		l, inLive := liveItems.m[key]
@@ -501,7 +503,7 @@ func replayable(r *conformance.Reducer) items {
 		switch {
 		case it.Kind == conformance.KindCompaction:
 			key, val = "compaction "+it.ID, shown(it)
-		case it.Kind == "tool_call" && strings.HasPrefix(it.ID, "compact-"):
+		case it.Kind == "tool_call" && strings.HasPrefix(it.ID, fallback.ToolCallIDPrefix):
 			key, val = "tool_call "+it.ID, strconv.Quote(it.Status)
 		default:
 			continue

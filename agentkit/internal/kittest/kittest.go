@@ -354,7 +354,7 @@ func CheckTurns(evs []Event, version int) error {
 			if len(s.queue) > 0 {
 				s.running, s.queue = s.queue[0], s.queue[1:]
 			}
-		case !e.Sent && e.Kind == "state_update" && e.State == "idle" && version == 2:
+		case !e.Sent && e.Kind == protocol.KindStateUpdate && e.State == "idle" && version == 2:
 			if len(s.open) > 0 {
 				errs = append(errs, fmt.Errorf("event %d: idle state_update arrived with compactions open: %v", i, keys(s.open)))
 			}
@@ -429,7 +429,7 @@ func Summary(evs []Event) []string {
 			out = append(out, "response:"+e.Method)
 		case e.Kind == protocol.KindUpdate:
 			out = append(out, e.Kind+":"+e.Status)
-		case e.Kind == "state_update":
+		case e.Kind == protocol.KindStateUpdate:
 			out = append(out, e.Kind+":"+e.State)
 		case e.Kind != "":
 			out = append(out, e.Kind)

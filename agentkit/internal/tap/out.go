@@ -8,6 +8,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Output buffering. Every message the connection writes goes through one
@@ -143,7 +145,7 @@ func (q *outQueue) writeObject(v any) error {
 func (q *outQueue) writeUpdate(sessionID string, update []byte) error {
 	var line []byte
 	if q.object != nil {
-		line = appendUpdate(make([]byte, 0, len(updatePrefix)+len(sessionID)+len(update)+16), sessionID, update)
+		line = protocol.AppendNotification(nil, sessionID, update)
 	}
 	q.mu.Lock()
 	if err := q.waitRoomLocked(); err != nil {
@@ -154,7 +156,7 @@ func (q *outQueue) writeUpdate(sessionID string, update []byte) error {
 		q.items = append(q.items, json.RawMessage(line))
 		q.size += len(line)
 	} else {
-		q.buf = appendUpdate(q.buf, sessionID, update)
+		q.buf = protocol.AppendNotification(q.buf, sessionID, update)
 		q.buf = append(q.buf, '\n')
 	}
 	return q.queuedLocked(false)

@@ -17,7 +17,7 @@
 //   - compaction.go: the reporting calls a runtime makes, and the engine's
 //     turn guard, which every one of them passes as the emitter's gate;
 //   - close.go: the connection's end, a panic, Flush;
-//   - line.go: the session/update encoder;
+//   - line.go: UpdateLine, over protocol's session/update encoder;
 //   - out.go: the output queue.
 //
 // Locks: the engine's (taken by its calls, never held when they return,
@@ -39,6 +39,7 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/turn"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // DefaultCancelGrace is the cancel grace unless configured (see
@@ -189,7 +190,7 @@ type Inbound struct {
 // message) before the stack dispatches it.
 func (t *Tap) Receive(msg []byte) Inbound {
 	var in Inbound
-	batch := isBatch(msg)
+	batch := turn.IsBatch(msg)
 	turn.Batch(msg, func(elem []byte) {
 		m, ok := turn.Parse(elem)
 		if !ok {
@@ -201,18 +202,6 @@ func (t *Tap) Receive(msg []byte) Inbound {
 		}
 	})
 	return in
-}
-
-// isBatch reports whether msg is a JSON array.
-func isBatch(msg []byte) bool {
-	for _, c := range msg {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return c == '['
-	}
-	return false
 }
 
 // BindPrompt derives the context of the handler of the session/prompt
@@ -382,7 +371,7 @@ func (t *Tap) fallback() emitter.Renderer {
 // still be able to report, and a write in progress cannot be interrupted
 // anyway.
 func (t *Tap) notify(_ context.Context, sessionID string, update any) error {
-	u, err := marshalUpdate(update)
+	u, err := protocol.MarshalUpdate(update)
 	if err != nil {
 		return err
 	}

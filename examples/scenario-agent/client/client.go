@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -405,7 +406,7 @@ func (t *Turn) Wait(ctx context.Context) (Outcome, error) {
 		return o, nil
 	}
 	idle, err := t.c.Wait(ctx, t.from, func(m Message) bool {
-		return m.Dir == conformance.FromAgent && m.Kind == "state_update" && m.State == "idle" && m.SessionID == t.sessionID
+		return m.Dir == conformance.FromAgent && m.Kind == protocol.KindStateUpdate && m.State == "idle" && m.SessionID == t.sessionID
 	})
 	if err != nil {
 		return o, err

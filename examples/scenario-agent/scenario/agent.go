@@ -15,6 +15,7 @@ import (
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/acpcompact/acpcompact/sessionlog"
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -608,7 +609,7 @@ func (c *conn) resume(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 			return nil, err
 		}
 	}
-	state := stateUpdate{SessionUpdate: "state_update", State: "idle"}
+	state := stateUpdate{SessionUpdate: protocol.KindStateUpdate, State: "idle"}
 	if s.busy() {
 		state.State = "running"
 	}

@@ -91,7 +91,7 @@ func (c *conn) prompt(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 	t := &turn{c: c, rpc: rpc, ctx: ctx, s: s, ks: agentkit.SessionFrom(ctx, s.id), v2: c.v2()}
 	userID := s.addMessage(roleUser, p.Prompt)
 	if t.v2 {
-		t.notify(stateUpdate{SessionUpdate: "state_update", State: "running"})
+		t.notify(stateUpdate{SessionUpdate: protocol.KindStateUpdate, State: "running"})
 		t.notify(messageUpsert{SessionUpdate: "user_message", MessageID: userID, Content: p.Prompt})
 		c.reply(ctx, rpc, req, promptResultV2{MessageID: userID}, nil)
 	}
@@ -109,7 +109,7 @@ func (c *conn) prompt(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 		c.reply(ctx, rpc, req, promptResultV1{StopReason: stop}, nil)
 		return
 	}
-	idle := stateUpdate{SessionUpdate: "state_update", State: "idle", StopReason: stop}
+	idle := stateUpdate{SessionUpdate: protocol.KindStateUpdate, State: "idle", StopReason: stop}
 	if err != nil {
 		// The prompt was acknowledged already: a failure after insertion
 		// ends the turn with stopReason "error".

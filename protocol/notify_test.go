@@ -1,0 +1,48 @@
+package protocol
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// AppendNotification over MarshalUpdate writes exactly what the generic
+// encoding of the envelope writes, into a fresh or a used buffer.
+func TestAppendNotificationMatchesEncodingJSON(t *testing.T) {
+	generic := func(sessionID string, update any) ([]byte, error) {
+		type params struct {
+			SessionID string `json:"sessionId"`
+			Update    any    `json:"update"`
+		}
+		return json.Marshal(struct {
+			JSONRPC string `json:"jsonrpc"`
+			Method  string `json:"method"`
+			Params  params `json:"params"`
+		}{"2.0", "session/update", params{sessionID, update}})
+	}
+	var nilUpdate *CompactionUpdate
+	updates := []any{
+		&CompactionSummaryChunk{CompactionID: "cmp_1", Content: Text("## a <b> & \u2028 \xff\n")},
+		CompactionUpdate{CompactionID: "cmp_1", Status: Failed, Error: Set("boom <")},
+		UsageUpdate{Used: 10, Size: 100},
+		map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": "<&>"}},
+		nilUpdate, nil,
+	}
+	for _, sid := range append(jsonStrings, "sess_1") {
+		for _, u := range updates {
+			want, err := generic(sid, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := MarshalUpdate(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := AppendNotification(nil, sid, b); string(got) != string(want) {
+				t.Errorf("%q %T:\ngot  %s\nwant %s", sid, u, got, want)
+			}
+			if got := AppendNotification([]byte("x\n"), sid, b); string(got) != "x\n"+string(want) {
+				t.Errorf("%q %T appended: got %s", sid, u, got)
+			}
+		}
+	}
+}
