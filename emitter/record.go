@@ -61,11 +61,58 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	if r.Status == "" {
 		return nil, errors.New("emitter: record: status must be a non-empty string")
 	}
-	v := recordV1{
-		V: recordVersion, ID: r.ID, Status: r.Status, Trigger: r.Trigger, After: r.After,
-		Displayable: r.Displayable, Summary: r.Summary, Error: r.Error, Meta: r.Meta, Details: r.Details,
+	head, err := json.Marshal(recordHead{V: recordVersion, ID: r.ID, Status: r.Status, Trigger: r.Trigger, After: r.After, Displayable: r.Displayable})
+	if err != nil {
+		return nil, err
 	}
-	return json.Marshal(v)
+	tail, err := json.Marshal(recordTail{Error: r.Error, Meta: r.Meta, Details: r.Details})
+	if err != nil {
+		return nil, err
+	}
+	// recordV1's members, in its order: the head, the summary, the tail.
+	// The summary, which may hold tens of thousands of streamed blocks, is
+	// encoded by protocol without reflection and appended as it is (a
+	// json.RawMessage would be rescanned byte by byte).
+	out := make([]byte, 0, len(head)+len(tail)+summaryBytes(r.Summary)+16)
+	out = append(out, head[:len(head)-1]...)
+	if len(r.Summary) > 0 {
+		out = append(out, `,"summary":`...)
+		if out, err = protocol.AppendBlocks(out, r.Summary); err != nil {
+			return nil, fmt.Errorf("emitter: record: %w", err)
+		}
+	}
+	if len(tail) > 2 {
+		out = append(out, ',')
+		out = append(out, tail[1:len(tail)-1]...)
+	}
+	return append(out, '}'), nil
+}
+
+// recordHead and recordTail are recordV1 as MarshalJSON writes it, less
+// the summary, which goes between them.
+type recordHead struct {
+	V           int              `json:"v"`
+	ID          protocol.ID      `json:"compactionId"`
+	Status      protocol.Status  `json:"status"`
+	Trigger     protocol.Trigger `json:"trigger,omitempty"`
+	After       string           `json:"after,omitempty"`
+	Displayable bool             `json:"userDisplayable,omitempty"`
+}
+
+type recordTail struct {
+	Error   string        `json:"error,omitempty"`
+	Meta    protocol.Meta `json:"_meta,omitempty"`
+	Details *Details      `json:"details,omitempty"`
+}
+
+// summaryBytes estimates the encoded size of blocks, so that the buffer
+// grows once.
+func summaryBytes(blocks []protocol.ContentBlock) int {
+	n := 2
+	for _, b := range blocks {
+		n += len(b.Text) + len(b.Type) + 24
+	}
+	return n
 }
 
 // UnmarshalJSON reads a record's JSON form: version 1, and every version a

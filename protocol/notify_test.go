@@ -46,3 +46,23 @@ func TestAppendNotificationMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// AppendBlocks writes what json.Marshal writes for the slice, plain blocks
+// and blocks with verbatim extra members alike.
+func TestAppendBlocksIsWhatJSONMarshalWrites(t *testing.T) {
+	blocks := []ContentBlock{
+		Text("a <b> & \"c\"\n\x01\xff"),
+		{Type: "resource_link", Extra: map[string]json.RawMessage{"uri": json.RawMessage(` "file:///x<y>" `), "name": json.RawMessage(`{ "a" : 1 }`)}},
+	}
+	want, err := json.Marshal(blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := AppendBlocks(nil, blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("AppendBlocks\n%s\nwant\n%s", got, want)
+	}
+}

@@ -169,6 +169,36 @@ func (b ContentBlock) MarshalJSON() ([]byte, error) {
 // and only json.Marshal's final pass compacts them).
 func (b ContentBlock) plain() bool { return len(b.Extra) == 0 && b.Type != "" }
 
+// AppendBlocks appends blocks as a JSON array, each block as its
+// MarshalJSON writes it, without reflection: a summary of tens of
+// thousands of streamed blocks costs one pass, not a call and a copy a
+// block. What it writes is byte for byte what json.Marshal writes for the
+// slice.
+func AppendBlocks(buf []byte, blocks []ContentBlock) ([]byte, error) {
+	buf = append(buf, '[')
+	for i, b := range blocks {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		if b.plain() {
+			buf, _ = b.appendJSON(buf) // plain: cannot fail
+			continue
+		}
+		// Extra values are copied verbatim by appendJSON; json.Marshal's
+		// pass compacts and escapes them as it would in the slice.
+		raw, err := json.Marshal(b)
+		if err != nil {
+			return nil, err
+		}
+		buf = append(buf, raw...)
+	}
+	return append(buf, ']'), nil
+}
+
+// AppendJSONString appends s as a JSON string, as encoding/json writes it
+// (HTML characters escaped, invalid UTF-8 as U+FFFD).
+func AppendJSONString(buf []byte, s string) []byte { return appendJSONString(buf, s) }
+
 func (b ContentBlock) appendJSON(buf []byte) ([]byte, error) {
 	if b.Type == "" {
 		return nil, errors.New("protocol: content block has no type")
@@ -330,14 +360,7 @@ func (u CompactionUpdate) appendPlain() ([]byte, bool) {
 		if blocks == nil {
 			buf = append(buf, "null"...)
 		} else {
-			buf = append(buf, '[')
-			for i, b := range blocks {
-				if i > 0 {
-					buf = append(buf, ',')
-				}
-				buf, _ = b.appendJSON(buf) // plain: cannot fail
-			}
-			buf = append(buf, ']')
+			buf, _ = AppendBlocks(buf, blocks) // plain: cannot fail
 		}
 	}
 	if !u.Error.IsZero() {

@@ -9,9 +9,9 @@ import (
 	"hash/crc32"
 	"os"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Line kinds after the header.
@@ -59,7 +59,7 @@ func (l *Log) AppendMessage(id string, data any) error {
 	line = append(line, `"kind":"message"`...)
 	if id != "" {
 		line = append(line, `,"id":`...)
-		line = appendString(line, id)
+		line = protocol.AppendJSONString(line, id)
 	}
 	line = append(line, `,"data":`...)
 	line = append(line, raw...)
@@ -89,10 +89,10 @@ func (l *Log) AppendRecord(rec emitter.Record) error {
 	line = append(line, `"kind":"`...)
 	line = append(line, kind...)
 	line = append(line, `","id":`...)
-	line = appendString(line, string(rec.ID))
+	line = protocol.AppendJSONString(line, string(rec.ID))
 	if after := recordAfter(rec); after != "" {
 		line = append(line, `,"after":`...)
-		line = appendString(line, after)
+		line = protocol.AppendJSONString(line, after)
 	}
 	line = append(line, `,"record":`...)
 	line, err := appendRecord(line, rec)
@@ -102,58 +102,18 @@ func (l *Log) AppendRecord(rec emitter.Record) error {
 	return l.write(finishLine(line))
 }
 
-// recordV1Head is how emitter's record form, version 1, begins.
-const recordV1Head = `{"v":1,`
-
 // appendRecord appends the record's JSON form (emitter.Record's
-// MarshalJSON). A long summary (a flood of 20,000 chunks is 20,000
-// blocks) is the costly part of it, so the record is written without it
-// and the summary member appended, its plain text blocks encoded here
-// without reflection: the same object, members in another order, about
-// five times as fast (BenchmarkAppendRecord). Any other form is written
-// as MarshalJSON writes it.
+// MarshalJSON, which encodes a long summary without reflection), on one
+// line.
 func appendRecord(dst []byte, rec emitter.Record) ([]byte, error) {
-	summary := rec.Summary
-	rec.Summary = nil
 	raw, err := rec.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
-	if len(summary) > 0 && !bytes.HasPrefix(raw, []byte(recordV1Head)) {
-		rec.Summary = summary
-		if raw, err = rec.MarshalJSON(); err != nil {
-			return nil, err
-		}
-		summary = nil
-	}
 	if raw, err = oneLine(raw); err != nil {
 		return nil, err
 	}
-	if len(summary) == 0 {
-		return append(dst, raw...), nil
-	}
-	dst = append(dst, raw[:len(raw)-1]...)
-	dst = append(dst, `,"summary":[`...)
-	for i, b := range summary {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		if b.Type == "text" && len(b.Extra) == 0 {
-			dst = append(dst, `{"type":"text","text":`...)
-			dst = appendString(dst, b.Text)
-			dst = append(dst, '}')
-			continue
-		}
-		bj, err := b.MarshalJSON()
-		if err != nil {
-			return nil, err
-		}
-		if bj, err = oneLine(bj); err != nil {
-			return nil, err
-		}
-		dst = append(dst, bj...)
-	}
-	return append(dst, "]}"...), nil
+	return append(dst, raw...), nil
 }
 
 // oneLine compacts JSON that holds a newline (whitespace in a verbatim
@@ -256,51 +216,6 @@ func encodeLine(dst []byte, v any) ([]byte, error) {
 	dst = append(dst, crcSep...)
 	dst = append(dst, raw[1:len(raw)-1]...)
 	return finishLine(dst), nil
-}
-
-// appendString appends s as a JSON string: '"', '\\' and control
-// characters escaped, invalid UTF-8 replaced by U+FFFD (as json.Marshal
-// does), everything else as is.
-func appendString(dst []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r != utf8.RuneError || size != 1 {
-				i += size
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // checkLine verifies a line's checksum; line excludes the newline.
