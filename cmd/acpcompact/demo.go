@@ -16,14 +16,14 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/conformance"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/client"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/internal/scenario"
+	"github.com/acpcompact/acpcompact/internal/scenario/client"
 )
 
 const demoUsage = `usage: acpcompact demo [--wire] [--fallback NAME] [--verbose]
 
-Runs the scenario agent (examples/scenario-agent) in this process against two
+Runs the scenario agent (the one examples/scenario-agent serves) in this process against two
 ACP v1 clients, one that advertises clientCapabilities.session.compaction and
 one that does not. Each plays the same script (a normal prompt, /compact,
 /compact fail, a /compact slow it cancels after a couple of chunks) with the

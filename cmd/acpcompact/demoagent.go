@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
+	"github.com/acpcompact/acpcompact/internal/scenario"
 )
 
 // demoAgentCommand is the subcommand the demo re-executes this program

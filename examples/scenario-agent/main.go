@@ -66,8 +66,8 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/agentkit"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/internal/scenario"
 )
 
 func main() {

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/conformance"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/client"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/acpcompact/acpcompact/internal/scenario/client"
 )
 
 // TestScenarioAgentBinaryOverStdio builds the command, runs one /compact

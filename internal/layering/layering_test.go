@@ -49,6 +49,22 @@ func TestNoProductionPackageImportsTest(t *testing.T) {
 	}
 }
 
+// Examples only compose: a package the CLI or a library needs lives where
+// its role is visible (the scenario agent is internal/scenario), never
+// under examples/.
+func TestNothingImportsAnExample(t *testing.T) {
+	for pkg, deps := range imports(t) {
+		if under(pkg, "examples") {
+			continue
+		}
+		for _, d := range deps {
+			if under(d, "examples") {
+				t.Errorf("%s imports %s: examples only compose, nothing depends on them", pkg, d)
+			}
+		}
+	}
+}
+
 func TestImportsAreOneWay(t *testing.T) {
 	// What each lower layer may import from the module; anything else is
 	// an upward import.

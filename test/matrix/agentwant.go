@@ -3,7 +3,7 @@ package matrix
 // The scenario agent's timelines, as Verify renders agent runs: compaction
 // IDs renamed c1, c2, ... and _meta left out; "*" matches any text, so the
 // rows do not depend on the wording of the agent's summaries and messages.
-// They follow the scripts documented in examples/scenario-agent/scenario.
+// They follow the scripts documented in internal/scenario.
 // On v1 the agent's message chunks carry a messageId, and chunks append:
 // a client that keeps its timeline across session/load holds the replayed
 // text twice, which is v1's message semantics, not a compaction matter.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
+	"github.com/acpcompact/acpcompact/internal/scenario"
 )
 
 // Bounds of the soak: what the agent (and the proxy) may keep after the

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/client"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/internal/scenario"
+	"github.com/acpcompact/acpcompact/internal/scenario/client"
 )
 
 // Word shorthands for the expected wire, see seq.

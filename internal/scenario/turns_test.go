@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/conformance"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/client"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
+	"github.com/acpcompact/acpcompact/internal/scenario"
+	"github.com/acpcompact/acpcompact/internal/scenario/client"
 )
 
 // TestScenarioSecondPromptRejectedWhileOneRunsEndsNothing: a second

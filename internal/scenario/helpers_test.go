@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/conformance"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/client"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/acpcompact/acpcompact/internal/scenario"
+	"github.com/acpcompact/acpcompact/internal/scenario/client"
 )
 
 // hangGuard bounds each test; no assertion depends on timing.

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/conformance"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/client"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
+	"github.com/acpcompact/acpcompact/internal/scenario"
+	"github.com/acpcompact/acpcompact/internal/scenario/client"
 	"github.com/acpcompact/acpcompact/sessionlog"
 	"github.com/sourcegraph/jsonrpc2"
 )

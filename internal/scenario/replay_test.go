@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/conformance"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/client"
-	"github.com/acpcompact/acpcompact/examples/scenario-agent/scenario"
+	"github.com/acpcompact/acpcompact/internal/scenario"
+	"github.com/acpcompact/acpcompact/internal/scenario/client"
 )
 
 // timeline rebuilds the client's view of session sid from a record, with
