@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/capability"
+	"github.com/acpcompact/acpcompact/internal/pulse"
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
@@ -468,7 +469,8 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 		})
 	}
 	if d := s.e.cfg.heartbeat; d > 0 {
-		c.heartbeat = time.AfterFunc(d, c.beat)
+		c.heartbeat = &heartbeat{clock: pulse.Start(d, c.started)}
+		c.heartbeat.timer = time.AfterFunc(pulse.Period(d), c.beat)
 	}
 	return c, nil
 }
@@ -780,7 +782,7 @@ type Compaction struct {
 	after     string // After's position, for Record
 	started   time.Time
 	watchdog  *time.Timer
-	heartbeat *time.Timer
+	heartbeat *heartbeat // nil without WithHeartbeat
 
 	// Guarded by s.mu.
 	chunks   int     // chunks sent
@@ -1026,7 +1028,7 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 		c.watchdog.Stop()
 	}
 	if c.heartbeat != nil {
-		c.heartbeat.Stop()
+		c.heartbeat.timer.Stop()
 	}
 	ev := c.event(EventSettled)
 	ev.SettledBy = so.by
@@ -1159,6 +1161,14 @@ func (s *Session) usageLocked(ctx context.Context, d *Details) error {
 	return nil
 }
 
+// heartbeat is the ticking of one compaction's silence (pulse keeps the
+// rule, shared with the proxy). It is allocated only with WithHeartbeat,
+// so memory per open compaction stays as it was without it.
+type heartbeat struct {
+	timer *time.Timer
+	clock pulse.Clock // guarded by s.mu
+}
+
 // beat re-sends a field-less in_progress update when the compaction has
 // been silent for a heartbeat interval, so client watchdogs see life.
 func (c *Compaction) beat() {
@@ -1168,20 +1178,19 @@ func (c *Compaction) beat() {
 	if c.settled {
 		return
 	}
-	if !c.shown || !s.inTurnLocked() {
-		// Nothing is sent about a compaction the client has not seen, nor
-		// between turns.
-		c.heartbeat.Reset(s.e.cfg.heartbeat)
-		return
-	}
-	if c.active {
+	hb := c.heartbeat
+	// Nothing is sent about a compaction the client has not seen, nor
+	// between turns: the silence is looked at again on the next tick.
+	if c.shown && s.inTurnLocked() {
+		active := c.active
 		c.active = false
-	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-		_ = s.emitLocked(ctx, c.event(EventHeartbeat))
-		cancel()
+		if hb.clock.Tick(time.Now(), active) {
+			ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+			_ = s.emitLocked(ctx, c.event(EventHeartbeat))
+			cancel()
+		}
 	}
-	c.heartbeat.Reset(s.e.cfg.heartbeat)
+	hb.timer.Reset(pulse.Period(s.e.cfg.heartbeat))
 }
 
 func (c *Compaction) event(kind EventKind) Event {

@@ -172,7 +172,10 @@ func WithMaxDuration(d time.Duration) Option { return func(c *config) { c.maxDur
 
 // WithHeartbeat re-sends a field-less in_progress update for a compaction
 // that has sent nothing for d, so client watchdogs see life during long
-// compactions. Zero, the default, disables it.
+// compactions: the silence is looked at every d/4, so the first heartbeat
+// goes out between d and 1.25 d after the last chunk, and one follows every
+// d while the silence lasts. Only a compaction the client saw start, in a
+// turn, gets one. Zero, the default, disables it.
 func WithHeartbeat(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
 
 // WithOmitRedundantSummary omits a completion's summary when it equals what

@@ -7,14 +7,16 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/capability"
+	"github.com/acpcompact/acpcompact/internal/pulse"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // The heartbeat re-sends progress only to a client in a turn that has seen
-// the compaction start. (beat is called directly: the timer's interval is
-// an hour, so no tick races the assertions.)
+// the compaction start. (beat is called directly, on compactions made
+// silent for two intervals: the timer's interval is an hour, so no tick
+// races the assertions.)
 func TestNoHeartbeatOutsideATurnOrForAnUnseenCompaction(t *testing.T) {
 	ctx := context.Background()
 	var on atomic.Bool
@@ -32,15 +34,19 @@ func TestNoHeartbeatOutsideATurnOrForAnUnseenCompaction(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rec.Lines(), 1, "only the compaction started in the turn is shown")
 
+	for _, c := range []*Compaction{held, bg, shown} {
+		c.heartbeat.clock = pulse.Start(time.Hour, time.Now().Add(-2*time.Hour))
+	}
 	bg.beat()
 	held.beat()
 	shown.beat()
 	assert.Len(t, rec.Lines(), 2, "the shown compaction's heartbeat only")
 
 	on.Store(false)
+	shown.heartbeat.clock = pulse.Start(time.Hour, time.Now().Add(-2*time.Hour))
 	shown.beat()
 	assert.Len(t, rec.Lines(), 2, "no heartbeat between turns")
 	for _, c := range []*Compaction{held, bg, shown} {
-		c.heartbeat.Stop()
+		c.heartbeat.timer.Stop()
 	}
 }

@@ -6,20 +6,22 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/pulse"
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // heartbeat re-sends the progress of the compactions the client sees while
 // the agent is silent (WithHeartbeat): Claude Code retries a failing
 // summary for minutes without a word, and client watchdogs give up. The
-// emitter's own heartbeat cannot serve: it writes from its timer under the
-// emitter's lock, while the proxy writes to the client under emu and calls
-// the emitter with emu held. So the proxy ticks itself, under emu.
+// rule of when a heartbeat is due is package pulse's, shared with the
+// emitter; the ticking is the proxy's own because the emitter's writes from
+// its timer under the emitter's lock, while the proxy writes to the client
+// under emu and calls the emitter with emu held. So the proxy ticks itself,
+// under emu, and counts any agent line that reached the client as life.
 type heartbeat struct {
 	timer *time.Timer
-	line  int       // the agent line the client's stream had reached at the last tick
-	quiet time.Time // since when no agent line came, as the ticks saw it
-	beat  time.Time // the last heartbeat
+	line  int         // the agent line the client's stream had reached at the last tick
+	clock pulse.Clock // the silence, as the ticks saw it
 }
 
 // armHeartbeat starts the ticks when a compaction opens. Callers hold emu.
@@ -29,13 +31,9 @@ func (c *conn) armHeartbeat() {
 	if d <= 0 || hb.timer != nil {
 		return
 	}
-	hb.line, hb.quiet = c.out.at, time.Now()
-	hb.timer = time.AfterFunc(tickOf(d), c.tick)
+	hb.line, hb.clock = c.out.at, pulse.Start(d, time.Now())
+	hb.timer = time.AfterFunc(pulse.Period(d), c.tick)
 }
-
-// tickOf is how often the silence is looked at: a quarter of the
-// heartbeat, so a heartbeat goes out within 1.25 intervals of silence.
-func tickOf(d time.Duration) time.Duration { return max(d/4, time.Millisecond) }
 
 func (c *conn) tick() {
 	c.emu.Lock()
@@ -56,18 +54,15 @@ func (c *conn) tick() {
 		hb.timer = nil // armed again by the next compaction
 		return
 	}
-	d, now := c.p.cfg.heartbeat, time.Now()
-	switch {
-	case c.out.at != hb.line:
-		hb.line, hb.quiet = c.out.at, now
-	case now.Sub(hb.quiet) >= d && now.Sub(hb.beat) >= d:
-		hb.beat = now
+	active := c.out.at != hb.line
+	hb.line = c.out.at
+	if hb.clock.Tick(time.Now(), active) {
 		for _, o := range open {
 			c.beat(o)
 		}
 		_ = c.out.flush() // a failure is sticky: the agent pump reports it
 	}
-	hb.timer.Reset(tickOf(d))
+	hb.timer.Reset(pulse.Period(c.p.cfg.heartbeat))
 }
 
 // beat re-sends one open compaction's progress in the form the client sees
