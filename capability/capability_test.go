@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/capability"
-	"github.com/stretchr/testify/assert"
 )
 
 func TestV1CapabilityCountsOnlyAnObject(t *testing.T) {
@@ -40,15 +39,27 @@ func TestV1CapabilityCountsOnlyAnObject(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			n := capability.Parse(json.RawMessage(tc.params), json.RawMessage(`{"protocolVersion":1}`))
-			assert.Equal(t, capability.V1, n.Version)
-			assert.Equal(t, tc.support, n.Compaction)
+			if n.Version != capability.V1 {
+				t.Errorf("Version: got %d, want %d", n.Version, capability.V1)
+			}
+			if n.Compaction != tc.support {
+				t.Errorf("Compaction: got %v, want %v", n.Compaction, tc.support)
+			}
 			if tc.diagPath == "" {
-				assert.Empty(t, n.Diagnostics)
+				if len(n.Diagnostics) != 0 {
+					t.Errorf("Diagnostics: got %v, want none", n.Diagnostics)
+				}
 				return
 			}
-			if assert.NotEmpty(t, n.Diagnostics) {
-				assert.Equal(t, tc.diagPath, n.Diagnostics[0].Path)
-				assert.NotEmpty(t, n.Diagnostics[0].Message)
+			if len(n.Diagnostics) == 0 {
+				t.Errorf("Diagnostics: got none, want one at %s", tc.diagPath)
+			} else {
+				if got := n.Diagnostics[0].Path; got != tc.diagPath {
+					t.Errorf("Diagnostics[0].Path: got %q, want %q", got, tc.diagPath)
+				}
+				if n.Diagnostics[0].Message == "" {
+					t.Errorf("Diagnostics[0].Message is empty")
+				}
 			}
 		})
 	}
@@ -57,37 +68,72 @@ func TestV1CapabilityCountsOnlyAnObject(t *testing.T) {
 func TestNegotiatedVersionIsTheAgentsAnswer(t *testing.T) {
 	v2req := `{"protocolVersion":2,"info":{"name":"c","version":"1"},"capabilities":{}}`
 	n := capability.Parse(json.RawMessage(v2req), json.RawMessage(`{"protocolVersion":2}`))
-	assert.Equal(t, capability.V2, n.Version)
-	assert.True(t, n.Compaction, "v2 needs no capability")
+	if n.Version != capability.V2 {
+		t.Errorf("v2 answered v2: Version: got %d, want %d", n.Version, capability.V2)
+	}
+	if !n.Compaction {
+		t.Errorf("v2 answered v2: Compaction is false; v2 needs no capability")
+	}
 
 	n = capability.Parse(json.RawMessage(v2req), json.RawMessage(`{"protocolVersion":1}`))
-	assert.Equal(t, 2, n.RequestedVersion)
-	assert.Equal(t, capability.V1, n.Version, "the agent answered v1")
-	assert.False(t, n.Compaction, "a v2-shaped request carries no v1 capability")
+	if n.RequestedVersion != 2 {
+		t.Errorf("v2 answered v1: RequestedVersion: got %d, want 2", n.RequestedVersion)
+	}
+	if n.Version != capability.V1 {
+		t.Errorf("v2 answered v1: Version: got %d, want %d (the agent answered v1)", n.Version, capability.V1)
+	}
+	if n.Compaction {
+		t.Errorf("v2 answered v1: Compaction is true; a v2-shaped request carries no v1 capability")
+	}
 
 	n = capability.Parse(json.RawMessage(v2req), nil)
-	assert.Equal(t, capability.V2, n.Version, "before the answer the requested version stands")
+	if n.Version != capability.V2 {
+		t.Errorf("v2 unanswered: Version: got %d, want %d (before the answer the requested version stands)", n.Version, capability.V2)
+	}
 
 	n = capability.Parse(json.RawMessage(`{"protocolVersion":7}`), json.RawMessage(`{"protocolVersion":7}`))
-	assert.Equal(t, capability.V1, n.Version)
-	assert.NotEmpty(t, n.Diagnostics)
+	if n.Version != capability.V1 {
+		t.Errorf("v7: Version: got %d, want %d", n.Version, capability.V1)
+	}
+	if len(n.Diagnostics) == 0 {
+		t.Errorf("v7: no diagnostics")
+	}
 
 	n = capability.Parse(json.RawMessage(`{"protocolVersion":"one"}`), json.RawMessage(`"garbage"`))
-	assert.Equal(t, capability.V1, n.Version)
-	assert.Len(t, n.Diagnostics, 2)
+	if n.Version != capability.V1 {
+		t.Errorf("unreadable versions: Version: got %d, want %d", n.Version, capability.V1)
+	}
+	if len(n.Diagnostics) != 2 {
+		t.Errorf("unreadable versions: got %d diagnostics %v, want 2", len(n.Diagnostics), n.Diagnostics)
+	}
 }
 
 func TestDefaultPolicy(t *testing.T) {
 	with := capability.Negotiation{Version: 1, Compaction: true}
 	without := capability.Negotiation{Version: 1}
 	v2 := capability.Negotiation{Version: 2, Compaction: true}
-	assert.Equal(t, capability.Standard, capability.DefaultPolicy(with, false))
-	assert.Equal(t, capability.Standard, capability.DefaultPolicy(v2, true))
-	assert.Equal(t, capability.Fallback, capability.DefaultPolicy(without, true))
-	assert.Equal(t, capability.Off, capability.DefaultPolicy(without, false))
-	assert.Equal(t, capability.Off, capability.DefaultPolicy(capability.Negotiation{}, false), "zero value is safe")
-	assert.Equal(t, "standard", capability.Standard.String())
-	assert.True(t, strings.HasPrefix(capability.Mode(9).String(), "mode("))
+	for _, tc := range []struct {
+		name     string
+		n        capability.Negotiation
+		fallback bool
+		want     capability.Mode
+	}{
+		{"v1 with the capability, no fallback", with, false, capability.Standard},
+		{"v2, fallback", v2, true, capability.Standard},
+		{"v1 without the capability, fallback", without, true, capability.Fallback},
+		{"v1 without the capability, no fallback", without, false, capability.Off},
+		{"zero value is safe", capability.Negotiation{}, false, capability.Off},
+	} {
+		if got := capability.DefaultPolicy(tc.n, tc.fallback); got != tc.want {
+			t.Errorf("DefaultPolicy, %s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := capability.Standard.String(); got != "standard" {
+		t.Errorf("Standard.String(): got %q, want %q", got, "standard")
+	}
+	if got := capability.Mode(9).String(); !strings.HasPrefix(got, "mode(") {
+		t.Errorf("Mode(9).String(): got %q, want prefix %q", got, "mode(")
+	}
 }
 
 func FuzzParse(f *testing.F) {
@@ -136,19 +182,35 @@ func ExampleParse() {
 func TestTheClientsVersionDecidesTheGateNotTheAgentsAnswer(t *testing.T) {
 	v1NoCap := `{"protocolVersion":1,"clientCapabilities":{}}`
 	n := capability.Parse(json.RawMessage(v1NoCap), json.RawMessage(`{"protocolVersion":2}`))
-	assert.Equal(t, capability.V1, n.Version, "the client asked for v1")
-	assert.False(t, n.Compaction, "a v1 client without the capability is gated")
-	if assert.NotEmpty(t, n.Diagnostics) {
-		assert.Contains(t, n.Diagnostics[0].Message, "asked for 1")
+	if n.Version != capability.V1 {
+		t.Errorf("v1 without the capability: Version: got %d, want %d (the client asked for v1)", n.Version, capability.V1)
+	}
+	if n.Compaction {
+		t.Errorf("v1 without the capability: Compaction is true; a v1 client without the capability is gated")
+	}
+	if len(n.Diagnostics) == 0 {
+		t.Errorf("v1 without the capability: no diagnostics")
+	} else if msg := n.Diagnostics[0].Message; !strings.Contains(msg, "asked for 1") {
+		t.Errorf("v1 without the capability: Diagnostics[0].Message %q does not contain %q", msg, "asked for 1")
 	}
 
 	v1Cap := `{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}`
 	n = capability.Parse(json.RawMessage(v1Cap), json.RawMessage(`{"protocolVersion":2}`))
-	assert.Equal(t, capability.V1, n.Version)
-	assert.True(t, n.Compaction, "the v1 capability still counts")
+	if n.Version != capability.V1 {
+		t.Errorf("v1 with the capability: Version: got %d, want %d", n.Version, capability.V1)
+	}
+	if !n.Compaction {
+		t.Errorf("v1 with the capability: Compaction is false; the v1 capability still counts")
+	}
 
 	n = capability.Parse(json.RawMessage(`{"clientCapabilities":{}}`), json.RawMessage(`{"protocolVersion":2}`))
-	assert.Equal(t, capability.V1, n.Version, "a client that names no version is taken to speak v1")
-	assert.False(t, n.Compaction)
-	assert.NotEmpty(t, n.Diagnostics)
+	if n.Version != capability.V1 {
+		t.Errorf("no version: Version: got %d, want %d (a client that names no version is taken to speak v1)", n.Version, capability.V1)
+	}
+	if n.Compaction {
+		t.Errorf("no version: Compaction is true")
+	}
+	if len(n.Diagnostics) == 0 {
+		t.Errorf("no version: no diagnostics")
+	}
 }

@@ -5,14 +5,15 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden/*.jsonl from the current output")
@@ -50,44 +51,57 @@ func goldenScenario(t *testing.T, em *emitter.Emitter) {
 	ctx := context.Background()
 	s := em.Session("sess_1")
 
+	// step stops the scenario at its first failing call: every later step
+	// builds on the state the earlier ones left.
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+
 	c1, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Manual), emitter.UserDisplayable())
-	require.NoError(t, err)
-	require.NoError(t, c1.Chunk(ctx, protocol.Text("## Retained context\n\n")))
-	require.NoError(t, c1.Chunk(ctx, protocol.Text("The user is updating the ACP schema.")))
-	require.NoError(t, c1.Complete(ctx, emitter.WithSettleMeta(protocol.Meta{
+	step("start cmp_1", err)
+	step("chunk 1 of cmp_1", c1.Chunk(ctx, protocol.Text("## Retained context\n\n")))
+	step("chunk 2 of cmp_1", c1.Chunk(ctx, protocol.Text("The user is updating the ACP schema.")))
+	step("complete cmp_1", c1.Complete(ctx, emitter.WithSettleMeta(protocol.Meta{
 		"example.com/usage": mustJSON(t, map[string]int{"tokensBefore": 180000, "tokensAfter": 42000}),
 	})))
 
 	c2, err := s.Start(ctx, emitter.WithID("cmp_2"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
-	require.NoError(t, err)
-	require.NoError(t, c2.Chunk(ctx, protocol.Text("partial")))
-	require.NoError(t, c2.Fail(ctx, errors.New("provider overloaded")))
+	step("start cmp_2", err)
+	step("chunk of cmp_2", c2.Chunk(ctx, protocol.Text("partial")))
+	step("fail cmp_2", c2.Fail(ctx, errors.New("provider overloaded")))
 
 	c3, err := s.Start(ctx, emitter.WithID("cmp_3"), emitter.WithTrigger(protocol.Idle))
-	require.NoError(t, err)
-	require.NoError(t, c3.Cancel(ctx))
+	step("start cmp_3", err)
+	step("cancel cmp_3", c3.Cancel(ctx))
 
-	require.NoError(t, s.Fail(ctx, "cmp_4", errors.New("panic: boom\ngoroutine 1 [running]:")))
+	step("fail cmp_4 before its start", s.Fail(ctx, "cmp_4", errors.New("panic: boom\ngoroutine 1 [running]:")))
 
 	c5, err := s.Start(ctx, emitter.WithID("cmp_5"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable(),
 		emitter.WithStartMeta(protocol.Meta{"example.com/trace": mustJSON(t, "span-5")}))
-	require.NoError(t, err)
-	require.NoError(t, c5.Complete(ctx, emitter.Summary(protocol.Text("Final summary."))))
+	step("start cmp_5", err)
+	step("complete cmp_5", c5.Complete(ctx, emitter.Summary(protocol.Text("Final summary."))))
 
 	c6, err := s.Start(ctx, emitter.WithID("cmp_6"), emitter.WithTrigger(protocol.Auto))
-	require.NoError(t, err)
+	step("start cmp_6", err)
 	c7, err := s.Start(ctx, emitter.WithID("cmp_7"), emitter.WithTrigger(protocol.Auto))
-	require.NoError(t, err)
-	require.NoError(t, c7.Complete(ctx))
+	step("start cmp_7", err)
+	step("complete cmp_7", c7.Complete(ctx))
 	n, err := s.SettleAll(ctx, emitter.ErrCancelled)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	require.Equal(t, protocol.ID("cmp_6"), c6.ID())
+	step("settle all", err)
+	if n != 1 {
+		t.Fatalf("SettleAll settled %d compactions, want 1 (cmp_6)", n)
+	}
+	if got := c6.ID(); got != protocol.ID("cmp_6") {
+		t.Fatalf("c6.ID(): got %q, want %q", got, "cmp_6")
+	}
 
 	child := em.ChildSession("sess_1", "sub_1")
 	cc, err := child.Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto))
-	require.NoError(t, err)
-	require.NoError(t, cc.Complete(ctx))
+	step("start the child's cmp_1", err)
+	step("complete the child's cmp_1", cc.Complete(ctx))
 
 	load := em.Session("sess_2")
 	for _, rec := range []emitter.Record{
@@ -96,7 +110,7 @@ func goldenScenario(t *testing.T, em *emitter.Emitter) {
 		{ID: "cmp_r3", Status: protocol.Cancelled, Trigger: protocol.Manual},
 		{ID: "cmp_r4", Status: protocol.InProgress, Trigger: protocol.Auto},
 	} {
-		require.NoError(t, load.Replay(ctx, rec))
+		step("replay "+string(rec.ID), load.Replay(ctx, rec))
 	}
 }
 
@@ -116,12 +130,30 @@ func TestGoldenWire(t *testing.T) {
 			}
 			path := filepath.Join("testdata", "golden", tc.name+".jsonl")
 			if *update {
-				require.NoError(t, os.WriteFile(path, got.Bytes(), 0o644))
+				if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
+					t.Fatalf("update golden file: %v", err)
+				}
 				return
 			}
 			want, err := os.ReadFile(path)
-			require.NoError(t, err, "golden file missing; regenerate with: go test ./fallback/ -run TestGoldenWire -update")
-			require.Equal(t, string(want), got.String(), "wire differs from %s; if the change is intended, rerun with -update and review the diff", path)
+			if err != nil {
+				t.Fatalf("golden file missing; regenerate with: go test ./fallback/ -run TestGoldenWire -update: %v", err)
+			}
+			if got.String() != string(want) {
+				t.Fatalf("wire differs from %s; if the change is intended, rerun with -update and review the diff\n%s", path, firstDifference(got.String(), string(want)))
+			}
 		})
 	}
+}
+
+// firstDifference describes where got and want part, line by line, so that
+// a golden failure points at the one line that changed.
+func firstDifference(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := range min(len(g), len(w)) {
+		if g[i] != w[i] {
+			return fmt.Sprintf("line %d:\ngot  %s\nwant %s", i+1, g[i], w[i])
+		}
+	}
+	return fmt.Sprintf("got %d lines, want %d", len(g), len(w))
 }

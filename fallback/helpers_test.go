@@ -14,7 +14,6 @@ import (
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/require"
 )
 
 // v1NoCapability is the connection every fallback exists for: a v1 client
@@ -32,7 +31,9 @@ func newFallbackEmitter(t testing.TB, r emitter.Renderer, opts ...emitter.Option
 		emitter.WithChildRenderer(r),
 	}, opts...)
 	em := emitter.New(rec, all...)
-	require.Equal(t, capability.Fallback, em.Mode(), "a v1 client without the capability must get the fallback")
+	if got := em.Mode(); got != capability.Fallback {
+		t.Fatalf("mode: got %v, want %v; a v1 client without the capability must get the fallback", got, capability.Fallback)
+	}
 	return em, rec
 }
 
@@ -55,11 +56,21 @@ func requireValidV1(t testing.TB, lines [][]byte) {
 			Method  string          `json:"method"`
 			Params  json.RawMessage `json:"params"`
 		}
-		require.NoError(t, json.Unmarshal(l, &msg), "line %s", l)
-		require.Equal(t, "2.0", msg.JSONRPC)
-		require.Equal(t, "session/update", msg.Method)
-		require.NoError(t, v.Notification(msg.Params), "params of %s", l)
-		require.NoError(t, v.Update(wiretest.RawUpdate(l)), "update of %s", l)
+		if err := json.Unmarshal(l, &msg); err != nil {
+			t.Fatalf("line %s: %v", l, err)
+		}
+		if msg.JSONRPC != "2.0" {
+			t.Fatalf("jsonrpc: got %q, want %q in %s", msg.JSONRPC, "2.0", l)
+		}
+		if msg.Method != "session/update" {
+			t.Fatalf("method: got %q, want %q in %s", msg.Method, "session/update", l)
+		}
+		if err := v.Notification(msg.Params); err != nil {
+			t.Fatalf("params of %s: %v", l, err)
+		}
+		if err := v.Update(wiretest.RawUpdate(l)); err != nil {
+			t.Fatalf("update of %s: %v", l, err)
+		}
 	}
 }
 
@@ -68,9 +79,9 @@ func requireValidV1(t testing.TB, lines [][]byte) {
 func requireNoStandardUpdates(t testing.TB, updates []map[string]any) {
 	t.Helper()
 	for _, u := range updates {
-		kind := u["sessionUpdate"]
-		require.NotEqual(t, protocol.KindUpdate, kind, "compaction_update sent to a client without the capability: %v", u)
-		require.NotEqual(t, protocol.KindSummaryChunk, kind, "compaction_summary_chunk sent to a client without the capability: %v", u)
+		if kind := u["sessionUpdate"]; kind == protocol.KindUpdate || kind == protocol.KindSummaryChunk {
+			t.Fatalf("%v sent to a client without the capability: %v", kind, u)
+		}
 	}
 }
 
@@ -220,7 +231,9 @@ func renderEvents(t testing.TB, r emitter.Renderer, evs ...emitter.Event) []map[
 		if ev.Version == 0 {
 			ev.Version = 1
 		}
-		require.NoError(t, r.Render(context.Background(), ev, rec))
+		if err := r.Render(context.Background(), ev, rec); err != nil {
+			t.Fatalf("render %v event for %s: %v", ev.Kind, ev.ID, err)
+		}
 	}
 	requireValidV1(t, rec.Lines())
 	return rec.Updates()
@@ -252,7 +265,9 @@ type jsonRaw = json.RawMessage
 func mustJSON(t testing.TB, v any) json.RawMessage {
 	t.Helper()
 	b, err := json.Marshal(v)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("marshal %T: %v", v, err)
+	}
 	return b
 }
 

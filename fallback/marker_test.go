@@ -1,12 +1,13 @@
 package fallback_test
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/require"
 )
 
 func TestMarkerIsASessionInfoUpdateCarryingOneNamespacedRecord(t *testing.T) {
@@ -16,18 +17,27 @@ func TestMarkerIsASessionInfoUpdateCarryingOneNamespacedRecord(t *testing.T) {
 		started("cmp_3", protocol.Manual), settled("cmp_3", protocol.Cancelled),
 	)
 	for _, u := range ups {
-		require.Equal(t, "session_info_update", u["sessionUpdate"])
-		require.NotContains(t, u, "title", "the marker must not touch the session's title")
-		require.Len(t, u["_meta"], 1)
+		if got := u["sessionUpdate"]; got != "session_info_update" {
+			t.Fatalf("sessionUpdate: got %v, want session_info_update", got)
+		}
+		if _, ok := u["title"]; ok {
+			t.Fatalf("the marker must not touch the session's title: %v", u)
+		}
+		if meta, _ := u["_meta"].(map[string]any); len(meta) != 1 {
+			t.Fatalf("_meta: got %v, want one key", u["_meta"])
+		}
 	}
-	require.Equal(t, []map[string]any{
+	want := []map[string]any{
 		{"status": "started", "compactionId": "cmp_1", "trigger": "idle"},
 		{"status": "completed", "compactionId": "cmp_1", "trigger": "auto"},
 		{"status": "started", "compactionId": "cmp_2", "trigger": "auto"},
 		{"status": "failed", "compactionId": "cmp_2", "trigger": "auto", "error": "provider overloaded"},
 		{"status": "started", "compactionId": "cmp_3", "trigger": "manual"},
 		{"status": "cancelled", "compactionId": "cmp_3", "trigger": "auto"},
-	}, markers(ups, fallback.DefaultMarkerKey))
+	}
+	if got := markers(ups, fallback.DefaultMarkerKey); !reflect.DeepEqual(got, want) {
+		t.Fatalf("markers:\ngot  %v\nwant %v", got, want)
+	}
 }
 
 func TestMarkerErrorAppearsOnlyForAFailureOrCancelWithText(t *testing.T) {
@@ -37,9 +47,15 @@ func TestMarkerErrorAppearsOnlyForAFailureOrCancelWithText(t *testing.T) {
 	completed.Error = protocol.Set("stale text a completion must not show")
 	ups := renderEvents(t, fallback.Marker(), settled("cmp_1", protocol.Failed), cancelled, completed)
 	m := markers(ups, fallback.DefaultMarkerKey)
-	require.NotContains(t, m[0], "error", "no text, no error key")
-	require.Equal(t, "stopped by the user", m[1]["error"])
-	require.NotContains(t, m[2], "error")
+	if _, ok := m[0]["error"]; ok {
+		t.Fatalf("a failure without text has an error key (no text, no error key): %v", m[0])
+	}
+	if got := m[1]["error"]; got != "stopped by the user" {
+		t.Fatalf("cancel with text: error got %v, want %q", got, "stopped by the user")
+	}
+	if _, ok := m[2]["error"]; ok {
+		t.Fatalf("a completion has an error key: %v", m[2])
+	}
 }
 
 func TestMarkerNamesTheChildSessionOnlyForAChildsCompaction(t *testing.T) {
@@ -48,15 +64,24 @@ func TestMarkerNamesTheChildSessionOnlyForAChildsCompaction(t *testing.T) {
 	done := settled("cmp_1", protocol.Completed)
 	done.ChildSessionID = "sub_1"
 	m := markers(renderEvents(t, fallback.Marker(), ev, done, started("cmp_2", protocol.Auto)), fallback.DefaultMarkerKey)
-	require.Equal(t, "sub_1", m[0]["childSessionId"])
-	require.Equal(t, "sub_1", m[1]["childSessionId"])
-	require.NotContains(t, m[2], "childSessionId")
+	for i := range 2 {
+		if got := m[i]["childSessionId"]; got != "sub_1" {
+			t.Fatalf("marker %d of the child's compaction: childSessionId got %v, want sub_1", i, got)
+		}
+	}
+	if _, ok := m[2]["childSessionId"]; ok {
+		t.Fatalf("the session's own compaction names a child: %v", m[2])
+	}
 }
 
 func TestMarkerKeyIsConfigurable(t *testing.T) {
 	ups := renderEvents(t, fallback.Marker(fallback.WithKey("example.com/compaction"), fallback.WithKey("")), started("cmp_1", protocol.Auto))
-	require.Len(t, markers(ups, "example.com/compaction"), 1, "an empty key is ignored, the last non-empty one wins")
-	require.Empty(t, markers(ups, fallback.DefaultMarkerKey))
+	if m := markers(ups, "example.com/compaction"); len(m) != 1 {
+		t.Fatalf("markers under example.com/compaction: got %v, want one; an empty key is ignored, the last non-empty one wins", m)
+	}
+	if m := markers(ups, fallback.DefaultMarkerKey); len(m) != 0 {
+		t.Fatalf("markers under the default key: got %v, want none", m)
+	}
 }
 
 func TestMarkerKeepsTheEventMetaAndNeverLosesItsOwnKey(t *testing.T) {
@@ -68,12 +93,20 @@ func TestMarkerKeepsTheEventMetaAndNeverLosesItsOwnKey(t *testing.T) {
 	for _, r := range []emitter.Renderer{fallback.Marker(), fallback.OpencodeMarker()} {
 		ups := renderEvents(t, r, ev)
 		meta := ups[0]["_meta"].(map[string]any)
-		require.Equal(t, map[string]any{"tokensAfter": float64(42000)}, meta["example.com/usage"])
+		if got, want := meta["example.com/usage"], map[string]any{"tokensAfter": float64(42000)}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("%T: _meta example.com/usage: got %v, want %v", r, got, want)
+		}
 	}
 	m := markers(renderEvents(t, fallback.Marker(), ev), fallback.DefaultMarkerKey)
-	require.Len(t, m, 1, "the marker's key wins a collision")
-	require.Equal(t, "completed", m[0]["status"])
-	require.Equal(t, jsonRaw(`"an emitter record under the marker's own key"`), ev.Meta[fallback.DefaultMarkerKey], "the event's map is not written")
+	if len(m) != 1 {
+		t.Fatalf("markers: got %v, want one; the marker's key wins a collision", m)
+	}
+	if got := m[0]["status"]; got != "completed" {
+		t.Fatalf("marker status: got %v, want completed", got)
+	}
+	if got, want := ev.Meta[fallback.DefaultMarkerKey], jsonRaw(`"an emitter record under the marker's own key"`); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the event's map is not written: %s got %s, want %s", fallback.DefaultMarkerKey, got, want)
+	}
 }
 
 func TestMarkerNeverSendsSummariesAndHeartbeatsRepeatTheStart(t *testing.T) {
@@ -86,9 +119,15 @@ func TestMarkerNeverSendsSummariesAndHeartbeatsRepeatTheStart(t *testing.T) {
 			emitter.Event{Kind: emitter.EventHeartbeat, ID: "cmp_1", Trigger: protocol.Auto, Status: protocol.InProgress},
 			done,
 		)
-		require.Len(t, ups, 3, "chunks are not rendered")
-		require.Equal(t, ups[0], ups[1], "a heartbeat repeats the start marker, harmless to a client keyed by ID")
-		require.NotContains(t, string(mustJSON(t, ups)), "secret")
+		if len(ups) != 3 {
+			t.Fatalf("%T: got %d updates, want 3 (chunks are not rendered): %v", r, len(ups), ups)
+		}
+		if !reflect.DeepEqual(ups[0], ups[1]) {
+			t.Fatalf("%T: a heartbeat repeats the start marker, harmless to a client keyed by ID:\nstart     %v\nheartbeat %v", r, ups[0], ups[1])
+		}
+		if wire := string(mustJSON(t, ups)); strings.Contains(wire, "secret") {
+			t.Fatalf("%T: a summary or chunk reached the wire: %s", r, wire)
+		}
 	}
 }
 
@@ -104,22 +143,33 @@ func TestOpencodeMarkerReproducesOpencodesExactMarker(t *testing.T) {
 		cancelled, child,
 	)
 	for _, u := range ups {
-		require.Len(t, u["_meta"], 1)
+		if meta, _ := u["_meta"].(map[string]any); len(meta) != 1 {
+			t.Fatalf("_meta: got %v, want one key", u["_meta"])
+		}
 	}
-	require.Equal(t, []map[string]any{
+	want := []map[string]any{
 		{"status": "started", "messageId": "msg_1", "reason": "manual"},
 		{"status": "completed", "messageId": "msg_1", "reason": "auto"},
 		{"status": "failed", "messageId": "msg_2", "reason": "auto", "error": map[string]any{"type": "compaction.failed", "message": "provider overloaded"}},
 		{"status": "failed", "messageId": "msg_5", "reason": "auto", "error": map[string]any{"type": "compaction.failed", "message": "Compaction failed"}},
 		{"status": "failed", "messageId": "cmp_3", "reason": "manual", "error": map[string]any{"type": "aborted", "message": "Compaction cancelled"}},
 		{"status": "started", "messageId": "cmp_4", "reason": "auto"},
-	}, markers(ups, fallback.OpencodeMarkerKey), "a cancel is failed/aborted, idle is auto, children are not named")
+	}
+	if got := markers(ups, fallback.OpencodeMarkerKey); !reflect.DeepEqual(got, want) {
+		t.Fatalf("a cancel is failed/aborted, idle is auto, children are not named; markers:\ngot  %v\nwant %v", got, want)
+	}
 }
 
 func TestOpencodeMarkerReplaysOneTerminalMarker(t *testing.T) {
 	ups := renderEvents(t, fallback.OpencodeMarker(), replayed("msg_1", protocol.Completed), replayed("msg_2", protocol.Cancelled))
 	m := markers(ups, fallback.OpencodeMarkerKey)
-	require.Equal(t, "completed", m[0]["status"])
-	require.Equal(t, "failed", m[1]["status"])
-	require.Equal(t, "aborted", m[1]["error"].(map[string]any)["type"])
+	if got := m[0]["status"]; got != "completed" {
+		t.Fatalf("replayed completion: status got %v, want completed", got)
+	}
+	if got := m[1]["status"]; got != "failed" {
+		t.Fatalf("replayed cancel: status got %v, want failed", got)
+	}
+	if got := m[1]["error"].(map[string]any)["type"]; got != "aborted" {
+		t.Fatalf("replayed cancel: error type got %v, want aborted", got)
+	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/require"
 )
 
 // compactionKey names one compaction on the wire: its stream, the child it
@@ -217,14 +216,21 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 	}
 	wg.Wait()
 	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
+	// A goroutine sends only its failure, so the first value (nil once the
+	// closed channel is drained) is the one to report.
+	if err := <-errs; err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
 	}
-	_, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
-	require.NoError(t, err)
+	if _, err := em.SettleAll(ctx, emitter.ErrConnectionClosed); err != nil {
+		t.Fatalf("seed %d: closing the connection: %v", seed, err)
+	}
 	n, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
-	require.NoError(t, err)
-	require.Zero(t, n, "the connection closed with compactions still open")
+	if err != nil {
+		t.Fatalf("seed %d: closing the connection again: %v", seed, err)
+	}
+	if n != 0 {
+		t.Fatalf("seed %d: the connection closed with %d compactions still open", seed, n)
+	}
 	return mdl.m
 }
 
@@ -252,12 +258,16 @@ func checkLifecycles(t *testing.T, log *tagLog, want map[compactionKey]expectati
 	v := schemaV1(t)
 	for i, tl := range log.lines {
 		li, err := classify(tl.line)
-		require.NoError(t, err, "line %s", tl.line)
+		if err != nil {
+			t.Fatalf("line %s: %v", tl.line, err)
+		}
 		if li.kind == protocol.KindUpdate || li.kind == protocol.KindSummaryChunk {
 			t.Fatalf("%s sent to a client without the capability: %s", li.kind, tl.line)
 		}
 		if i%97 == 0 { // the official schema is slow under -race; sample it
-			require.NoError(t, v.Update(wiretest.RawUpdate(tl.line)))
+			if err := v.Update(wiretest.RawUpdate(tl.line)); err != nil {
+				t.Fatalf("update of %s: %v", tl.line, err)
+			}
 		}
 		if li.form == formOther {
 			t.Fatalf("unrecognised fallback update %s", tl.line)
@@ -277,16 +287,21 @@ func checkLifecycles(t *testing.T, log *tagLog, want map[compactionKey]expectati
 		s.forms[li.carrier] = append(s.forms[li.carrier], li.form)
 	}
 	for k := range got {
-		_, known := want[k]
-		require.True(t, known, "updates sent for a compaction never started nor replayed: %s", k)
+		if _, known := want[k]; !known {
+			t.Fatalf("updates sent for a compaction never started nor replayed: %s", k)
+		}
 	}
 	for k, e := range want {
 		s := got[k]
 		if e == expectReplaySkipped || len(carriers) == 0 {
-			require.Nil(t, s, "%s: expected nothing on the wire, got %v", k, s)
+			if s != nil {
+				t.Fatalf("%s: expected nothing on the wire, got %v", k, s)
+			}
 			continue
 		}
-		require.NotNil(t, s, "%s: no update at all; every started compaction needs its outcome", k)
+		if s == nil {
+			t.Fatalf("%s: no update at all; every started compaction needs its outcome", k)
+		}
 		for _, c := range carriers {
 			forms := s.forms[c]
 			starts, terminals := 0, 0
@@ -294,21 +309,33 @@ func checkLifecycles(t *testing.T, log *tagLog, want map[compactionKey]expectati
 				switch f {
 				case formStart:
 					starts++
-					require.Zero(t, terminals, "%s/%s: start form after the outcome: %v", k, c, forms)
+					if terminals != 0 {
+						t.Fatalf("%s/%s: start form after the outcome: %v", k, c, forms)
+					}
 				case formTerminal:
 					terminals++
 				case formProgress:
-					require.Zero(t, terminals, "%s/%s: progress after the outcome: %v", k, c, forms)
+					if terminals != 0 {
+						t.Fatalf("%s/%s: progress after the outcome: %v", k, c, forms)
+					}
 				case formContent:
-					require.Equal(t, 1, terminals, "%s/%s: summary text must follow the outcome: %v", k, c, forms)
+					if terminals != 1 {
+						t.Fatalf("%s/%s: summary text must follow the outcome (%d terminal forms before it): %v", k, c, terminals, forms)
+					}
 				}
 			}
-			require.Equal(t, 1, terminals, "%s/%s: exactly one terminal form: %v", k, c, forms)
+			if terminals != 1 {
+				t.Fatalf("%s/%s: got %d terminal forms, want exactly one: %v", k, c, terminals, forms)
+			}
 			if e == expectLive {
-				require.Equal(t, 1, starts, "%s/%s: a live compaction has one start form: %v", k, c, forms)
-				require.Equal(t, formStart, forms[0], "%s/%s: the start form comes first: %v", k, c, forms)
-			} else {
-				require.Zero(t, starts, "%s/%s: a replay has no start form: %v", k, c, forms)
+				if starts != 1 {
+					t.Fatalf("%s/%s: got %d start forms, want one for a live compaction: %v", k, c, starts, forms)
+				}
+				if forms[0] != formStart {
+					t.Fatalf("%s/%s: the start form comes first, got %s first: %v", k, c, forms[0], forms)
+				}
+			} else if starts != 0 {
+				t.Fatalf("%s/%s: got %d start forms, want none for a replay: %v", k, c, starts, forms)
 			}
 		}
 	}

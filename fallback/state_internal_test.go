@@ -2,11 +2,11 @@ package fallback
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/require"
 )
 
 func discard() emitter.Notifier {
@@ -28,11 +28,17 @@ func TestStreamedContentIsReleasedAtTheOutcome(t *testing.T) {
 			ev := emitter.Event{SessionID: "s", ChildSessionID: "c", ID: protocol.ID(rune('a' + i)), Status: protocol.InProgress}
 			ev.Kind = emitter.EventChunk
 			ev.Content = protocol.Text("x")
-			require.NoError(t, tc.r.Render(ctx, ev, discard()))
+			if err := tc.r.Render(ctx, ev, discard()); err != nil {
+				t.Fatalf("%T: render chunk: %v", tc.r, err)
+			}
 			ev.Kind, ev.Status = emitter.EventSettled, status
-			require.NoError(t, tc.r.Render(ctx, ev, discard()))
+			if err := tc.r.Render(ctx, ev, discard()); err != nil {
+				t.Fatalf("%T: render %s outcome: %v", tc.r, status, err)
+			}
 		}
-		require.Zero(t, tc.s.len())
+		if n := tc.s.len(); n != 0 {
+			t.Fatalf("%T: %d streams still held after every outcome, want 0", tc.r, n)
+		}
 	}
 }
 
@@ -42,15 +48,27 @@ func TestStreamsKeepChildCompactionsApart(t *testing.T) {
 	b := emitter.Event{SessionID: "p", ChildSessionID: "b", ID: "cmp_1"}
 	s.add(a, protocol.Text("from a"), false)
 	s.add(b, protocol.Text("from b"), false)
-	require.Equal(t, []protocol.ContentBlock{protocol.Text("from a")}, s.take(a))
-	require.Equal(t, []protocol.ContentBlock{protocol.Text("from b")}, s.take(b))
+	if got, want := s.take(a), []protocol.ContentBlock{protocol.Text("from a")}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("child a's stream: got %v, want %v", got, want)
+	}
+	if got, want := s.take(b), []protocol.ContentBlock{protocol.Text("from b")}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("child b's stream: got %v, want %v", got, want)
+	}
 }
 
 func TestWithMetaNeverWritesTheEventsMap(t *testing.T) {
 	base := protocol.Meta{"k": []byte(`1`)}
 	out := withMeta(base, "mine", []byte(`2`))
-	require.Len(t, base, 1)
-	require.Len(t, out, 2)
-	require.Nil(t, copyMeta(nil))
-	require.Nil(t, copyMeta(protocol.Meta{}))
+	if len(base) != 1 {
+		t.Fatalf("the event's map: got %d keys %s, want 1", len(base), base)
+	}
+	if len(out) != 2 {
+		t.Fatalf("withMeta's map: got %d keys %s, want 2", len(out), out)
+	}
+	if got := copyMeta(nil); got != nil {
+		t.Fatalf("copyMeta(nil): got %#v, want nil", got)
+	}
+	if got := copyMeta(protocol.Meta{}); got != nil {
+		t.Fatalf("copyMeta(empty): got %#v, want nil", got)
+	}
 }

@@ -3,6 +3,9 @@ package fallback_test
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/conformance"
@@ -10,7 +13,6 @@ import (
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/require"
 )
 
 func TestTextSpeaksThePeersWordingAtStartAndAtEachOutcome(t *testing.T) {
@@ -19,26 +21,37 @@ func TestTextSpeaksThePeersWordingAtStartAndAtEachOutcome(t *testing.T) {
 		started("cmp_2", protocol.Auto), failedWith("cmp_2", "provider overloaded"),
 		started("cmp_3", protocol.Manual), settled("cmp_3", protocol.Cancelled),
 	)
-	require.Equal(t, []string{
+	want := []string{
 		"Compacting...", "\n\nCompacting completed.\n\n",
 		"Compacting...", "\n\nCompacting failed: provider overloaded\n\n",
 		"Compacting...", "\n\nCompacting cancelled.\n\n",
-	}, texts(ups))
+	}
+	if got := texts(ups); !slices.Equal(got, want) {
+		t.Fatalf("texts:\ngot  %q\nwant %q", got, want)
+	}
 	for _, k := range kinds(ups) {
-		require.Equal(t, "agent_message_chunk", k)
+		if k != "agent_message_chunk" {
+			t.Fatalf("kind: got %q, want agent_message_chunk", k)
+		}
 	}
 }
 
 func TestTextFailureShowsTheUserFacingErrorNeverTheCause(t *testing.T) {
 	ups := renderEvents(t, fallback.Text(), failedWith("cmp_1", "context window still exceeded"))
-	require.Equal(t, []string{"\n\nCompacting failed: context window still exceeded\n\n"}, texts(ups))
-	require.NotContains(t, texts(ups)[0], "10.0.0.7", "Event.Err may hold detail unfit for the user")
+	if got, want := texts(ups), []string{"\n\nCompacting failed: context window still exceeded\n\n"}; !slices.Equal(got, want) {
+		t.Fatalf("texts:\ngot  %q\nwant %q", got, want)
+	}
+	if got := texts(ups)[0]; strings.Contains(got, "10.0.0.7") {
+		t.Fatalf("the text %q shows Event.Err, which may hold detail unfit for the user", got)
+	}
 }
 
 func TestTextFailureWithoutUsefulTextDoesNotRepeatItself(t *testing.T) {
 	noText := settled("cmp_1", protocol.Failed)
 	for _, ev := range []emitter.Event{noText, failedWith("cmp_2", "Compaction failed"), failedWith("cmp_3", "  ")} {
-		require.Equal(t, []string{"\n\nCompacting failed.\n\n"}, texts(renderEvents(t, fallback.Text(), ev)), "error %v", ev.Error)
+		if got, want := texts(renderEvents(t, fallback.Text(), ev)), []string{"\n\nCompacting failed.\n\n"}; !slices.Equal(got, want) {
+			t.Fatalf("error %v: texts got %q, want %q", ev.Error, got, want)
+		}
 	}
 }
 
@@ -46,18 +59,23 @@ func TestTextNeverEchoesStreamedChunks(t *testing.T) {
 	for _, r := range []emitter.Renderer{fallback.Text(), fallback.Text(fallback.WithSummary())} {
 		chunk := emitter.Event{Kind: emitter.EventChunk, ID: "cmp_1", Status: protocol.InProgress, Content: protocol.Text("## Retained")}
 		ups := renderEvents(t, r, started("cmp_1", protocol.Auto), chunk, chunk)
-		require.Equal(t, []string{"Compacting..."}, texts(ups))
+		if got, want := texts(ups), []string{"Compacting..."}; !slices.Equal(got, want) {
+			t.Fatalf("texts:\ngot  %q\nwant %q", got, want)
+		}
 	}
 }
 
 func TestTextLeavesTheSummaryOutOfTheConversationUnlessTheAgentOptsIn(t *testing.T) {
 	done := settled("cmp_1", protocol.Completed)
 	done.Summary = protocol.Set([]protocol.ContentBlock{protocol.Text("The user is updating the ACP schema.")})
-	require.Equal(t, []string{"\n\nCompacting completed.\n\n"}, texts(renderEvents(t, fallback.Text(), done)))
+	if got, want := texts(renderEvents(t, fallback.Text(), done)), []string{"\n\nCompacting completed.\n\n"}; !slices.Equal(got, want) {
+		t.Fatalf("texts:\ngot  %q\nwant %q", got, want)
+	}
 
 	ups := renderEvents(t, fallback.Text(fallback.WithSummary()), done)
-	require.Equal(t, []string{"\n\nCompacting completed.\n\n", "The user is updating the ACP schema.", "\n\n"}, texts(ups),
-		"with the opt-in the final summary follows the completion message")
+	if got, want := texts(ups), []string{"\n\nCompacting completed.\n\n", "The user is updating the ACP schema.", "\n\n"}; !slices.Equal(got, want) {
+		t.Fatalf("with the opt-in the final summary follows the completion message; texts:\ngot  %q\nwant %q", got, want)
+	}
 }
 
 func TestTextOptInSummaryFollowsThePatchRules(t *testing.T) {
@@ -68,23 +86,31 @@ func TestTextOptInSummaryFollowsThePatchRules(t *testing.T) {
 
 	t.Run("an omitted summary keeps what was streamed", func(t *testing.T) {
 		ups := renderEvents(t, r, started("cmp_1", protocol.Auto), chunk("## Retained\n\n"), chunk("context"), settled("cmp_1", protocol.Completed))
-		require.Equal(t, []string{"Compacting...", "\n\nCompacting completed.\n\n", "## Retained\n\ncontext", "\n\n"}, texts(ups))
+		if got, want := texts(ups), []string{"Compacting...", "\n\nCompacting completed.\n\n", "## Retained\n\ncontext", "\n\n"}; !slices.Equal(got, want) {
+			t.Fatalf("texts:\ngot  %q\nwant %q", got, want)
+		}
 	})
 	t.Run("a concrete summary replaces what was streamed", func(t *testing.T) {
 		done := settled("cmp_1", protocol.Completed)
 		done.Summary = protocol.Set([]protocol.ContentBlock{protocol.Text("authoritative")})
 		ups := renderEvents(t, r, started("cmp_1", protocol.Auto), chunk("draft"), done)
-		require.Equal(t, []string{"Compacting...", "\n\nCompacting completed.\n\n", "authoritative", "\n\n"}, texts(ups))
+		if got, want := texts(ups), []string{"Compacting...", "\n\nCompacting completed.\n\n", "authoritative", "\n\n"}; !slices.Equal(got, want) {
+			t.Fatalf("texts:\ngot  %q\nwant %q", got, want)
+		}
 	})
 	t.Run("a null summary clears what was streamed", func(t *testing.T) {
 		done := settled("cmp_1", protocol.Completed)
 		done.Summary = protocol.Null[[]protocol.ContentBlock]()
 		ups := renderEvents(t, r, started("cmp_1", protocol.Auto), chunk("draft"), done)
-		require.Equal(t, []string{"Compacting...", "\n\nCompacting completed.\n\n"}, texts(ups))
+		if got, want := texts(ups), []string{"Compacting...", "\n\nCompacting completed.\n\n"}; !slices.Equal(got, want) {
+			t.Fatalf("texts:\ngot  %q\nwant %q", got, want)
+		}
 	})
 	t.Run("a failure after partial output shows no summary", func(t *testing.T) {
 		ups := renderEvents(t, r, started("cmp_1", protocol.Auto), chunk("partial"), failedWith("cmp_1", "provider overloaded"))
-		require.Equal(t, []string{"Compacting...", "\n\nCompacting failed: provider overloaded\n\n"}, texts(ups))
+		if got, want := texts(ups), []string{"Compacting...", "\n\nCompacting failed: provider overloaded\n\n"}; !slices.Equal(got, want) {
+			t.Fatalf("texts:\ngot  %q\nwant %q", got, want)
+		}
 	})
 	t.Run("non-text blocks pass as their own chunks", func(t *testing.T) {
 		done := settled("cmp_1", protocol.Completed)
@@ -94,9 +120,15 @@ func TestTextOptInSummaryFollowsThePatchRules(t *testing.T) {
 			protocol.Text("c"),
 		})
 		ups := renderEvents(t, r, done)
-		require.Len(t, ups, 5)
-		require.Equal(t, "ab", ups[1]["content"].(map[string]any)["text"], "adjacent text blocks are joined")
-		require.Equal(t, "resource_link", ups[2]["content"].(map[string]any)["type"])
+		if len(ups) != 5 {
+			t.Fatalf("got %d updates, want 5: %v", len(ups), ups)
+		}
+		if got := ups[1]["content"].(map[string]any)["text"]; got != "ab" {
+			t.Fatalf("adjacent text blocks are joined: got %q, want %q", got, "ab")
+		}
+		if got := ups[2]["content"].(map[string]any)["type"]; got != "resource_link" {
+			t.Fatalf("the non-text block's type: got %v, want resource_link", got)
+		}
 	})
 }
 
@@ -104,11 +136,14 @@ func TestTextReplayGivesOneOutcomeMessageAndNoStartLine(t *testing.T) {
 	failed := replayed("cmp_2", protocol.Failed)
 	failed.Error = protocol.Set("context window still exceeded")
 	ups := renderEvents(t, fallback.Text(), replayed("cmp_1", protocol.Completed), failed, replayed("cmp_3", protocol.Cancelled))
-	require.Equal(t, []string{
+	want := []string{
 		"\n\nCompacting completed.\n\n",
 		"\n\nCompacting failed: context window still exceeded\n\n",
 		"\n\nCompacting cancelled.\n\n",
-	}, texts(ups))
+	}
+	if got := texts(ups); !slices.Equal(got, want) {
+		t.Fatalf("texts:\ngot  %q\nwant %q", got, want)
+	}
 }
 
 func TestTextWordingIsConfigurableAndEmptyFieldsKeepTheirDefault(t *testing.T) {
@@ -125,24 +160,33 @@ func TestTextWordingIsConfigurableAndEmptyFieldsKeepTheirDefault(t *testing.T) {
 		started("cmp_2", protocol.Auto), settled("cmp_2", protocol.Completed),
 		started("cmp_3", protocol.Auto), settled("cmp_3", protocol.Failed),
 	)
-	require.Equal(t, []string{
+	want := []string{
 		"Summarising the conversation…", ".", "\nCould not summarise (rate limited).\n",
 		"Summarising the conversation…", "\nCompacting completed.\n",
 		"Summarising the conversation…", "\nCompacting failed.\n",
-	}, texts(ups))
+	}
+	if got := texts(ups); !slices.Equal(got, want) {
+		t.Fatalf("texts:\ngot  %q\nwant %q", got, want)
+	}
 }
 
 func TestTextHeartbeatIsSilentByDefault(t *testing.T) {
 	ups := renderEvents(t, fallback.Text(), emitter.Event{Kind: emitter.EventHeartbeat, ID: "cmp_1", Status: protocol.InProgress})
-	require.Empty(t, ups, "prose cannot be invisible, so heartbeats show only when the agent words them")
+	if len(ups) != 0 {
+		t.Fatalf("got updates %v, want none: prose cannot be invisible, so heartbeats show only when the agent words them", ups)
+	}
 }
 
 func TestTextCarriesTheEventMetaOnItsMessages(t *testing.T) {
 	ev := settled("cmp_1", protocol.Completed)
 	ev.Meta = protocol.Meta{"example.com/usage": jsonRaw(`{"tokensAfter":42000}`)}
 	ups := renderEvents(t, fallback.Text(), ev)
-	require.Equal(t, map[string]any{"example.com/usage": map[string]any{"tokensAfter": float64(42000)}}, ups[0]["_meta"])
-	require.Len(t, ev.Meta, 1, "the event's map is shared and must not be written")
+	if got, want := ups[0]["_meta"], map[string]any{"example.com/usage": map[string]any{"tokensAfter": float64(42000)}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("_meta: got %v, want %v", got, want)
+	}
+	if len(ev.Meta) != 1 {
+		t.Fatalf("the event's map is shared and must not be written: got %d keys %s, want 1", len(ev.Meta), ev.Meta)
+	}
 }
 
 func TestTextThroughTheEmitterEndsEveryCompactionOnce(t *testing.T) {
@@ -150,14 +194,24 @@ func TestTextThroughTheEmitterEndsEveryCompactionOnce(t *testing.T) {
 	ctx := context.Background()
 	s := em.Session("sess_1")
 	a, err := s.Start(ctx, emitter.WithID("cmp_a"))
-	require.NoError(t, err)
-	_, err = s.Start(ctx, emitter.WithID("cmp_b"))
-	require.NoError(t, err)
-	require.NoError(t, a.Fail(ctx, errors.New("provider overloaded")))
-	_, err = s.SettleAll(ctx, emitter.ErrCancelled)
-	require.NoError(t, err)
-	require.ErrorIs(t, a.Complete(ctx), emitter.ErrSettled)
-	require.Equal(t, []string{"Compacting...", "Compacting...", "\n\nCompacting failed: provider overloaded\n\n", "\n\nCompacting cancelled.\n\n"}, texts(rec.Updates()))
+	if err != nil {
+		t.Fatalf("Start cmp_a: %v", err)
+	}
+	if _, err := s.Start(ctx, emitter.WithID("cmp_b")); err != nil {
+		t.Fatalf("Start cmp_b: %v", err)
+	}
+	if err := a.Fail(ctx, errors.New("provider overloaded")); err != nil {
+		t.Fatalf("Fail cmp_a: %v", err)
+	}
+	if _, err := s.SettleAll(ctx, emitter.ErrCancelled); err != nil {
+		t.Fatalf("SettleAll: %v", err)
+	}
+	if err := a.Complete(ctx); !errors.Is(err, emitter.ErrSettled) {
+		t.Fatalf("Complete after Fail: got error %v, want %v", err, emitter.ErrSettled)
+	}
+	if got, want := texts(rec.Updates()), []string{"Compacting...", "Compacting...", "\n\nCompacting failed: provider overloaded\n\n", "\n\nCompacting cancelled.\n\n"}; !slices.Equal(got, want) {
+		t.Fatalf("texts:\ngot  %q\nwant %q", got, want)
+	}
 }
 
 // agentText is the text a v1 client shows for the session's agent message
@@ -167,7 +221,9 @@ func agentText(t *testing.T, lines [][]byte) []string {
 	t.Helper()
 	r := conformance.NewReducer(1)
 	for _, l := range lines {
-		require.NoError(t, r.ApplyMessage(l))
+		if err := r.ApplyMessage(l); err != nil {
+			t.Fatalf("reducer: %s: %v", l, err)
+		}
 	}
 	var out []string
 	for _, it := range r.Timeline("sess_1") {
@@ -185,8 +241,10 @@ func agentText(t *testing.T, lines [][]byte) []string {
 func TestTextOutcomeIsAParagraphOfItsOwnLiveAndOnReplay(t *testing.T) {
 	ctx := context.Background()
 	say := func(rec *wiretest.Recorder, text string) {
-		require.NoError(t, rec.Notify(ctx, "sess_1", map[string]any{
-			"sessionUpdate": "agent_message_chunk", "content": protocol.Text(text)}))
+		if err := rec.Notify(ctx, "sess_1", map[string]any{
+			"sessionUpdate": "agent_message_chunk", "content": protocol.Text(text)}); err != nil {
+			t.Fatalf("agent message %q: %v", text, err)
+		}
 	}
 	type outcome struct {
 		name   string
@@ -208,35 +266,55 @@ func TestTextOutcomeIsAParagraphOfItsOwnLiveAndOnReplay(t *testing.T) {
 		t.Run(o.name, func(t *testing.T) {
 			em, live := newFallbackEmitter(t, fallback.Text())
 			c, err := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_1"))
-			require.NoError(t, err)
-			require.NoError(t, o.settle(c))
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			if err := o.settle(c); err != nil {
+				t.Fatalf("settle: %v", err)
+			}
 			say(live, "Context compacted: 42k tokens.")
-			require.Equal(t, []string{"Compacting...\n\n" + o.text + "\n\nContext compacted: 42k tokens."}, agentText(t, live.Lines()), "live")
+			if got, want := agentText(t, live.Lines()), []string{"Compacting...\n\n" + o.text + "\n\nContext compacted: 42k tokens."}; !slices.Equal(got, want) {
+				t.Fatalf("live: agent text:\ngot  %q\nwant %q", got, want)
+			}
 			requireValidV1(t, live.Lines())
 
 			em, replay := newFallbackEmitter(t, fallback.Text())
 			say(replay, "Earlier answer.")
 			rec := o.rec
 			rec.ID = "cmp_1"
-			require.NoError(t, em.Session("sess_1").Replay(ctx, rec))
+			if err := em.Session("sess_1").Replay(ctx, rec); err != nil {
+				t.Fatalf("Replay: %v", err)
+			}
 			say(replay, "Context compacted: 42k tokens.")
-			require.Equal(t, []string{"Earlier answer.\n\n" + o.text + "\n\nContext compacted: 42k tokens."}, agentText(t, replay.Lines()), "replay")
+			if got, want := agentText(t, replay.Lines()), []string{"Earlier answer.\n\n" + o.text + "\n\nContext compacted: 42k tokens."}; !slices.Equal(got, want) {
+				t.Fatalf("replay: agent text:\ngot  %q\nwant %q", got, want)
+			}
 			requireValidV1(t, replay.Lines())
 		})
 	}
 	t.Run("completed with the summary", func(t *testing.T) {
 		em, live := newFallbackEmitter(t, fallback.Text(fallback.WithSummary()))
 		c, err := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
-		require.NoError(t, err)
-		require.NoError(t, c.Complete(ctx, emitter.Summary(protocol.Text("## Retained context"))))
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if err := c.Complete(ctx, emitter.Summary(protocol.Text("## Retained context"))); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
 		say(live, "Next answer.")
-		require.Equal(t, []string{"Compacting...\n\nCompacting completed.\n\n## Retained context\n\nNext answer."}, agentText(t, live.Lines()))
+		if got, want := agentText(t, live.Lines()), []string{"Compacting...\n\nCompacting completed.\n\n## Retained context\n\nNext answer."}; !slices.Equal(got, want) {
+			t.Fatalf("live: agent text:\ngot  %q\nwant %q", got, want)
+		}
 
 		em, replay := newFallbackEmitter(t, fallback.Text(fallback.WithSummary()))
 		say(replay, "Earlier answer.")
-		require.NoError(t, em.Session("sess_1").Replay(ctx, emitter.Record{ID: "cmp_1", Status: protocol.Completed, Displayable: true,
-			Summary: []protocol.ContentBlock{protocol.Text("## Retained context")}}))
+		if err := em.Session("sess_1").Replay(ctx, emitter.Record{ID: "cmp_1", Status: protocol.Completed, Displayable: true,
+			Summary: []protocol.ContentBlock{protocol.Text("## Retained context")}}); err != nil {
+			t.Fatalf("Replay: %v", err)
+		}
 		say(replay, "Next answer.")
-		require.Equal(t, []string{"Earlier answer.\n\nCompacting completed.\n\n## Retained context\n\nNext answer."}, agentText(t, replay.Lines()))
+		if got, want := agentText(t, replay.Lines()), []string{"Earlier answer.\n\nCompacting completed.\n\n## Retained context\n\nNext answer."}; !slices.Equal(got, want) {
+			t.Fatalf("replay: agent text:\ngot  %q\nwant %q", got, want)
+		}
 	})
 }

@@ -3,16 +3,17 @@ package protocol_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/internal/acpschema"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/golden")
@@ -52,16 +53,26 @@ func TestGoldenWireShapesMatchAndValidateAgainstOfficialSchema(t *testing.T) {
 	for name, shape := range wireShapes() {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.Marshal(shape)
-			require.NoError(t, err)
+			if err != nil {
+				t.Fatalf("marshal %s: %v", name, err)
+			}
 			path := filepath.Join("testdata", "golden", name+".json")
 			if *update {
-				require.NoError(t, os.WriteFile(path, append(got, '\n'), 0o644))
+				if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+					t.Fatalf("update golden file: %v", err)
+				}
 			}
 			want, err := os.ReadFile(path)
-			require.NoError(t, err, "missing golden file; run go test ./protocol -run Golden -update")
-			assert.Equal(t, string(bytes.TrimSpace(want)), string(got))
+			if err != nil {
+				t.Fatalf("missing golden file; run go test ./protocol -run Golden -update: %v", err)
+			}
+			if w := string(bytes.TrimSpace(want)); string(got) != w {
+				t.Errorf("wire differs from %s:\ngot  %s\nwant %s", path, got, w)
+			}
 			for v, val := range validators {
-				assert.NoError(t, val.Update(got), "protocol v%d", v)
+				if err := val.Update(got); err != nil {
+					t.Errorf("protocol v%d: %s does not validate: %v", v, got, err)
+				}
 			}
 		})
 	}
@@ -69,10 +80,16 @@ func TestGoldenWireShapesMatchAndValidateAgainstOfficialSchema(t *testing.T) {
 
 func TestUsageUpdateValidatesAgainstOfficialSchema(t *testing.T) {
 	got, err := json.Marshal(protocol.UsageUpdate{Used: 22_000, Size: 200_000})
-	require.NoError(t, err)
-	assert.Equal(t, `{"sessionUpdate":"usage_update","used":22000,"size":200000}`, string(got))
+	if err != nil {
+		t.Fatalf("marshal UsageUpdate: %v", err)
+	}
+	if want := `{"sessionUpdate":"usage_update","used":22000,"size":200000}`; string(got) != want {
+		t.Errorf("UsageUpdate wire:\ngot  %s\nwant %s", got, want)
+	}
 	for _, v := range []int{1, 2} {
-		assert.NoError(t, schematest.For(t, v).Update(got), "protocol v%d", v)
+		if err := schematest.For(t, v).Update(got); err != nil {
+			t.Errorf("protocol v%d: %s does not validate: %v", v, got, err)
+		}
 	}
 }
 
@@ -80,80 +97,156 @@ func TestUsageUpdateValidatesAgainstOfficialSchema(t *testing.T) {
 // same bytes: omitted, null and concrete patches survive exactly.
 func TestGoldenFilesRoundTripExactly(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "golden", "*.json"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
+	if err != nil {
+		t.Fatalf("glob golden files: %v", err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no golden files under testdata/golden")
+	}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("read golden file: %v", err)
+		}
 		raw = bytes.TrimSpace(raw)
 		v, err := protocol.UnmarshalUpdate(raw)
-		require.NoError(t, err, f)
+		if err != nil {
+			t.Fatalf("%s: UnmarshalUpdate: %v", f, err)
+		}
 		again, err := json.Marshal(v)
-		require.NoError(t, err)
-		assert.JSONEq(t, string(raw), string(again), f)
-		assert.Equal(t, string(raw), string(again), "byte-exact round trip of %s", f)
+		if err != nil {
+			t.Fatalf("%s: marshal again: %v", f, err)
+		}
+		if err := sameJSON(raw, again); err != nil {
+			t.Errorf("%s: round trip: %v:\ngot  %s\nwant %s", f, err, again, raw)
+		}
+		if string(again) != string(raw) {
+			t.Errorf("byte-exact round trip of %s:\ngot  %s\nwant %s", f, again, raw)
+		}
 	}
 }
 
 func TestPatchFieldsDistinguishOmittedNullAndValue(t *testing.T) {
 	var u protocol.CompactionUpdate
-	require.NoError(t, json.Unmarshal([]byte(`{"sessionUpdate":"compaction_update","compactionId":"c","status":"completed"}`), &u))
-	assert.True(t, u.Summary.IsZero())
-	assert.True(t, u.Error.IsZero())
-	assert.True(t, u.Meta.IsZero())
+	if err := json.Unmarshal([]byte(`{"sessionUpdate":"compaction_update","compactionId":"c","status":"completed"}`), &u); err != nil {
+		t.Fatalf("unmarshal omitted fields: %v", err)
+	}
+	if !u.Summary.IsZero() || !u.Error.IsZero() || !u.Meta.IsZero() {
+		t.Errorf("omitted fields: got summary %v, error %v, _meta %v; want all <omitted>", u.Summary, u.Error, u.Meta)
+	}
 
-	require.NoError(t, json.Unmarshal([]byte(`{"compactionId":"c","status":"completed","summary":null,"error":null,"_meta":null}`), &u))
-	assert.True(t, u.Summary.IsNull())
-	assert.True(t, u.Error.IsNull())
-	assert.True(t, u.Meta.IsNull())
+	if err := json.Unmarshal([]byte(`{"compactionId":"c","status":"completed","summary":null,"error":null,"_meta":null}`), &u); err != nil {
+		t.Fatalf("unmarshal null fields: %v", err)
+	}
+	if !u.Summary.IsNull() || !u.Error.IsNull() || !u.Meta.IsNull() {
+		t.Errorf("null fields: got summary %v, error %v, _meta %v; want all null", u.Summary, u.Error, u.Meta)
+	}
 
-	require.NoError(t, json.Unmarshal([]byte(`{"compactionId":"c","status":"failed","summary":[],"error":"boom","_meta":{}}`), &u))
+	if err := json.Unmarshal([]byte(`{"compactionId":"c","status":"failed","summary":[],"error":"boom","_meta":{}}`), &u); err != nil {
+		t.Fatalf("unmarshal set fields: %v", err)
+	}
 	s, ok := u.Summary.Get()
-	assert.True(t, ok)
-	assert.NotNil(t, s)
-	assert.Empty(t, s)
-	e, _ := u.Error.Get()
-	assert.Equal(t, "boom", e)
+	if !ok || s == nil || len(s) != 0 {
+		t.Errorf("summary []: got %#v (set %v), want a set, non-nil, empty slice", s, ok)
+	}
+	if e, _ := u.Error.Get(); e != "boom" {
+		t.Errorf("error: got %q, want %q", e, "boom")
+	}
 	m, ok := u.Meta.Get()
-	assert.True(t, ok)
-	assert.Empty(t, m)
-	assert.Equal(t, "<omitted>", protocol.Patch[int]{}.String())
-	assert.Equal(t, "null", protocol.Null[int]().String())
-	assert.Equal(t, "3", protocol.Set(3).String())
+	if !ok || len(m) != 0 {
+		t.Errorf("_meta {}: got %v (set %v), want a set, empty map", m, ok)
+	}
+	for _, tc := range []struct{ got, want string }{
+		{protocol.Patch[int]{}.String(), "<omitted>"},
+		{protocol.Null[int]().String(), "null"},
+		{protocol.Set(3).String(), "3"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("Patch.String(): got %q, want %q", tc.got, tc.want)
+		}
+	}
 }
 
 func TestUnknownStatusesRoundTripAndAreNotTerminal(t *testing.T) {
 	for _, s := range []protocol.Status{"paused", "_vendor", "_"} {
 		raw, err := json.Marshal(protocol.CompactionUpdate{CompactionID: "c", Status: s})
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("marshal status %q: %v", s, err)
+		}
 		var back protocol.CompactionUpdate
-		require.NoError(t, json.Unmarshal(raw, &back))
-		assert.Equal(t, s, back.Status)
-		assert.False(t, s.Terminal())
+		if err := json.Unmarshal(raw, &back); err != nil {
+			t.Fatalf("unmarshal %s: %v", raw, err)
+		}
+		if back.Status != s {
+			t.Errorf("status round trip: got %q, want %q", back.Status, s)
+		}
+		if s.Terminal() {
+			t.Errorf("unknown status %q is terminal", s)
+		}
 	}
-	assert.True(t, protocol.Status("_x").Extension())
-	assert.False(t, protocol.Status("paused").Extension())
+	if !protocol.Status("_x").Extension() {
+		t.Errorf(`Status("_x") is not an extension`)
+	}
+	if protocol.Status("paused").Extension() {
+		t.Errorf(`Status("paused") is an extension`)
+	}
 	for _, s := range []protocol.Status{protocol.Completed, protocol.Failed, protocol.Cancelled} {
-		assert.True(t, s.Terminal())
+		if !s.Terminal() {
+			t.Errorf("status %q is not terminal", s)
+		}
 	}
-	assert.False(t, protocol.InProgress.Terminal())
+	if protocol.InProgress.Terminal() {
+		t.Errorf("status %q is terminal", protocol.InProgress)
+	}
 }
 
 func TestContentBlocksKeepUnknownFields(t *testing.T) {
 	in := `{"type":"resource_link","uri":"file:///a.go","name":"a.go","_future":{"x":[1,2]}}`
 	var b protocol.ContentBlock
-	require.NoError(t, json.Unmarshal([]byte(in), &b))
-	assert.Equal(t, "resource_link", b.Type)
+	if err := json.Unmarshal([]byte(in), &b); err != nil {
+		t.Fatalf("unmarshal %s: %v", in, err)
+	}
+	if b.Type != "resource_link" {
+		t.Errorf("Type: got %q, want %q", b.Type, "resource_link")
+	}
 	out, err := json.Marshal(b)
-	require.NoError(t, err)
-	assert.JSONEq(t, in, string(out))
+	if err != nil {
+		t.Fatalf("marshal resource_link block: %v", err)
+	}
+	if err := sameJSON([]byte(in), out); err != nil {
+		t.Errorf("resource_link round trip: %v:\ngot  %s\nwant %s", err, out, in)
+	}
 
 	in = `{"type":"text","text":"hi","annotations":{"priority":0.5},"_meta":null}`
-	require.NoError(t, json.Unmarshal([]byte(in), &b))
-	assert.Equal(t, "hi", b.Text)
+	if err := json.Unmarshal([]byte(in), &b); err != nil {
+		t.Fatalf("unmarshal %s: %v", in, err)
+	}
+	if b.Text != "hi" {
+		t.Errorf("Text: got %q, want %q", b.Text, "hi")
+	}
 	out, err = json.Marshal(b)
-	require.NoError(t, err)
-	assert.JSONEq(t, in, string(out))
+	if err != nil {
+		t.Fatalf("marshal text block: %v", err)
+	}
+	if err := sameJSON([]byte(in), out); err != nil {
+		t.Errorf("text round trip: %v:\ngot  %s\nwant %s", err, out, in)
+	}
+}
+
+// sameJSON returns nil when want and got encode the same JSON value: the
+// round trips above may reorder members, so only the meaning must match.
+func sameJSON(want, got []byte) error {
+	var w, g any
+	if err := json.Unmarshal(want, &w); err != nil {
+		return fmt.Errorf("want is not JSON: %w", err)
+	}
+	if err := json.Unmarshal(got, &g); err != nil {
+		return fmt.Errorf("got is not JSON: %w", err)
+	}
+	if !reflect.DeepEqual(w, g) {
+		return errors.New("not the same JSON value")
+	}
+	return nil
 }
 
 func TestMalformedUpdatesAreClearErrors(t *testing.T) {
@@ -175,14 +268,19 @@ func TestMalformedUpdatesAreClearErrors(t *testing.T) {
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := protocol.UnmarshalUpdate([]byte(in))
-			assert.Error(t, err)
+			if _, err := protocol.UnmarshalUpdate([]byte(in)); err == nil {
+				t.Errorf("UnmarshalUpdate(%s): no error", in)
+			}
 		})
 	}
 	_, err := protocol.UnmarshalUpdate([]byte(`{"sessionUpdate":"plan","entries":[]}`))
-	assert.ErrorIs(t, err, protocol.ErrNotCompaction)
+	if !errors.Is(err, protocol.ErrNotCompaction) {
+		t.Errorf("UnmarshalUpdate(plan): got error %v, want %v", err, protocol.ErrNotCompaction)
+	}
 	_, err = json.Marshal(protocol.CompactionUpdate{Status: protocol.Completed})
-	assert.ErrorIs(t, err, protocol.ErrInvalidID)
+	if !errors.Is(err, protocol.ErrInvalidID) {
+		t.Errorf("marshal without an ID: got error %v, want %v", err, protocol.ErrInvalidID)
+	}
 }
 
 func FuzzUnmarshalUpdate(f *testing.F) {
