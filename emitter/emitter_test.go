@@ -856,7 +856,7 @@ func TestNilHandleIsAnErrorNotAPanic(t *testing.T) {
 		t.Errorf("ID of a nil handle: got %q, want empty", id)
 	}
 	if r := c.Record(); !reflect.DeepEqual(r, emitter.Record{}) {
-		t.Errorf("Record of a nil handle: got %+v, want the zero Record", r)
+		t.Errorf("Record of a nil handle: got %s, want the zero Record", recordJSON(r))
 	}
 }
 

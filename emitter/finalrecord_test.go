@@ -237,7 +237,11 @@ func TestEveryCompactionHandsOverItsFinalRecordExactlyOnceWhoeverSettlesIt(t *te
 
 			got := k.calls()
 			if len(got) != 1 {
-				t.Fatalf("final records handed over: got %d %+v, want exactly one", len(got), got)
+				var ids []protocol.ID
+				for _, h := range got {
+					ids = append(ids, h.rec.ID)
+				}
+				t.Fatalf("final records handed over: got %d %q, want exactly one", len(got), ids)
 			}
 			h := got[0]
 			if h.sessionID != "s" {
@@ -263,7 +267,7 @@ func TestEveryCompactionHandsOverItsFinalRecordExactlyOnceWhoeverSettlesIt(t *te
 			}
 			if c != nil {
 				if r := c.Record(); !reflect.DeepEqual(r, h.rec) {
-					t.Errorf("final record is not the handle's Record:\nhandle's: %+v\n  handed: %+v", r, h.rec)
+					t.Errorf("final record is not the handle's Record:\nhandle's: %s\n  handed: %s", recordJSON(r), recordJSON(h.rec))
 				}
 				if h.rec.After != "msg_1" {
 					t.Errorf("record After: got %q, want %q", h.rec.After, "msg_1")

@@ -179,7 +179,7 @@ func TestLiveAndReplayAgreeForEveryTerminalStatus(t *testing.T) {
 				}
 				rec := finals[0]
 				if r := c.Record(); !reflect.DeepEqual(r, rec) {
-					t.Errorf("the record handed over is not the handle's:\nhandle's: %+v\n  handed: %+v", r, rec)
+					t.Errorf("the record handed over is not the handle's:\nhandle's: %s\n  handed: %s", recordJSON(r), recordJSON(rec))
 				}
 				replayed := &wiretest.Recorder{}
 				if err := emitter.New(replayed, opts...).Session("s").Replay(ctx, rec); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -48,6 +49,16 @@ func goldenRecords() map[string]emitter.Record {
 	}
 }
 
+// recordJSON is r's JSON form, for failure messages: %+v shows Meta as
+// bytes and Details as a pointer, while the JSON form has every field.
+func recordJSON(r emitter.Record) string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Sprintf("%+v (no JSON form: %v)", r, err)
+	}
+	return string(b)
+}
+
 // TestRecordJSONIsPinnedByGoldenFiles: json.Marshal of a Record writes the
 // documented, versioned form byte for byte, and reading it back gives the
 // record. Regenerate with -update only for a deliberate change of the
@@ -79,7 +90,7 @@ func TestRecordJSONIsPinnedByGoldenFiles(t *testing.T) {
 				t.Fatalf("Unmarshal %s: %v", path, err)
 			}
 			if !reflect.DeepEqual(back, rec) {
-				t.Errorf("%s read back:\n got %+v\nwant %+v", path, back, rec)
+				t.Errorf("%s read back:\n got %s\nwant %s", path, recordJSON(back), recordJSON(rec))
 			}
 		})
 	}
@@ -103,7 +114,7 @@ func TestRecordJSONReadsVersion1WithUnknownFields(t *testing.T) {
 		Details: &emitter.Details{Status: protocol.Completed, TokensAfter: 42000, DurationMs: 1500},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("decoded record:\n got %+v\nwant %+v", got, want)
+		t.Errorf("decoded record:\n got %s\nwant %s", recordJSON(got), recordJSON(want))
 	}
 }
 
@@ -132,7 +143,7 @@ func TestRecordJSONRefusesWhatItCannotRead(t *testing.T) {
 				t.Fatalf("Unmarshal %s: got %v, want %v", tc.data, err, tc.want)
 			}
 			if want := (emitter.Record{ID: "kept"}); !reflect.DeepEqual(rec, want) {
-				t.Errorf("record after the refusal: got %+v, want %+v (nothing decoded)", rec, want)
+				t.Errorf("record after the refusal: got %s, want %s (nothing decoded)", recordJSON(rec), recordJSON(want))
 			}
 		})
 	}
