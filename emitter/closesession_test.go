@@ -2,11 +2,10 @@ package emitter_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/acpcompact/acpcompact/emitter"
 )
@@ -16,24 +15,44 @@ func TestCloseSessionSettlesWhatIsOpenAndForgetsTheSession(t *testing.T) {
 	em, rec, _ := newCapable(t)
 	s := em.Session("s")
 	_, err := s.Start(ctx, emitter.WithID("a"))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Start a: %v", err)
+	}
 	_, err = em.ChildSession("s", "child").Start(ctx, emitter.WithID("c"))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Start c in the child session: %v", err)
+	}
 	_, err = em.Session("other").Start(ctx, emitter.WithID("o"))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Start o in another session: %v", err)
+	}
 
 	n, err := em.CloseSession(ctx, "s", emitter.ErrCancelled)
-	require.NoError(t, err)
-	assert.Equal(t, 2, n, "the session's compaction and its child's")
+	if err != nil {
+		t.Fatalf("CloseSession: %v", err)
+	}
+	if n != 2 {
+		t.Errorf("CloseSession settled %d, want 2 (the session's compaction and its child's)", n)
+	}
 	w := wire(rec)
-	assert.Contains(t, w, "compaction_update a cancelled")
-	assert.Equal(t, 1, emitter.SessionCount(em), "only the other session is kept")
-	assert.Equal(t, 1, emitter.OpenCount(em))
+	if want := "compaction_update a cancelled"; !slices.Contains(w, want) {
+		t.Errorf("wire %q: no %q", w, want)
+	}
+	if got := emitter.SessionCount(em); got != 1 {
+		t.Errorf("sessions kept: got %d, want 1 (only the other session)", got)
+	}
+	if got := emitter.OpenCount(em); got != 1 {
+		t.Errorf("open compactions: got %d, want 1", got)
+	}
 
 	_, err = s.Start(ctx, emitter.WithID("b"))
-	assert.ErrorIs(t, err, emitter.ErrSessionClosed, "a handle kept past the close opens nothing")
+	if !errors.Is(err, emitter.ErrSessionClosed) {
+		t.Errorf("Start on a handle kept past the close: got %v, want ErrSessionClosed (it opens nothing)", err)
+	}
 	_, err = em.Session("s").Start(ctx, emitter.WithID("a"))
-	assert.NoError(t, err, "a session opened again with the same ID is a new session")
+	if err != nil {
+		t.Errorf("Start a in the session opened again: %v (a session opened again with the same ID is a new session)", err)
+	}
 }
 
 func TestClosedSessionsDoNotAccumulate(t *testing.T) {
@@ -42,12 +61,19 @@ func TestClosedSessionsDoNotAccumulate(t *testing.T) {
 	for i := range 10_000 {
 		sid := fmt.Sprintf("s%d", i)
 		c, err := em.Session(sid).Start(ctx)
-		require.NoError(t, err)
-		require.NoError(t, c.Complete(ctx))
-		_, err = em.CloseSession(ctx, sid, emitter.ErrConnectionClosed)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("Start in %s: %v", sid, err)
+		}
+		if err := c.Complete(ctx); err != nil {
+			t.Fatalf("Complete in %s: %v", sid, err)
+		}
+		if _, err := em.CloseSession(ctx, sid, emitter.ErrConnectionClosed); err != nil {
+			t.Fatalf("CloseSession %s: %v", sid, err)
+		}
 	}
-	assert.Zero(t, emitter.SessionCount(em))
+	if n := emitter.SessionCount(em); n != 0 {
+		t.Errorf("sessions kept after closing all: got %d, want 0", n)
+	}
 }
 
 func TestOneRecordsOptionServesEmittersCreatedConcurrently(t *testing.T) {

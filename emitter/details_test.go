@@ -3,22 +3,26 @@ package emitter_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func record(t *testing.T, u map[string]any) map[string]any {
 	t.Helper()
 	meta, ok := u["_meta"].(map[string]any)
-	require.True(t, ok, "terminal update has _meta: %v", u)
+	if !ok {
+		t.Fatalf("terminal update has no _meta: %v", u)
+	}
 	r, ok := meta[emitter.DefaultRecordKey].(map[string]any)
-	require.True(t, ok, "_meta has %s: %v", emitter.DefaultRecordKey, meta)
+	if !ok {
+		t.Fatalf("_meta has no %s: %v", emitter.DefaultRecordKey, meta)
+	}
 	return r
 }
 
@@ -38,34 +42,72 @@ func TestRecordTravelsUnderNamespacedMetaWithPatchSemantics(t *testing.T) {
 				emitter.WithRecords(""), emitter.WithUsageUpdates())
 			c, err := em.Session("s").Start(ctx, emitter.WithID("c"), emitter.WithTrigger(protocol.Auto),
 				emitter.WithStartMeta(protocol.Meta{"vendor/x": json.RawMessage(`"keep"`)}))
-			require.NoError(t, err)
-			require.NoError(t, c.Complete(ctx, emitter.WithDetails(details)))
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			if err := c.Complete(ctx, emitter.WithDetails(details)); err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
 			ups := rec.Updates()
-			require.Len(t, ups, 3)
+			if len(ups) != 3 {
+				t.Fatalf("updates: got %d %v, want 3", len(ups), ups)
+			}
 			term := ups[1]
 			r := record(t, term)
-			assert.Equal(t, "auto", r["trigger"])
-			assert.Equal(t, "completed", r["status"])
-			assert.EqualValues(t, 180000, r["tokensBefore"])
-			assert.EqualValues(t, 22000, r["tokensAfter"])
-			assert.Equal(t, "small-model", r["summarizer"].(map[string]any)["model"])
-			assert.Equal(t, "m1", r["source"].(map[string]any)["firstMessageId"])
-			assert.Contains(t, r, "startedAt")
-			assert.Contains(t, r, "durationMs")
+			if r["trigger"] != "auto" {
+				t.Errorf("record trigger: got %v, want auto", r["trigger"])
+			}
+			if r["status"] != "completed" {
+				t.Errorf("record status: got %v, want completed", r["status"])
+			}
+			// JSON numbers decode to float64; compared as integers.
+			if got, ok := r["tokensBefore"].(float64); !ok || int(got) != 180000 {
+				t.Errorf("record tokensBefore: got %v, want 180000", r["tokensBefore"])
+			}
+			if got, ok := r["tokensAfter"].(float64); !ok || int(got) != 22000 {
+				t.Errorf("record tokensAfter: got %v, want 22000", r["tokensAfter"])
+			}
+			if got := r["summarizer"].(map[string]any)["model"]; got != "small-model" {
+				t.Errorf("record summarizer model: got %v, want small-model", got)
+			}
+			if got := r["source"].(map[string]any)["firstMessageId"]; got != "m1" {
+				t.Errorf("record source firstMessageId: got %v, want m1", got)
+			}
+			if _, ok := r["startedAt"]; !ok {
+				t.Errorf("record has no startedAt: %v", r)
+			}
+			if _, ok := r["durationMs"]; !ok {
+				t.Errorf("record has no durationMs: %v", r)
+			}
 			_, kept := term["_meta"].(map[string]any)["vendor/x"]
-			assert.Equal(t, version == 1, kept)
-			assert.Equal(t, map[string]any{"sessionUpdate": "usage_update", "used": float64(22000), "size": float64(200000), "·session": "s"}, ups[2])
+			if kept != (version == 1) {
+				t.Errorf("start _meta key on the terminal update: got %v, want %v", kept, version == 1)
+			}
+			wantUsage := map[string]any{"sessionUpdate": "usage_update", "used": float64(22000), "size": float64(200000), "·session": "s"}
+			if !reflect.DeepEqual(ups[2], wantUsage) {
+				t.Errorf("usage update: got %v, want %v", ups[2], wantUsage)
+			}
 			validateAll(t, rec, version)
 
 			// The record is kept for replay, and replay carries it too.
 			stored := c.Record()
-			require.NotNil(t, stored.Details)
+			if stored.Details == nil {
+				t.Fatal("the kept record has no Details")
+			}
 			rec.Reset()
-			require.NoError(t, em.Session("s2").Replay(ctx, stored))
+			if err := em.Session("s2").Replay(ctx, stored); err != nil {
+				t.Fatalf("Replay: %v", err)
+			}
 			ups = rec.Updates()
-			require.Len(t, ups, 1, "no usage_update on replay")
-			assert.Equal(t, "auto", record(t, ups[0])["trigger"])
-			assert.Equal(t, "keep", ups[0]["_meta"].(map[string]any)["vendor/x"])
+			if len(ups) != 1 {
+				t.Fatalf("updates on replay: got %d %v, want 1 (no usage_update on replay)", len(ups), ups)
+			}
+			if got := record(t, ups[0])["trigger"]; got != "auto" {
+				t.Errorf("replayed record trigger: got %v, want auto", got)
+			}
+			if got := ups[0]["_meta"].(map[string]any)["vendor/x"]; got != "keep" {
+				t.Errorf("replayed _meta vendor/x: got %v, want keep", got)
+			}
 			validateAll(t, rec, version)
 		})
 	}
@@ -76,10 +118,16 @@ func TestRecordsAreOptIn(t *testing.T) {
 	rec := &wiretest.Recorder{}
 	em := emitter.New(rec, emitter.WithNegotiation(capable))
 	c, _ := em.Session("s").Start(ctx)
-	require.NoError(t, c.Complete(ctx, emitter.WithDetails(emitter.Details{TokensAfter: 1, ContextWindow: 2})))
+	if err := c.Complete(ctx, emitter.WithDetails(emitter.Details{TokensAfter: 1, ContextWindow: 2})); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
 	for _, u := range rec.Updates() {
-		assert.NotContains(t, u, "_meta")
-		assert.NotEqual(t, "usage_update", u["sessionUpdate"])
+		if _, ok := u["_meta"]; ok {
+			t.Errorf("update has _meta without WithRecords: %v", u)
+		}
+		if u["sessionUpdate"] == "usage_update" {
+			t.Errorf("usage_update without WithUsageUpdates: %v", u)
+		}
 	}
 }
 
@@ -88,11 +136,19 @@ func TestRecordOnFailureAndWithoutRuntimeDetails(t *testing.T) {
 	rec := &wiretest.Recorder{}
 	em := emitter.New(rec, emitter.WithNegotiation(capable), emitter.WithRecords("example.com/compaction"), emitter.WithUsageUpdates())
 	c, _ := em.Session("s").Start(ctx, emitter.WithTrigger(protocol.Idle))
-	require.NoError(t, c.Fail(ctx, assert.AnError))
+	if err := c.Fail(ctx, errors.New("provider overloaded")); err != nil {
+		t.Fatalf("Fail: %v", err)
+	}
 	ups := rec.Updates()
-	require.Len(t, ups, 2, "no usage_update after a failure")
+	if len(ups) != 2 {
+		t.Fatalf("updates: got %d %v, want 2 (no usage_update after a failure)", len(ups), ups)
+	}
 	r := ups[1]["_meta"].(map[string]any)["example.com/compaction"].(map[string]any)
-	assert.Equal(t, "idle", r["trigger"])
-	assert.Equal(t, "failed", r["status"])
+	if r["trigger"] != "idle" {
+		t.Errorf("record trigger: got %v, want idle", r["trigger"])
+	}
+	if r["status"] != "failed" {
+		t.Errorf("record status: got %v, want failed", r["status"])
+	}
 	validateAll(t, rec, 1)
 }

@@ -1,9 +1,12 @@
 package emitter_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,8 +17,6 @@ import (
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 var capable = capability.Negotiation{Version: 1, Compaction: true}
@@ -107,12 +108,24 @@ func wire(rec *wiretest.Recorder) []string {
 	return out
 }
 
+// noLines fails t unless rec holds no lines; why says what that shows.
+func noLines(t *testing.T, rec *wiretest.Recorder, why string) {
+	t.Helper()
+	if lines := rec.Lines(); len(lines) != 0 {
+		t.Errorf("%d lines sent, want none (%s):\n%s", len(lines), why, bytes.Join(lines, []byte("\n")))
+	}
+}
+
 func validateAll(t *testing.T, rec *wiretest.Recorder, version int) {
 	t.Helper()
 	v := schematest.For(t, version)
 	for _, l := range rec.Lines() {
-		assert.NoError(t, v.Update(wiretest.RawUpdate(l)))
-		assert.NoError(t, v.Message(l))
+		if err := v.Update(wiretest.RawUpdate(l)); err != nil {
+			t.Errorf("v%d update schema: %v\nline: %s", version, err, l)
+		}
+		if err := v.Message(l); err != nil {
+			t.Errorf("v%d message schema: %v\nline: %s", version, err, l)
+		}
 	}
 }
 
@@ -122,23 +135,39 @@ func TestLifecycleTransitions(t *testing.T) {
 	s := em.Session("s1")
 
 	a, err := s.Start(ctx, emitter.WithID("a"))
-	require.NoError(t, err)
-	require.NoError(t, a.Chunk(ctx, protocol.Text("## Retained")))
-	require.NoError(t, a.Chunk(ctx, protocol.Text(" context")))
-	require.NoError(t, a.Complete(ctx, emitter.Summary(protocol.Text("## Retained context"))))
+	if err != nil {
+		t.Fatalf("Start a: %v", err)
+	}
+	if err := a.Chunk(ctx, protocol.Text("## Retained")); err != nil {
+		t.Fatalf("a.Chunk 1: %v", err)
+	}
+	if err := a.Chunk(ctx, protocol.Text(" context")); err != nil {
+		t.Fatalf("a.Chunk 2: %v", err)
+	}
+	if err := a.Complete(ctx, emitter.Summary(protocol.Text("## Retained context"))); err != nil {
+		t.Fatalf("a.Complete: %v", err)
+	}
 
 	b, _ := s.Start(ctx, emitter.WithID("b"))
-	require.NoError(t, b.Chunk(ctx, protocol.Text("partial")))
-	require.NoError(t, b.Fail(ctx, errors.New("summary request failed")))
+	if err := b.Chunk(ctx, protocol.Text("partial")); err != nil {
+		t.Fatalf("b.Chunk: %v", err)
+	}
+	if err := b.Fail(ctx, errors.New("summary request failed")); err != nil {
+		t.Fatalf("b.Fail: %v", err)
+	}
 
 	c, _ := s.Start(ctx, emitter.WithID("c"))
-	require.NoError(t, c.Cancel(ctx))
+	if err := c.Cancel(ctx); err != nil {
+		t.Fatalf("c.Cancel: %v", err)
+	}
 
 	// A runtime that only exposes completed compactions.
 	d, _ := s.Start(ctx, emitter.WithID("d"))
-	require.NoError(t, d.Complete(ctx))
+	if err := d.Complete(ctx); err != nil {
+		t.Fatalf("d.Complete: %v", err)
+	}
 
-	assert.Equal(t, []string{
+	want := []string{
 		`compaction_update a in_progress`,
 		`compaction_summary_chunk a +"## Retained"`,
 		`compaction_summary_chunk a +" context"`,
@@ -150,8 +179,13 @@ func TestLifecycleTransitions(t *testing.T) {
 		`compaction_update c cancelled`,
 		`compaction_update d in_progress`,
 		`compaction_update d completed`,
-	}, wire(rec))
-	assert.Zero(t, emitter.OpenCount(em))
+	}
+	if got := wire(rec); !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q", got, want)
+	}
+	if n := emitter.OpenCount(em); n != 0 {
+		t.Errorf("open compactions: got %d, want 0", n)
+	}
 	validateAll(t, rec, 1)
 }
 
@@ -160,27 +194,51 @@ func TestCompactionIDsAreNeverReusedEvenAfterSettlement(t *testing.T) {
 	em, rec, obs := newCapable(t)
 	s := em.Session("s1")
 	c, err := s.Start(ctx, emitter.WithID("x"))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Start x: %v", err)
+	}
 	_, err = s.Start(ctx, emitter.WithID("x"))
-	assert.ErrorIs(t, err, emitter.ErrIDReused, "an open ID is never overwritten")
-	require.NoError(t, c.Complete(ctx))
+	if !errors.Is(err, emitter.ErrIDReused) {
+		t.Errorf("Start x while x is open: got %v, want ErrIDReused (an open ID is never overwritten)", err)
+	}
+	if err := c.Complete(ctx); err != nil {
+		t.Fatalf("Complete x: %v", err)
+	}
 	_, err = s.Start(ctx, emitter.WithID("x"))
-	assert.ErrorIs(t, err, emitter.ErrIDReused, "a settled ID is never reused")
-	assert.Contains(t, err.Error(), "s1")
-	assert.Contains(t, err.Error(), "x")
+	if !errors.Is(err, emitter.ErrIDReused) {
+		t.Errorf("Start x after x settled: got %v, want ErrIDReused (a settled ID is never reused)", err)
+	}
+	if !strings.Contains(err.Error(), "s1") {
+		t.Errorf("ErrIDReused text %q does not name the session s1", err)
+	}
+	if !strings.Contains(err.Error(), "x") {
+		t.Errorf("ErrIDReused text %q does not name the ID x", err)
+	}
 	_, err = s.Start(ctx, emitter.WithID(""))
-	assert.ErrorIs(t, err, protocol.ErrInvalidID)
+	if !errors.Is(err, protocol.ErrInvalidID) {
+		t.Errorf("Start with an empty ID: got %v, want protocol.ErrInvalidID", err)
+	}
 
 	// The same ID in another session is a different compaction.
 	_, err = em.Session("s2").Start(ctx, emitter.WithID("x"))
-	assert.NoError(t, err)
+	if err != nil {
+		t.Errorf("Start x in another session: %v", err)
+	}
 
 	// Replayed IDs are used too.
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed}))
+	if err := s.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed}); err != nil {
+		t.Fatalf("Replay old: %v", err)
+	}
 	_, err = s.Start(ctx, emitter.WithID("old"))
-	assert.ErrorIs(t, err, emitter.ErrIDReused)
-	assert.Contains(t, obs.kinds(), "dropped")
-	assert.Len(t, wire(rec), 4, "refused starts send nothing")
+	if !errors.Is(err, emitter.ErrIDReused) {
+		t.Errorf("Start of a replayed ID: got %v, want ErrIDReused", err)
+	}
+	if kinds := obs.kinds(); !slices.Contains(kinds, "dropped") {
+		t.Errorf("observed events %v: no dropped event", kinds)
+	}
+	if got := wire(rec); len(got) != 4 {
+		t.Errorf("wire: got %d updates %q, want 4 (refused starts send nothing)", len(got), got)
+	}
 }
 
 func TestMintedIDsAreUniqueAndSkipUsedOnes(t *testing.T) {
@@ -190,19 +248,33 @@ func TestMintedIDsAreUniqueAndSkipUsedOnes(t *testing.T) {
 	em, _, _ := newCapable(t, emitter.WithIDGenerator(func() protocol.ID { i++; return seq[i-1] }))
 	s := em.Session("s")
 	a, err := s.Start(ctx)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("first Start: %v", err)
+	}
 	b, err := s.Start(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, protocol.ID("dup"), a.ID())
-	assert.Equal(t, protocol.ID("fresh"), b.ID())
+	if err != nil {
+		t.Fatalf("second Start: %v", err)
+	}
+	if a.ID() != "dup" {
+		t.Errorf("first minted ID: got %q, want %q", a.ID(), "dup")
+	}
+	if b.ID() != "fresh" {
+		t.Errorf("second minted ID: got %q, want %q (the used ID skipped)", b.ID(), "fresh")
+	}
 
 	em2, _, _ := newCapable(t)
 	seen := map[protocol.ID]bool{}
 	for range 1000 {
 		c, err := em2.Session("s").Start(ctx)
-		require.NoError(t, err)
-		assert.True(t, strings.HasPrefix(string(c.ID()), "cmp_"))
-		assert.False(t, seen[c.ID()])
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if !strings.HasPrefix(string(c.ID()), "cmp_") {
+			t.Errorf("minted ID %q: want the prefix cmp_", c.ID())
+		}
+		if seen[c.ID()] {
+			t.Errorf("minted ID %q twice", c.ID())
+		}
 		seen[c.ID()] = true
 	}
 }
@@ -213,19 +285,32 @@ func TestSeveralOpenCompactionsSettleIndependently(t *testing.T) {
 	s := em.Session("s")
 	a, _ := s.Start(ctx, emitter.WithID("a"))
 	b, _ := s.Start(ctx, emitter.WithID("b"))
-	assert.Equal(t, 2, s.Open())
-	require.NoError(t, b.Chunk(ctx, protocol.Text("b1")))
-	require.NoError(t, a.Chunk(ctx, protocol.Text("a1")))
-	require.NoError(t, b.Complete(ctx))
-	require.NoError(t, a.Complete(ctx))
-	assert.Equal(t, []string{
+	if n := s.Open(); n != 2 {
+		t.Errorf("open compactions: got %d, want 2", n)
+	}
+	if err := b.Chunk(ctx, protocol.Text("b1")); err != nil {
+		t.Fatalf("b.Chunk: %v", err)
+	}
+	if err := a.Chunk(ctx, protocol.Text("a1")); err != nil {
+		t.Fatalf("a.Chunk: %v", err)
+	}
+	if err := b.Complete(ctx); err != nil {
+		t.Fatalf("b.Complete: %v", err)
+	}
+	if err := a.Complete(ctx); err != nil {
+		t.Fatalf("a.Complete: %v", err)
+	}
+	want := []string{
 		`compaction_update a in_progress`,
 		`compaction_update b in_progress`,
 		`compaction_summary_chunk b +"b1"`,
 		`compaction_summary_chunk a +"a1"`,
 		`compaction_update b completed`,
 		`compaction_update a completed`,
-	}, wire(rec))
+	}
+	if got := wire(rec); !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q", got, want)
+	}
 }
 
 func TestChunksOutsideAnOpenCompactionAreDroppedAndReported(t *testing.T) {
@@ -233,24 +318,39 @@ func TestChunksOutsideAnOpenCompactionAreDroppedAndReported(t *testing.T) {
 	em, rec, obs := newCapable(t)
 	s := em.Session("s")
 	err := s.Chunk(ctx, "early", protocol.Text("before start"))
-	assert.ErrorIs(t, err, emitter.ErrNotOpen)
+	if !errors.Is(err, emitter.ErrNotOpen) {
+		t.Errorf("Chunk before Start: got %v, want ErrNotOpen", err)
+	}
 	c, _ := s.Start(ctx, emitter.WithID("c"))
-	require.NoError(t, s.Chunk(ctx, "c", protocol.Text("ok")))
-	require.NoError(t, c.Complete(ctx))
-	assert.ErrorIs(t, c.Chunk(ctx, protocol.Text("late")), emitter.ErrSettled)
-	assert.ErrorIs(t, s.Chunk(ctx, "c", protocol.Text("late")), emitter.ErrSettled)
-	assert.Equal(t, []string{
+	if err := s.Chunk(ctx, "c", protocol.Text("ok")); err != nil {
+		t.Fatalf("Session.Chunk c: %v", err)
+	}
+	if err := c.Complete(ctx); err != nil {
+		t.Fatalf("Complete c: %v", err)
+	}
+	if err := c.Chunk(ctx, protocol.Text("late")); !errors.Is(err, emitter.ErrSettled) {
+		t.Errorf("Compaction.Chunk after settlement: got %v, want ErrSettled", err)
+	}
+	if err := s.Chunk(ctx, "c", protocol.Text("late")); !errors.Is(err, emitter.ErrSettled) {
+		t.Errorf("Session.Chunk after settlement: got %v, want ErrSettled", err)
+	}
+	want := []string{
 		`compaction_update c in_progress`,
 		`compaction_summary_chunk c +"ok"`,
 		`compaction_update c completed`,
-	}, wire(rec))
+	}
+	if got := wire(rec); !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q", got, want)
+	}
 	dropped := 0
 	for _, k := range obs.kinds() {
 		if k == "dropped" {
 			dropped++
 		}
 	}
-	assert.Equal(t, 3, dropped)
+	if dropped != 3 {
+		t.Errorf("dropped events: got %d, want 3", dropped)
+	}
 }
 
 func TestExactlyOneTerminalPerID(t *testing.T) {
@@ -258,29 +358,59 @@ func TestExactlyOneTerminalPerID(t *testing.T) {
 	em, rec, obs := newCapable(t)
 	s := em.Session("s")
 	c, _ := s.Start(ctx, emitter.WithID("c"))
-	require.NoError(t, c.Complete(ctx))
-	assert.ErrorIs(t, c.Fail(ctx, errors.New("late")), emitter.ErrSettled)
-	assert.ErrorIs(t, c.Cancel(ctx), emitter.ErrSettled)
-	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrSettled)
-	assert.ErrorIs(t, s.Complete(ctx, "c"), emitter.ErrSettled)
-	assert.ErrorIs(t, s.Cancel(ctx, "c"), emitter.ErrSettled)
-	assert.ErrorIs(t, s.Fail(ctx, "c", errors.New("x")), emitter.ErrSettled)
-	assert.ErrorIs(t, s.Complete(ctx, "never"), emitter.ErrNotOpen)
+	if err := c.Complete(ctx); err != nil {
+		t.Fatalf("Complete c: %v", err)
+	}
+	if err := c.Fail(ctx, errors.New("late")); !errors.Is(err, emitter.ErrSettled) {
+		t.Errorf("Compaction.Fail after settlement: got %v, want ErrSettled", err)
+	}
+	if err := c.Cancel(ctx); !errors.Is(err, emitter.ErrSettled) {
+		t.Errorf("Compaction.Cancel after settlement: got %v, want ErrSettled", err)
+	}
+	if err := c.Complete(ctx); !errors.Is(err, emitter.ErrSettled) {
+		t.Errorf("Compaction.Complete after settlement: got %v, want ErrSettled", err)
+	}
+	if err := s.Complete(ctx, "c"); !errors.Is(err, emitter.ErrSettled) {
+		t.Errorf("Session.Complete after settlement: got %v, want ErrSettled", err)
+	}
+	if err := s.Cancel(ctx, "c"); !errors.Is(err, emitter.ErrSettled) {
+		t.Errorf("Session.Cancel after settlement: got %v, want ErrSettled", err)
+	}
+	if err := s.Fail(ctx, "c", errors.New("x")); !errors.Is(err, emitter.ErrSettled) {
+		t.Errorf("Session.Fail after settlement: got %v, want ErrSettled", err)
+	}
+	if err := s.Complete(ctx, "never"); !errors.Is(err, emitter.ErrNotOpen) {
+		t.Errorf("Session.Complete of an unknown ID: got %v, want ErrNotOpen", err)
+	}
 	n, err := s.SettleAll(ctx, emitter.ErrTurnEnded)
-	assert.NoError(t, err)
-	assert.Zero(t, n)
-	assert.Equal(t, []string{`compaction_update c in_progress`, `compaction_update c completed`}, wire(rec))
-	assert.Contains(t, obs.kinds(), "dropped")
+	if err != nil {
+		t.Errorf("SettleAll: %v", err)
+	}
+	if n != 0 {
+		t.Errorf("SettleAll settled %d, want 0", n)
+	}
+	want := []string{`compaction_update c in_progress`, `compaction_update c completed`}
+	if got := wire(rec); !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q", got, want)
+	}
+	if kinds := obs.kinds(); !slices.Contains(kinds, "dropped") {
+		t.Errorf("observed events %v: no dropped event", kinds)
+	}
 }
 
 func TestFailureBeforeStartIsSentAsInProgressThenFailed(t *testing.T) {
 	ctx := context.Background()
 	em, rec, _ := newCapable(t)
-	require.NoError(t, em.Session("s").Fail(ctx, "early", errors.New("provider overloaded")))
-	assert.Equal(t, []string{
+	if err := em.Session("s").Fail(ctx, "early", errors.New("provider overloaded")); err != nil {
+		t.Fatalf("Session.Fail before Start: %v", err)
+	}
+	want := []string{
 		`compaction_update early in_progress`,
 		`compaction_update early failed error=provider overloaded`,
-	}, wire(rec))
+	}
+	if got := wire(rec); !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q", got, want)
+	}
 }
 
 func TestFinalSummaryIsAnAuthoritativeReplacement(t *testing.T) {
@@ -299,10 +429,16 @@ func TestFinalSummaryIsAnAuthoritativeReplacement(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			em, rec, _ := newCapable(t)
 			c, _ := em.Session("s").Start(ctx, emitter.WithID("c"))
-			require.NoError(t, c.Chunk(ctx, protocol.Text("streamed")))
-			require.NoError(t, c.Complete(ctx, tc.opts...))
+			if err := c.Chunk(ctx, protocol.Text("streamed")); err != nil {
+				t.Fatalf("Chunk: %v", err)
+			}
+			if err := c.Complete(ctx, tc.opts...); err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
 			w := wire(rec)
-			assert.Equal(t, tc.want, w[len(w)-1])
+			if got := w[len(w)-1]; got != tc.want {
+				t.Errorf("terminal update: got %q, want %q", got, tc.want)
+			}
 			validateAll(t, rec, 1)
 		})
 	}
@@ -314,20 +450,38 @@ func TestOmitRedundantSummaryComparesByRunningHash(t *testing.T) {
 	s := em.Session("s")
 	a, _ := s.Start(ctx, emitter.WithID("same"))
 	for _, part := range []string{"## Retained", " context\n", "more"} {
-		require.NoError(t, a.Chunk(ctx, protocol.Text(part)))
+		if err := a.Chunk(ctx, protocol.Text(part)); err != nil {
+			t.Fatalf("Chunk %q: %v", part, err)
+		}
 	}
-	require.NoError(t, a.Complete(ctx, emitter.Summary(protocol.Text("## Retained context\nmore"))))
+	if err := a.Complete(ctx, emitter.Summary(protocol.Text("## Retained context\nmore"))); err != nil {
+		t.Fatalf("Complete same: %v", err)
+	}
 	b, _ := s.Start(ctx, emitter.WithID("differs"))
-	require.NoError(t, b.Chunk(ctx, protocol.Text("draft")))
-	require.NoError(t, b.Complete(ctx, emitter.Summary(protocol.Text("final"))))
+	if err := b.Chunk(ctx, protocol.Text("draft")); err != nil {
+		t.Fatalf("Chunk differs: %v", err)
+	}
+	if err := b.Complete(ctx, emitter.Summary(protocol.Text("final"))); err != nil {
+		t.Fatalf("Complete differs: %v", err)
+	}
 	c, _ := s.Start(ctx, emitter.WithID("nothing-streamed"))
-	require.NoError(t, c.Complete(ctx, emitter.Summary(protocol.Text("x"))))
+	if err := c.Complete(ctx, emitter.Summary(protocol.Text("x"))); err != nil {
+		t.Fatalf("Complete nothing-streamed: %v", err)
+	}
 	w := wire(rec)
-	assert.Contains(t, w, `compaction_update same completed`)
-	assert.Contains(t, w, `compaction_update differs completed summary=["final"]`)
-	assert.Contains(t, w, `compaction_update nothing-streamed completed summary=["x"]`)
+	for _, want := range []string{
+		`compaction_update same completed`,
+		`compaction_update differs completed summary=["final"]`,
+		`compaction_update nothing-streamed completed summary=["x"]`,
+	} {
+		if !slices.Contains(w, want) {
+			t.Errorf("wire %q: no %q", w, want)
+		}
+	}
 	// The record still knows the final summary for replay.
-	assert.Equal(t, "## Retained context\nmore", a.Record().Summary[0].Text)
+	if got, want := a.Record().Summary[0].Text, "## Retained context\nmore"; got != want {
+		t.Errorf("recorded summary: got %q, want %q", got, want)
+	}
 }
 
 func TestFailureTextIsHumanReadable(t *testing.T) {
@@ -351,12 +505,18 @@ func TestFailureTextIsHumanReadable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			em, rec, obs := newCapable(t, tc.opts...)
 			c, _ := em.Session("s").Start(ctx, emitter.WithID("c"))
-			require.NoError(t, c.Fail(ctx, tc.cause))
+			if err := c.Fail(ctx, tc.cause); err != nil {
+				t.Fatalf("Fail: %v", err)
+			}
 			w := wire(rec)
-			assert.Equal(t, "compaction_update c failed error="+tc.want, w[len(w)-1])
+			if got, want := w[len(w)-1], "compaction_update c failed error="+tc.want; got != want {
+				t.Errorf("terminal update: got %q, want %q", got, want)
+			}
 			if tc.cause != nil {
 				settled := obs.waitFor(t, emitter.EventSettled)
-				assert.Equal(t, tc.cause, settled.Err, "observers see the full cause")
+				if !reflect.DeepEqual(settled.Err, tc.cause) {
+					t.Errorf("settled event's error: got %v, want %v (observers see the full cause)", settled.Err, tc.cause)
+				}
 			}
 		})
 	}
@@ -381,18 +541,34 @@ func TestSettleAllDistinguishesCancelFromFailure(t *testing.T) {
 			_, _ = s.Start(ctx, emitter.WithID("a"))
 			_, _ = s.Start(ctx, emitter.WithID("b"))
 			done, _ := s.Start(ctx, emitter.WithID("done"))
-			require.NoError(t, done.Complete(ctx))
+			if err := done.Complete(ctx); err != nil {
+				t.Fatalf("Complete done: %v", err)
+			}
 			other, _ := em.Session("other").Start(ctx, emitter.WithID("o"))
 			n, err := s.SettleAll(ctx, tc.reason)
-			require.NoError(t, err)
-			assert.Equal(t, 2, n)
+			if err != nil {
+				t.Fatalf("SettleAll: %v", err)
+			}
+			if n != 2 {
+				t.Errorf("SettleAll settled %d, want 2", n)
+			}
 			w := wire(rec)
-			assert.Equal(t, "compaction_update a "+tc.want, w[len(w)-2], "oldest first")
-			assert.Equal(t, "compaction_update b "+tc.want, w[len(w)-1])
-			assert.Equal(t, 1, emitter.OpenCount(em), "other sessions are untouched")
+			if got, want := w[len(w)-2], "compaction_update a "+tc.want; got != want {
+				t.Errorf("first settled (oldest first): got %q, want %q", got, want)
+			}
+			if got, want := w[len(w)-1], "compaction_update b "+tc.want; got != want {
+				t.Errorf("second settled: got %q, want %q", got, want)
+			}
+			if n := emitter.OpenCount(em); n != 1 {
+				t.Errorf("open compactions: got %d, want 1 (other sessions are untouched)", n)
+			}
 			n, _ = em.SettleAll(ctx, emitter.ErrConnectionClosed)
-			assert.Equal(t, 1, n)
-			assert.ErrorIs(t, other.Complete(ctx), emitter.ErrSettled)
+			if n != 1 {
+				t.Errorf("Emitter.SettleAll settled %d, want 1", n)
+			}
+			if err := other.Complete(ctx); !errors.Is(err, emitter.ErrSettled) {
+				t.Errorf("Complete of the other session's compaction after Emitter.SettleAll: got %v, want ErrSettled", err)
+			}
 		})
 	}
 }
@@ -402,11 +578,19 @@ func TestWatchdogSettlesARunawayCompactionAsFailed(t *testing.T) {
 	em, rec, obs := newCapable(t, emitter.WithMaxDuration(20*time.Millisecond))
 	c, _ := em.Session("s").Start(ctx, emitter.WithID("runaway"))
 	ev := obs.waitFor(t, emitter.EventSettled)
-	assert.Equal(t, protocol.Failed, ev.Status)
-	assert.ErrorIs(t, ev.Err, emitter.ErrTimeout)
-	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrSettled, "the runtime's late completion is dropped")
+	if ev.Status != protocol.Failed {
+		t.Errorf("settled status: got %q, want %q", ev.Status, protocol.Failed)
+	}
+	if !errors.Is(ev.Err, emitter.ErrTimeout) {
+		t.Errorf("settled event's error: got %v, want ErrTimeout", ev.Err)
+	}
+	if err := c.Complete(ctx); !errors.Is(err, emitter.ErrSettled) {
+		t.Errorf("the runtime's late Complete: got %v, want ErrSettled (it is dropped)", err)
+	}
 	w := wire(rec)
-	assert.Equal(t, "compaction_update runaway failed error=compaction timed out after 20ms", w[len(w)-1])
+	if got, want := w[len(w)-1], "compaction_update runaway failed error=compaction timed out after 20ms"; got != want {
+		t.Errorf("terminal update: got %q, want %q", got, want)
+	}
 }
 
 func TestHeartbeatResendsInProgressDuringSilence(t *testing.T) {
@@ -414,15 +598,23 @@ func TestHeartbeatResendsInProgressDuringSilence(t *testing.T) {
 	em, rec, obs := newCapable(t, emitter.WithHeartbeat(5*time.Millisecond))
 	c, _ := em.Session("s").Start(ctx, emitter.WithID("slow"))
 	obs.waitFor(t, emitter.EventHeartbeat)
-	require.NoError(t, c.Complete(ctx))
+	if err := c.Complete(ctx); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
 	w := wire(rec)
-	assert.GreaterOrEqual(t, len(w), 3)
+	if len(w) < 3 {
+		t.Errorf("wire: got %d updates %q, want at least 3 (start, a heartbeat, the terminal)", len(w), w)
+	}
 	for _, l := range w[1 : len(w)-1] {
-		assert.Equal(t, "compaction_update slow in_progress", l, "heartbeats are field-less in_progress updates")
+		if want := "compaction_update slow in_progress"; l != want {
+			t.Errorf("heartbeat: got %q, want %q (heartbeats are field-less in_progress updates)", l, want)
+		}
 	}
 	n := len(rec.Lines())
 	time.Sleep(20 * time.Millisecond)
-	assert.Equal(t, n, len(rec.Lines()), "no heartbeat after settlement")
+	if got := len(rec.Lines()); got != n {
+		t.Errorf("lines 20ms after settlement: got %d, want %d (no heartbeat after settlement)", got, n)
+	}
 }
 
 func TestTerminalUpdatesSurviveACancelledContext(t *testing.T) {
@@ -439,13 +631,23 @@ func TestTerminalUpdatesSurviveACancelledContext(t *testing.T) {
 	em := emitter.New(n, emitter.WithNegotiation(capable))
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := em.Session("s").Start(ctx)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
 	cancel()
-	require.NoError(t, c.Cancel(ctx))
-	assert.False(t, sawCancelled)
-	assert.Equal(t, 2, lines)
+	if err := c.Cancel(ctx); err != nil {
+		t.Fatalf("Cancel with a cancelled context: %v", err)
+	}
+	if sawCancelled {
+		t.Error("the notifier got a cancelled context for the terminal update")
+	}
+	if lines != 2 {
+		t.Errorf("lines sent: got %d, want 2", lines)
+	}
 	_, err = em.Session("s").Start(ctx)
-	assert.ErrorIs(t, err, emitter.ErrUndeliverable, "non-terminal updates honour the caller's context")
+	if !errors.Is(err, emitter.ErrUndeliverable) {
+		t.Errorf("Start with a cancelled context: got %v, want ErrUndeliverable (non-terminal updates honour the caller's context)", err)
+	}
 }
 
 func TestUndeliverableUpdatesAreReportedAndStillSettle(t *testing.T) {
@@ -454,32 +656,55 @@ func TestUndeliverableUpdatesAreReportedAndStillSettle(t *testing.T) {
 	c, _ := em.Session("s").Start(ctx, emitter.WithID("c"))
 	rec.Fail = errors.New("broken pipe")
 	err := c.Complete(ctx)
-	assert.ErrorIs(t, err, emitter.ErrUndeliverable)
-	assert.Contains(t, err.Error(), "broken pipe")
-	assert.Zero(t, emitter.OpenCount(em))
-	assert.Contains(t, obs.kinds(), "undeliverable")
+	if !errors.Is(err, emitter.ErrUndeliverable) {
+		t.Errorf("Complete over a broken notifier: got %v, want ErrUndeliverable", err)
+	}
+	if !strings.Contains(err.Error(), "broken pipe") {
+		t.Errorf("error %q does not carry the notifier's error %q", err, "broken pipe")
+	}
+	if n := emitter.OpenCount(em); n != 0 {
+		t.Errorf("open compactions: got %d, want 0", n)
+	}
+	if kinds := obs.kinds(); !slices.Contains(kinds, "undeliverable") {
+		t.Errorf("observed events %v: no undeliverable event", kinds)
+	}
 }
 
 func TestReplayIsTerminalFirstAtTheCallersPosition(t *testing.T) {
 	ctx := context.Background()
 	em, rec, obs := newCapable(t)
 	s := em.Session("s")
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "done", Status: protocol.Completed, Summary: []protocol.ContentBlock{protocol.Text("kept")}, Displayable: true}))
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "nosum", Status: protocol.Completed}))
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "bad", Status: protocol.Failed, Error: "summary request failed"}))
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "stopped", Status: protocol.Cancelled}))
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "running", Status: protocol.InProgress}))
-	assert.ErrorIs(t, s.Replay(ctx, emitter.Record{}), protocol.ErrInvalidID)
+	for _, r := range []emitter.Record{
+		{ID: "done", Status: protocol.Completed, Summary: []protocol.ContentBlock{protocol.Text("kept")}, Displayable: true},
+		{ID: "nosum", Status: protocol.Completed},
+		{ID: "bad", Status: protocol.Failed, Error: "summary request failed"},
+		{ID: "stopped", Status: protocol.Cancelled},
+		{ID: "running", Status: protocol.InProgress},
+	} {
+		if err := s.Replay(ctx, r); err != nil {
+			t.Fatalf("Replay %s: %v", r.ID, err)
+		}
+	}
+	if err := s.Replay(ctx, emitter.Record{}); !errors.Is(err, protocol.ErrInvalidID) {
+		t.Errorf("Replay of a record without an ID: got %v, want protocol.ErrInvalidID", err)
+	}
 	// Replay uses authoritative patches so a client that still holds the
 	// entity ends with exactly the stored state, never a duplicate.
-	assert.Equal(t, []string{
+	want := []string{
 		`compaction_update done completed summary=["kept"] error=null`,
 		`compaction_update nosum completed summary=null error=null`,
 		`compaction_update bad failed summary=null error=summary request failed`,
 		`compaction_update stopped cancelled summary=null error=null`,
-	}, wire(rec))
-	assert.Contains(t, obs.kinds(), "skipped")
-	assert.Zero(t, emitter.OpenCount(em))
+	}
+	if got := wire(rec); !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q", got, want)
+	}
+	if kinds := obs.kinds(); !slices.Contains(kinds, "skipped") {
+		t.Errorf("observed events %v: no skipped event", kinds)
+	}
+	if n := emitter.OpenCount(em); n != 0 {
+		t.Errorf("open compactions: got %d, want 0", n)
+	}
 	validateAll(t, rec, 1)
 	validateAll(t, rec, 2)
 }
@@ -500,18 +725,32 @@ func TestCapabilityGateLiveAndOnReplay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &wiretest.Recorder{}
 			em := emitter.New(rec, emitter.WithNegotiation(tc.n))
-			assert.Equal(t, tc.mode, em.Mode())
+			if got := em.Mode(); got != tc.mode {
+				t.Errorf("mode: got %v, want %v", got, tc.mode)
+			}
 			s := em.Session("s")
 			c, err := s.Start(ctx, emitter.UserDisplayable())
-			require.NoError(t, err)
-			require.NoError(t, c.Chunk(ctx, protocol.Text("x")))
-			require.NoError(t, c.Complete(ctx))
-			require.NoError(t, s.Fail(ctx, "early", errors.New("x")))
-			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "r", Status: protocol.Completed}))
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			if err := c.Chunk(ctx, protocol.Text("x")); err != nil {
+				t.Fatalf("Chunk: %v", err)
+			}
+			if err := c.Complete(ctx); err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+			if err := s.Fail(ctx, "early", errors.New("x")); err != nil {
+				t.Fatalf("Session.Fail before Start: %v", err)
+			}
+			if err := s.Replay(ctx, emitter.Record{ID: "r", Status: protocol.Completed}); err != nil {
+				t.Fatalf("Replay: %v", err)
+			}
 			if tc.sent {
-				assert.NotEmpty(t, rec.Lines())
+				if len(rec.Lines()) == 0 {
+					t.Error("nothing sent to a client with the capability")
+				}
 			} else {
-				assert.Empty(t, rec.Lines(), "a client without the capability never receives a compaction update")
+				noLines(t, rec, "a client without the capability never receives a compaction update")
 			}
 		})
 	}
@@ -522,15 +761,23 @@ func TestCapabilityGateLiveAndOnReplay(t *testing.T) {
 		return nil
 	})
 	em := emitter.New(&wiretest.Recorder{}, emitter.WithFallback(fb))
-	assert.Equal(t, capability.Fallback, em.Mode())
+	if got := em.Mode(); got != capability.Fallback {
+		t.Errorf("mode with a fallback renderer: got %v, want %v", got, capability.Fallback)
+	}
 	c, _ := em.Session("s").Start(ctx)
 	_ = c.Complete(ctx)
 	_ = em.Session("s").Replay(ctx, emitter.Record{ID: "r", Status: protocol.Failed})
-	assert.Equal(t, []emitter.EventKind{emitter.EventStarted, emitter.EventSettled, emitter.EventReplayed}, rendered)
+	if want := []emitter.EventKind{emitter.EventStarted, emitter.EventSettled, emitter.EventReplayed}; !slices.Equal(rendered, want) {
+		t.Errorf("rendered events: got %v, want %v", rendered, want)
+	}
 	em = emitter.New(&wiretest.Recorder{}, emitter.WithFallback(fb), emitter.WithNegotiation(capable))
-	assert.Equal(t, capability.Standard, em.Mode())
+	if got := em.Mode(); got != capability.Standard {
+		t.Errorf("mode with a fallback renderer and the capability: got %v, want %v", got, capability.Standard)
+	}
 	em = emitter.New(&wiretest.Recorder{}, emitter.WithPolicy(func(capability.Negotiation, bool) capability.Mode { return capability.Fallback }))
-	assert.Equal(t, capability.Off, em.Mode(), "fallback mode without a renderer is off")
+	if got := em.Mode(); got != capability.Off {
+		t.Errorf("mode: got %v, want %v (fallback mode without a renderer is off)", got, capability.Off)
+	}
 }
 
 func TestSummaryPolicyDefaultsToUserDisplayableOnly(t *testing.T) {
@@ -540,19 +787,32 @@ func TestSummaryPolicyDefaultsToUserDisplayableOnly(t *testing.T) {
 	em := emitter.New(rec, emitter.WithNegotiation(capable), emitter.WithObserver(obs))
 	s := em.Session("s")
 	hidden, _ := s.Start(ctx, emitter.WithID("hidden"))
-	require.ErrorIs(t, hidden.Chunk(ctx, protocol.Text("secret context")), emitter.ErrWithheld)
-	require.NoError(t, hidden.Complete(ctx, emitter.Summary(protocol.Text("secret context"))))
+	if err := hidden.Chunk(ctx, protocol.Text("secret context")); !errors.Is(err, emitter.ErrWithheld) {
+		t.Fatalf("Chunk of a compaction not UserDisplayable: got %v, want ErrWithheld", err)
+	}
+	if err := hidden.Complete(ctx, emitter.Summary(protocol.Text("secret context"))); err != nil {
+		t.Fatalf("Complete hidden: %v", err)
+	}
 	shown, _ := s.Start(ctx, emitter.WithID("shown"), emitter.UserDisplayable())
-	require.NoError(t, shown.Chunk(ctx, protocol.Text("visible")))
-	require.NoError(t, shown.Complete(ctx, emitter.Summary(protocol.Text("visible"))))
-	assert.Equal(t, []string{
+	if err := shown.Chunk(ctx, protocol.Text("visible")); err != nil {
+		t.Fatalf("Chunk shown: %v", err)
+	}
+	if err := shown.Complete(ctx, emitter.Summary(protocol.Text("visible"))); err != nil {
+		t.Fatalf("Complete shown: %v", err)
+	}
+	want := []string{
 		`compaction_update hidden in_progress`,
 		`compaction_update hidden completed`,
 		`compaction_update shown in_progress`,
 		`compaction_summary_chunk shown +"visible"`,
 		`compaction_update shown completed summary=["visible"]`,
-	}, wire(rec))
-	assert.Contains(t, obs.kinds(), "withheld")
+	}
+	if got := wire(rec); !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q", got, want)
+	}
+	if kinds := obs.kinds(); !slices.Contains(kinds, "withheld") {
+		t.Errorf("observed events %v: no withheld event", kinds)
+	}
 
 	redact := func(_ emitter.Info, b protocol.ContentBlock) (protocol.ContentBlock, bool) {
 		b.Text = strings.ReplaceAll(b.Text, "sk-123", "[redacted]")
@@ -561,35 +821,59 @@ func TestSummaryPolicyDefaultsToUserDisplayableOnly(t *testing.T) {
 	rec2 := &wiretest.Recorder{}
 	em = emitter.New(rec2, emitter.WithNegotiation(capable), emitter.WithSummaryPolicy(redact))
 	c, _ := em.Session("s").Start(ctx, emitter.WithID("r"))
-	require.NoError(t, c.Chunk(ctx, protocol.Text("key sk-123")))
-	require.NoError(t, c.Complete(ctx, emitter.Summary(protocol.Text("uses sk-123"))))
-	assert.Equal(t, []string{
+	if err := c.Chunk(ctx, protocol.Text("key sk-123")); err != nil {
+		t.Fatalf("Chunk r: %v", err)
+	}
+	if err := c.Complete(ctx, emitter.Summary(protocol.Text("uses sk-123"))); err != nil {
+		t.Fatalf("Complete r: %v", err)
+	}
+	want = []string{
 		`compaction_update r in_progress`,
 		`compaction_summary_chunk r +"key [redacted]"`,
 		`compaction_update r completed summary=["uses [redacted]"]`,
-	}, wire(rec2))
+	}
+	if got := wire(rec2); !slices.Equal(got, want) {
+		t.Errorf("wire with a redacting policy:\n got %q\nwant %q", got, want)
+	}
 }
 
 func TestNilHandleIsAnErrorNotAPanic(t *testing.T) {
 	var c *emitter.Compaction
 	ctx := context.Background()
-	assert.ErrorIs(t, c.Chunk(ctx, protocol.Text("x")), emitter.ErrNilCompaction)
-	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrNilCompaction)
-	assert.ErrorIs(t, c.Fail(ctx, nil), emitter.ErrNilCompaction)
-	assert.ErrorIs(t, c.Cancel(ctx), emitter.ErrNilCompaction)
-	assert.Empty(t, c.ID())
-	assert.Equal(t, emitter.Record{}, c.Record())
+	if err := c.Chunk(ctx, protocol.Text("x")); !errors.Is(err, emitter.ErrNilCompaction) {
+		t.Errorf("Chunk on a nil handle: got %v, want ErrNilCompaction", err)
+	}
+	if err := c.Complete(ctx); !errors.Is(err, emitter.ErrNilCompaction) {
+		t.Errorf("Complete on a nil handle: got %v, want ErrNilCompaction", err)
+	}
+	if err := c.Fail(ctx, nil); !errors.Is(err, emitter.ErrNilCompaction) {
+		t.Errorf("Fail on a nil handle: got %v, want ErrNilCompaction", err)
+	}
+	if err := c.Cancel(ctx); !errors.Is(err, emitter.ErrNilCompaction) {
+		t.Errorf("Cancel on a nil handle: got %v, want ErrNilCompaction", err)
+	}
+	if id := c.ID(); id != "" {
+		t.Errorf("ID of a nil handle: got %q, want empty", id)
+	}
+	if r := c.Record(); !reflect.DeepEqual(r, emitter.Record{}) {
+		t.Errorf("Record of a nil handle: got %s, want the zero Record", recordJSON(r))
+	}
 }
 
 func TestStartMetaAndSettleMetaReachTheWire(t *testing.T) {
 	ctx := context.Background()
 	em, rec, _ := newCapable(t)
 	c, _ := em.Session("s").Start(ctx, emitter.WithID("m"), emitter.WithStartMeta(protocol.Meta{"k": []byte(`1`)}))
-	require.NoError(t, c.Complete(ctx, emitter.WithSettleMeta(protocol.Meta{"k": []byte(`2`)})))
-	assert.Equal(t, []string{
+	if err := c.Complete(ctx, emitter.WithSettleMeta(protocol.Meta{"k": []byte(`2`)})); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	want := []string{
 		`compaction_update m in_progress _meta=map[k:1]`,
 		`compaction_update m completed _meta=map[k:2]`,
-	}, wire(rec))
+	}
+	if got := wire(rec); !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q", got, want)
+	}
 }
 
 func TestSettledEventsSayWhoSettled(t *testing.T) {
@@ -597,16 +881,30 @@ func TestSettledEventsSayWhoSettled(t *testing.T) {
 	em, _, obs := newCapable(t, emitter.WithMaxDuration(20*time.Millisecond))
 	s := em.Session("s")
 	byRuntime, _ := s.Start(ctx, emitter.WithID("runtime"))
-	require.NoError(t, byRuntime.Cancel(ctx))
-	assert.Equal(t, emitter.SettledByRuntime, obs.waitFor(t, emitter.EventSettled).SettledBy)
+	if err := byRuntime.Cancel(ctx); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	if got := obs.waitFor(t, emitter.EventSettled).SettledBy; got != emitter.SettledByRuntime {
+		t.Errorf("settled by after Cancel: got %v, want %v", got, emitter.SettledByRuntime)
+	}
 	_, _ = s.Start(ctx, emitter.WithID("bulk"))
 	_, err := s.SettleAll(ctx, emitter.ErrCancelled)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("SettleAll: %v", err)
+	}
 	ev := obs.waitFor(t, emitter.EventSettled)
-	assert.Equal(t, protocol.ID("bulk"), ev.ID)
-	assert.Equal(t, emitter.SettledBySettleAll, ev.SettledBy)
+	if ev.ID != "bulk" {
+		t.Errorf("settled event's ID: got %q, want %q", ev.ID, "bulk")
+	}
+	if ev.SettledBy != emitter.SettledBySettleAll {
+		t.Errorf("settled by after SettleAll: got %v, want %v", ev.SettledBy, emitter.SettledBySettleAll)
+	}
 	_, _ = s.Start(ctx, emitter.WithID("runaway"))
 	ev = obs.waitFor(t, emitter.EventSettled)
-	assert.Equal(t, emitter.SettledByWatchdog, ev.SettledBy)
-	assert.Equal(t, "watchdog", ev.SettledBy.String())
+	if ev.SettledBy != emitter.SettledByWatchdog {
+		t.Errorf("settled by after the watchdog: got %v, want %v", ev.SettledBy, emitter.SettledByWatchdog)
+	}
+	if got := ev.SettledBy.String(); got != "watchdog" {
+		t.Errorf("SettledByWatchdog.String(): got %q, want %q", got, "watchdog")
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,8 +14,6 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // handover is one call of an OnFinalRecord sink, as a test sees it.
@@ -214,14 +214,20 @@ func TestEveryCompactionHandsOverItsFinalRecordExactlyOnceWhoeverSettlesIt(t *te
 				}
 				var err error
 				c, err = em.Session("s").Start(ctx, start...)
-				require.NoError(t, err)
+				if err != nil {
+					t.Fatalf("Start: %v", err)
+				}
 				for _, b := range streamedAB {
 					if !p.watchdog { // it may have fired already
-						require.NoError(t, c.Chunk(ctx, b))
+						if err := c.Chunk(ctx, b); err != nil {
+							t.Fatalf("Chunk %q: %v", b.Text, err)
+						}
 					}
 				}
 			}
-			require.NoError(t, p.settle(ctx, em, tt, c))
+			if err := p.settle(ctx, em, tt, c); err != nil {
+				t.Fatalf("settle: %v", err)
+			}
 			if p.watchdog {
 				deadline := time.Now().Add(10 * time.Second)
 				for k.count("cmp_1") == 0 && time.Now().Before(deadline) {
@@ -230,33 +236,65 @@ func TestEveryCompactionHandsOverItsFinalRecordExactlyOnceWhoeverSettlesIt(t *te
 			}
 
 			got := k.calls()
-			require.Len(t, got, 1, "exactly one final record")
+			if len(got) != 1 {
+				var ids []protocol.ID
+				for _, h := range got {
+					ids = append(ids, h.rec.ID)
+				}
+				t.Fatalf("final records handed over: got %d %q, want exactly one", len(got), ids)
+			}
 			h := got[0]
-			assert.Equal(t, "s", h.sessionID)
-			assert.Equal(t, protocol.ID("cmp_1"), h.rec.ID)
-			assert.Equal(t, p.status, h.rec.Status)
-			assert.Equal(t, p.summary, h.rec.Summary)
-			assert.Equal(t, !p.unseen, h.onWire, "handed over after its terminal update was written (unseen: at settlement)")
-			assert.NoError(t, h.ctxErr, "the sink's context is not cancelled")
-			assert.Equal(t, !p.watchdog, h.traced, "the sink's context keeps the settling call's values")
+			if h.sessionID != "s" {
+				t.Errorf("session ID: got %q, want %q", h.sessionID, "s")
+			}
+			if h.rec.ID != "cmp_1" {
+				t.Errorf("record ID: got %q, want %q", h.rec.ID, "cmp_1")
+			}
+			if h.rec.Status != p.status {
+				t.Errorf("record status: got %q, want %q", h.rec.Status, p.status)
+			}
+			if !reflect.DeepEqual(h.rec.Summary, p.summary) {
+				t.Errorf("record summary: got %+v, want %+v", h.rec.Summary, p.summary)
+			}
+			if h.onWire != !p.unseen {
+				t.Errorf("terminal update on the wire at the handover: got %v, want %v (handed over after its terminal update was written; unseen: at settlement)", h.onWire, !p.unseen)
+			}
+			if h.ctxErr != nil {
+				t.Errorf("the sink's context is cancelled: %v", h.ctxErr)
+			}
+			if h.traced != !p.watchdog {
+				t.Errorf("the sink's context has the settling call's trace: got %v, want %v (it keeps the settling call's values)", h.traced, !p.watchdog)
+			}
 			if c != nil {
-				assert.Equal(t, c.Record(), h.rec, "the handle's Record is the final record")
-				assert.Equal(t, "msg_1", h.rec.After)
-			} else {
-				assert.Empty(t, h.rec.After, "a failure before any start has no position")
+				if r := c.Record(); !reflect.DeepEqual(r, h.rec) {
+					t.Errorf("final record is not the handle's Record:\nhandle's: %s\n  handed: %s", recordJSON(r), recordJSON(h.rec))
+				}
+				if h.rec.After != "msg_1" {
+					t.Errorf("record After: got %q, want %q", h.rec.After, "msg_1")
+				}
+			} else if h.rec.After != "" {
+				t.Errorf("record After: got %q, want empty (a failure before any start has no position)", h.rec.After)
 			}
 
 			// Nothing settles it twice, and delivering the held update
 			// hands nothing over again.
 			if c != nil {
-				assert.ErrorIs(t, c.Complete(ctx), emitter.ErrSettled)
+				if err := c.Complete(ctx); !errors.Is(err, emitter.ErrSettled) {
+					t.Errorf("Complete after settlement: got %v, want ErrSettled", err)
+				}
 			}
 			_, _ = em.Session("s").SettleAll(ctx, emitter.ErrTurnEnded)
 			_, _ = em.SettleAll(ctx, emitter.ErrConnectionClosed)
 			tt.on.Store(true)
-			require.NoError(t, em.Session("s").Deliver(ctx))
-			assert.True(t, terminalOnWire(rec, "cmp_1"), "the client gets the terminal update")
-			assert.Equal(t, 1, k.count("cmp_1"), "still exactly one final record")
+			if err := em.Session("s").Deliver(ctx); err != nil {
+				t.Fatalf("Deliver: %v", err)
+			}
+			if !terminalOnWire(rec, "cmp_1") {
+				t.Error("the client never got the terminal update")
+			}
+			if n := k.count("cmp_1"); n != 1 {
+				t.Errorf("final records of cmp_1: got %d, want still exactly one", n)
+			}
 			validateAll(t, rec, 1)
 		})
 	}
@@ -277,18 +315,30 @@ func TestFinalRecordSinkMayCallTheEmitter(t *testing.T) {
 			return
 		}
 		c, err := s.Start(ctx, emitter.WithID("cmp_2"))
-		assert.NoError(t, err)
-		assert.NoError(t, c.Complete(ctx))
-		assert.Zero(t, k.count("cmp_2"), "handed over after the sink returns, not inside it")
+		if err != nil {
+			t.Errorf("Start cmp_2 from the sink: %v", err)
+		}
+		if err := c.Complete(ctx); err != nil {
+			t.Errorf("Complete cmp_2 from the sink: %v", err)
+		}
+		if n := k.count("cmp_2"); n != 0 {
+			t.Errorf("cmp_2 handed over %d times inside the sink, want 0 (handed over after the sink returns)", n)
+		}
 	}
 	c, err := s.Start(ctx, emitter.WithID("cmp_1"))
-	require.NoError(t, err)
-	require.NoError(t, c.Complete(ctx))
+	if err != nil {
+		t.Fatalf("Start cmp_1: %v", err)
+	}
+	if err := c.Complete(ctx); err != nil {
+		t.Fatalf("Complete cmp_1: %v", err)
+	}
 	var ids []protocol.ID
 	for _, h := range k.calls() {
 		ids = append(ids, h.rec.ID)
 	}
-	assert.Equal(t, []protocol.ID{"cmp_1", "cmp_2"}, ids)
+	if want := []protocol.ID{"cmp_1", "cmp_2"}; !slices.Equal(ids, want) {
+		t.Errorf("final records handed over: got %q, want %q", ids, want)
+	}
 }
 
 // TestFinalRecordsOfASessionAreHandedOverOneAtATimeInSettlementOrder:
@@ -315,13 +365,16 @@ func TestFinalRecordsOfASessionAreHandedOverOneAtATimeInSettlementOrder(t *testi
 		wg.Go(func() {
 			for i := range each {
 				c, err := s.Start(ctx, emitter.WithID(protocol.ID(fmt.Sprintf("cmp_%d_%d", w, i))))
-				if !assert.NoError(t, err) {
+				if err != nil {
+					t.Errorf("Start cmp_%d_%d: %v", w, i, err)
 					return
 				}
 				if i%2 == 0 {
-					assert.NoError(t, c.Complete(ctx))
-				} else {
-					assert.NoError(t, c.Fail(ctx, errors.New("boom")))
+					if err := c.Complete(ctx); err != nil {
+						t.Errorf("Complete %s: %v", c.ID(), err)
+					}
+				} else if err := c.Fail(ctx, errors.New("boom")); err != nil {
+					t.Errorf("Fail %s: %v", c.ID(), err)
 				}
 			}
 		})
@@ -337,6 +390,10 @@ func TestFinalRecordsOfASessionAreHandedOverOneAtATimeInSettlementOrder(t *testi
 	for _, h := range k.calls() {
 		handed = append(handed, string(h.rec.ID))
 	}
-	require.Len(t, handed, workers*each)
-	assert.Equal(t, onWire, handed, "settlement order")
+	if len(handed) != workers*each {
+		t.Fatalf("final records handed over: got %d, want %d", len(handed), workers*each)
+	}
+	if !slices.Equal(handed, onWire) {
+		t.Errorf("final records not in settlement order:\nhanded over: %q\n    on wire: %q", handed, onWire)
+	}
 }

@@ -8,8 +8,6 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // gate is a host's gate (WithGate) that counts what passes it and refuses
@@ -59,25 +57,45 @@ func TestGateJudgesHandleAndByIDCallsAlike(t *testing.T) {
 	s := em.Session("s1")
 
 	c, err := s.Start(ctx, emitter.WithID("a"))
-	require.NoError(t, err)
-	require.NoError(t, c.Chunk(ctx, protocol.Text("x")))
-	require.NoError(t, s.Chunk(ctx, "a", protocol.Text("y")))
+	if err != nil {
+		t.Fatalf("Start a: %v", err)
+	}
+	if err := c.Chunk(ctx, protocol.Text("x")); err != nil {
+		t.Fatalf("Compaction.Chunk: %v", err)
+	}
+	if err := s.Chunk(ctx, "a", protocol.Text("y")); err != nil {
+		t.Fatalf("Session.Chunk: %v", err)
+	}
 	h, err := s.Compaction("a")
-	require.NoError(t, err)
-	require.Same(t, c, h, "the by-ID handle is the compaction's own")
+	if err != nil {
+		t.Fatalf("Session.Compaction a: %v", err)
+	}
+	if h != c {
+		t.Fatalf("Session.Compaction a: got handle %p, want %p (the by-ID handle is the compaction's own)", h, c)
+	}
 	b, err := s.Start(ctx, emitter.WithID("b"))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Start b: %v", err)
+	}
 	d, err := s.Start(ctx, emitter.WithID("d"))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Start d: %v", err)
+	}
 	passed, released := g.counts()
-	assert.Equal(t, 5, passed)
-	assert.Equal(t, passed, released, "each admitted call releases the gate once")
+	if passed != 5 {
+		t.Errorf("calls through the gate: got %d, want 5", passed)
+	}
+	if released != passed {
+		t.Errorf("gate releases: got %d, want %d (each admitted call releases the gate once)", released, passed)
+	}
 
 	g.set(errGateClosed)
 	for name, call := range map[string]func() error{
 		"Start": func() error {
 			c, err := s.Start(ctx, emitter.WithID("refused"))
-			assert.Nil(t, c)
+			if c != nil {
+				t.Errorf("refused Start returned a handle %v", c.ID())
+			}
 			return err
 		},
 		"Compaction.Chunk":    func() error { return h.Chunk(ctx, protocol.Text("z")) },
@@ -89,22 +107,40 @@ func TestGateJudgesHandleAndByIDCallsAlike(t *testing.T) {
 		"Session.Cancel":      func() error { return s.Cancel(ctx, "a") },
 		"Session.Fail":        func() error { return s.Fail(ctx, "never", errors.New("boom")) },
 	} {
-		assert.ErrorIs(t, call(), errGateClosed, name)
+		if err := call(); !errors.Is(err, errGateClosed) {
+			t.Errorf("%s through a closed gate: got %v, want the gate's error", name, err)
+		}
 	}
-	assert.Equal(t, 3, s.Open(), "a refused call changes nothing")
+	if n := s.Open(); n != 3 {
+		t.Errorf("open compactions after the refusals: got %d, want 3 (a refused call changes nothing)", n)
+	}
 	before := len(rec.Lines())
 
 	// What the host drives itself does not pass the gate.
 	n, err := s.SettleAll(ctx, emitter.ErrTurnEnded)
-	require.NoError(t, err)
-	assert.Equal(t, 3, n)
-	assert.Len(t, rec.Lines(), before+3)
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed}))
-	require.NoError(t, s.Deliver(ctx))
+	if err != nil {
+		t.Fatalf("SettleAll: %v", err)
+	}
+	if n != 3 {
+		t.Errorf("SettleAll settled %d, want 3", n)
+	}
+	if got := len(rec.Lines()); got != before+3 {
+		t.Errorf("lines after SettleAll: got %d, want %d", got, before+3)
+	}
+	if err := s.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed}); err != nil {
+		t.Fatalf("Replay: %v", err)
+	}
+	if err := s.Deliver(ctx); err != nil {
+		t.Fatalf("Deliver: %v", err)
+	}
 	_, err = em.CloseSession(ctx, "s1", emitter.ErrCancelled)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("CloseSession: %v", err)
+	}
 	passed, _ = g.counts()
-	assert.Equal(t, 5, passed)
+	if passed != 5 {
+		t.Errorf("calls through the gate after the host's own calls: got %d, want still 5", passed)
+	}
 	validateAll(t, rec, 1)
 }
 
@@ -115,11 +151,21 @@ func TestCompactionByIDRefusesWhatIsNotOpen(t *testing.T) {
 	em, _, _ := newCapable(t)
 	s := em.Session("s1")
 	_, err := s.Compaction("nope")
-	assert.ErrorIs(t, err, emitter.ErrNotOpen)
+	if !errors.Is(err, emitter.ErrNotOpen) {
+		t.Errorf("Compaction of a never used ID: got %v, want ErrNotOpen", err)
+	}
 	c, err := s.Start(ctx, emitter.WithID("a"))
-	require.NoError(t, err)
-	require.NoError(t, c.Complete(ctx))
+	if err != nil {
+		t.Fatalf("Start a: %v", err)
+	}
+	if err := c.Complete(ctx); err != nil {
+		t.Fatalf("Complete a: %v", err)
+	}
 	h, err := s.Compaction("a")
-	assert.Nil(t, h)
-	assert.ErrorIs(t, err, emitter.ErrSettled)
+	if h != nil {
+		t.Errorf("Compaction of a settled ID returned a handle %v", h.ID())
+	}
+	if !errors.Is(err, emitter.ErrSettled) {
+		t.Errorf("Compaction of a settled ID: got %v, want ErrSettled", err)
+	}
 }

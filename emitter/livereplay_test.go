@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +18,6 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // held is what a client holds of one compaction, as the RFD's client
@@ -27,7 +27,9 @@ func held(t *testing.T, version int, lines [][]byte, id protocol.ID) string {
 	t.Helper()
 	r := conformance.NewReducer(version)
 	for _, l := range lines {
-		require.NoError(t, r.ApplyMessage(l))
+		if err := r.ApplyMessage(l); err != nil {
+			t.Fatalf("reducer: %v\nline: %s", err, l)
+		}
 	}
 	for _, sid := range r.Sessions() {
 		for _, it := range r.Timeline(sid) {
@@ -156,23 +158,36 @@ func TestLiveAndReplayAgreeForEveryTerminalStatus(t *testing.T) {
 					start = append(start, emitter.UserDisplayable())
 				}
 				c, err := s.Start(ctx, start...)
-				require.NoError(t, err)
+				if err != nil {
+					t.Fatalf("Start: %v", err)
+				}
 				for _, text := range []string{"draft ", "text"} {
-					if err := c.Chunk(ctx, protocol.Text(text)); !w.hidden {
-						require.NoError(t, err)
+					if err := c.Chunk(ctx, protocol.Text(text)); !w.hidden && err != nil {
+						t.Fatalf("Chunk %q: %v", text, err)
 					}
 				}
-				require.NoError(t, w.settle(ctx, s, c))
+				if err := w.settle(ctx, s, c); err != nil {
+					t.Fatalf("settle: %v", err)
+				}
 				got := held(t, version, live.Lines(), "cmp_1")
-				assert.Equal(t, w.want, got, "live")
+				if got != w.want {
+					t.Errorf("live client holds %s, want %s", got, w.want)
+				}
 
-				require.Len(t, finals, 1, "one final record")
+				if len(finals) != 1 {
+					t.Fatalf("final records: got %d, want one", len(finals))
+				}
 				rec := finals[0]
-				assert.Equal(t, c.Record(), rec, "the handle's record is the one handed over")
+				if r := c.Record(); !reflect.DeepEqual(r, rec) {
+					t.Errorf("the record handed over is not the handle's:\nhandle's: %s\n  handed: %s", recordJSON(r), recordJSON(rec))
+				}
 				replayed := &wiretest.Recorder{}
-				require.NoError(t, emitter.New(replayed, opts...).Session("s").Replay(ctx, rec))
-				assert.Equal(t, got, held(t, version, replayed.Lines(), "cmp_1"),
-					"a client that only sees the replay holds what the live client holds")
+				if err := emitter.New(replayed, opts...).Session("s").Replay(ctx, rec); err != nil {
+					t.Fatalf("Replay: %v", err)
+				}
+				if fromReplay := held(t, version, replayed.Lines(), "cmp_1"); fromReplay != got {
+					t.Errorf("a client that only sees the replay holds %s, the live client %s", fromReplay, got)
+				}
 			})
 		}
 	}
@@ -187,14 +202,24 @@ func TestWatchdogSettlementAgreesWithReplay(t *testing.T) {
 	obs := newEvents()
 	em := emitter.New(live, emitter.WithNegotiation(capable), emitter.WithObserver(obs), emitter.WithMaxDuration(20*time.Millisecond))
 	c, err := em.Session("s").Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
-	require.NoError(t, err)
-	require.NoError(t, c.Chunk(ctx, protocol.Text("partial")))
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := c.Chunk(ctx, protocol.Text("partial")); err != nil {
+		t.Fatalf("Chunk: %v", err)
+	}
 	obs.waitFor(t, emitter.EventSettled)
 	got := held(t, 1, live.Lines(), "cmp_1")
-	assert.Equal(t, `failed summary=none error="compaction timed out after 20ms"`, got)
+	if want := `failed summary=none error="compaction timed out after 20ms"`; got != want {
+		t.Errorf("live client holds %s, want %s", got, want)
+	}
 	replayed := &wiretest.Recorder{}
-	require.NoError(t, emitter.New(replayed, emitter.WithNegotiation(capable)).Session("s").Replay(ctx, c.Record()))
-	assert.Equal(t, got, held(t, 1, replayed.Lines(), "cmp_1"))
+	if err := emitter.New(replayed, emitter.WithNegotiation(capable)).Session("s").Replay(ctx, c.Record()); err != nil {
+		t.Fatalf("Replay: %v", err)
+	}
+	if fromReplay := held(t, 1, replayed.Lines(), "cmp_1"); fromReplay != got {
+		t.Errorf("a client that only sees the replay holds %s, the live client %s", fromReplay, got)
+	}
 }
 
 // TestFailedOrCancelledAfterPartialOutputClearsTheSummary: the terminal
@@ -208,21 +233,35 @@ func TestFailedOrCancelledAfterPartialOutputClearsTheSummary(t *testing.T) {
 	s := em.Session("s")
 	streamed := func(id protocol.ID) *emitter.Compaction {
 		c, err := s.Start(ctx, emitter.WithID(id))
-		require.NoError(t, err)
-		require.NoError(t, c.Chunk(ctx, protocol.Text("partial")))
+		if err != nil {
+			t.Fatalf("Start %s: %v", id, err)
+		}
+		if err := c.Chunk(ctx, protocol.Text("partial")); err != nil {
+			t.Fatalf("Chunk %s: %v", id, err)
+		}
 		return c
 	}
 	failed := streamed("failed")
-	require.NoError(t, failed.Fail(ctx, errors.New("boom")))
+	if err := failed.Fail(ctx, errors.New("boom")); err != nil {
+		t.Fatalf("Fail: %v", err)
+	}
 	cancelled := streamed("cancelled")
-	require.NoError(t, cancelled.Cancel(ctx))
+	if err := cancelled.Cancel(ctx); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
 	completed := streamed("completed")
-	require.NoError(t, completed.Complete(ctx))
+	if err := completed.Complete(ctx); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
 	quiet, _ := s.Start(ctx, emitter.WithID("quiet"))
-	require.NoError(t, quiet.Fail(ctx, errors.New("boom")))
+	if err := quiet.Fail(ctx, errors.New("boom")); err != nil {
+		t.Fatalf("Fail quiet: %v", err)
+	}
 	turn := streamed("turn")
 	_, err := s.SettleAll(ctx, emitter.ErrTurnEnded)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("SettleAll: %v", err)
+	}
 
 	var terminals []string
 	for _, l := range wire(rec) {
@@ -230,18 +269,24 @@ func TestFailedOrCancelledAfterPartialOutputClearsTheSummary(t *testing.T) {
 			terminals = append(terminals, l)
 		}
 	}
-	assert.Equal(t, []string{
+	want := []string{
 		`compaction_update failed failed summary=null error=boom`,
 		`compaction_update cancelled cancelled summary=null`,
 		`compaction_update completed completed`,
 		`compaction_update quiet failed error=boom`,
 		`compaction_update turn failed summary=null error=` + emitter.ErrTurnEnded.Error(),
-	}, terminals)
-	for _, c := range []*emitter.Compaction{failed, cancelled, quiet, turn} {
-		assert.Nil(t, c.Record().Summary, c.ID())
 	}
-	assert.Nil(t, completed.Record().Summary,
-		"without OnFinalRecord the emitter keeps no streamed blocks, so the record of a completion that kept them has none")
+	if !slices.Equal(terminals, want) {
+		t.Errorf("terminal updates:\n got %q\nwant %q", terminals, want)
+	}
+	for _, c := range []*emitter.Compaction{failed, cancelled, quiet, turn} {
+		if sum := c.Record().Summary; sum != nil {
+			t.Errorf("%s: record summary: got %+v, want nil", c.ID(), sum)
+		}
+	}
+	if sum := completed.Record().Summary; sum != nil {
+		t.Errorf("completed: record summary: got %+v, want nil (without OnFinalRecord the emitter keeps no streamed blocks, so the record of a completion that kept them has none)", sum)
+	}
 	validateAll(t, rec, 1)
 }
 
@@ -256,31 +301,51 @@ func TestWithheldChunkReturnsErrWithheld(t *testing.T) {
 	em := emitter.New(rec, emitter.WithNegotiation(capable), emitter.WithObserver(obs))
 	s := em.Session("s")
 	c, err := s.Start(ctx, emitter.WithID("hidden"))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
 	err = c.Chunk(ctx, protocol.Text("secret"))
-	require.ErrorIs(t, err, emitter.ErrWithheld)
-	assert.Contains(t, err.Error(), "UserDisplayable", "the error says how to opt in")
-	require.ErrorIs(t, s.Chunk(ctx, "hidden", protocol.Text("secret")), emitter.ErrWithheld)
-	require.NoError(t, c.Complete(ctx, emitter.Summary(protocol.Text("secret summary"))),
-		"the terminal update was sent: Complete does not fail")
-	assert.Equal(t, []string{
+	if !errors.Is(err, emitter.ErrWithheld) {
+		t.Fatalf("Compaction.Chunk of a hidden compaction: got %v, want ErrWithheld", err)
+	}
+	if !strings.Contains(err.Error(), "UserDisplayable") {
+		t.Errorf("ErrWithheld text %q does not name UserDisplayable (the error says how to opt in)", err)
+	}
+	if err := s.Chunk(ctx, "hidden", protocol.Text("secret")); !errors.Is(err, emitter.ErrWithheld) {
+		t.Fatalf("Session.Chunk of a hidden compaction: got %v, want ErrWithheld", err)
+	}
+	if err := c.Complete(ctx, emitter.Summary(protocol.Text("secret summary"))); err != nil {
+		t.Fatalf("Complete with a withheld summary: %v (the terminal update was sent: Complete does not fail)", err)
+	}
+	want := []string{
 		`compaction_update hidden in_progress`,
 		`compaction_update hidden completed`,
-	}, wire(rec))
+	}
+	if got := wire(rec); !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q", got, want)
+	}
 	settled := obs.waitFor(t, emitter.EventSettled)
-	assert.Equal(t, 3, settled.Withheld, "two chunks and the final summary")
+	if settled.Withheld != 3 {
+		t.Errorf("settled event's Withheld: got %d, want 3 (two chunks and the final summary)", settled.Withheld)
+	}
 	obs.mu.Lock()
 	for _, ev := range obs.evs {
-		if ev.Kind == emitter.EventWithheld {
-			assert.ErrorIs(t, ev.Err, emitter.ErrWithheld)
+		if ev.Kind == emitter.EventWithheld && !errors.Is(ev.Err, emitter.ErrWithheld) {
+			t.Errorf("withheld event's error: got %v, want ErrWithheld", ev.Err)
 		}
 	}
 	obs.mu.Unlock()
 
 	shown, _ := s.Start(ctx, emitter.WithID("shown"), emitter.UserDisplayable())
-	require.NoError(t, shown.Chunk(ctx, protocol.Text("visible")))
-	require.NoError(t, shown.Complete(ctx))
-	assert.Zero(t, obs.waitFor(t, emitter.EventSettled).Withheld)
+	if err := shown.Chunk(ctx, protocol.Text("visible")); err != nil {
+		t.Fatalf("Chunk shown: %v", err)
+	}
+	if err := shown.Complete(ctx); err != nil {
+		t.Fatalf("Complete shown: %v", err)
+	}
+	if n := obs.waitFor(t, emitter.EventSettled).Withheld; n != 0 {
+		t.Errorf("settled event's Withheld for a shown compaction: got %d, want 0", n)
+	}
 }
 
 // TestSlogObserverLogsOneLinePerCompactionWithAWithheldSummary: however
@@ -297,11 +362,19 @@ func TestSlogObserverLogsOneLinePerCompactionWithAWithheldSummary(t *testing.T) 
 	for range 50 {
 		_ = hidden.Chunk(ctx, protocol.Text("secret"))
 	}
-	require.NoError(t, hidden.Complete(ctx, emitter.Summary(protocol.Text("secret"))))
+	if err := hidden.Complete(ctx, emitter.Summary(protocol.Text("secret"))); err != nil {
+		t.Fatalf("Complete hidden: %v", err)
+	}
 	shown, _ := s.Start(ctx, emitter.WithID("shown"), emitter.UserDisplayable())
-	require.NoError(t, shown.Chunk(ctx, protocol.Text("visible")))
-	require.NoError(t, shown.Complete(ctx))
-	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed, Summary: []protocol.ContentBlock{protocol.Text("secret")}}))
+	if err := shown.Chunk(ctx, protocol.Text("visible")); err != nil {
+		t.Fatalf("Chunk shown: %v", err)
+	}
+	if err := shown.Complete(ctx); err != nil {
+		t.Fatalf("Complete shown: %v", err)
+	}
+	if err := s.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed, Summary: []protocol.ContentBlock{protocol.Text("secret")}}); err != nil {
+		t.Fatalf("Replay: %v", err)
+	}
 
 	var lines []string
 	for _, l := range strings.Split(buf.String(), "\n") {
@@ -309,10 +382,15 @@ func TestSlogObserverLogsOneLinePerCompactionWithAWithheldSummary(t *testing.T) 
 			lines = append(lines, l)
 		}
 	}
-	require.Len(t, lines, 2, "one line for the live compaction, one for the replayed one:\n%s", buf.String())
-	assert.Contains(t, lines[0], "compaction=hidden")
-	assert.Contains(t, lines[0], "blocks=51")
-	assert.Contains(t, lines[0], "level=INFO")
-	assert.Contains(t, lines[0], "UserDisplayable()")
-	assert.Contains(t, lines[1], "compaction=old")
+	if len(lines) != 2 {
+		t.Fatalf("withheld log lines: got %d, want 2 (one for the live compaction, one for the replayed one):\n%s", len(lines), buf.String())
+	}
+	for _, want := range []string{"compaction=hidden", "blocks=51", "level=INFO", "UserDisplayable()"} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("live compaction's log line %q: no %q", lines[0], want)
+		}
+	}
+	if want := "compaction=old"; !strings.Contains(lines[1], want) {
+		t.Errorf("replayed compaction's log line %q: no %q", lines[1], want)
+	}
 }

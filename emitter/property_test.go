@@ -13,7 +13,6 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/require"
 )
 
 // TestPropertyRandomLifecyclesKeepTheInvariants drives random sequences of
@@ -92,15 +91,23 @@ func TestPropertyRandomLifecyclesKeepTheInvariants(t *testing.T) {
 			}
 			wg.Wait()
 			_, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
-			require.NoError(t, err)
-			require.Zero(t, emitter.OpenCount(em))
+			if err != nil {
+				t.Fatalf("Emitter.SettleAll: %v", err)
+			}
+			if open := emitter.OpenCount(em); open != 0 {
+				t.Fatalf("open compactions after SettleAll: got %d, want 0", open)
+			}
 
 			lines := rec.Lines()
 			if !n.Compaction {
-				require.Empty(t, lines, "capability gate")
+				if len(lines) != 0 {
+					t.Fatalf("capability gate: %d lines sent to a client without the capability, first: %s", len(lines), lines[0])
+				}
 				return
 			}
-			require.NotEmpty(t, lines)
+			if len(lines) == 0 {
+				t.Fatal("nothing sent to a client with the capability")
+			}
 			type state struct{ open, settled bool }
 			seen := map[string]*state{}
 			for i, l := range lines {

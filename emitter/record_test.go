@@ -5,17 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/record/*.json (the golden records) from the current MarshalJSON")
@@ -49,6 +49,16 @@ func goldenRecords() map[string]emitter.Record {
 	}
 }
 
+// recordJSON is r's JSON form, for failure messages: %+v shows Meta as
+// bytes and Details as a pointer, while the JSON form has every field.
+func recordJSON(r emitter.Record) string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Sprintf("%+v (no JSON form: %v)", r, err)
+	}
+	return string(b)
+}
+
 // TestRecordJSONIsPinnedByGoldenFiles: json.Marshal of a Record writes the
 // documented, versioned form byte for byte, and reading it back gives the
 // record. Regenerate with -update only for a deliberate change of the
@@ -57,19 +67,31 @@ func TestRecordJSONIsPinnedByGoldenFiles(t *testing.T) {
 	for name, rec := range goldenRecords() {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.Marshal(rec)
-			require.NoError(t, err)
+			if err != nil {
+				t.Fatalf("Marshal: %v", err)
+			}
 			got = append(got, '\n')
 			path := filepath.Join("testdata", "record", name+".json")
 			if *update {
-				require.NoError(t, os.WriteFile(path, got, 0o644))
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatalf("update golden file: %v", err)
+				}
 			}
 			want, err := os.ReadFile(path)
-			require.NoError(t, err, "run go test ./emitter -run TestRecordJSONIsPinnedByGoldenFiles -update")
-			assert.Equal(t, string(want), string(got))
+			if err != nil {
+				t.Fatalf("%v (run go test ./emitter -run TestRecordJSONIsPinnedByGoldenFiles -update)", err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("Marshal differs from %s:\n got %s\nwant %s", path, got, want)
+			}
 
 			var back emitter.Record
-			require.NoError(t, json.Unmarshal(want, &back))
-			assert.Equal(t, rec, back)
+			if err := json.Unmarshal(want, &back); err != nil {
+				t.Fatalf("Unmarshal %s: %v", path, err)
+			}
+			if !reflect.DeepEqual(back, rec) {
+				t.Errorf("%s read back:\n got %s\nwant %s", path, recordJSON(back), recordJSON(rec))
+			}
 		})
 	}
 }
@@ -79,14 +101,21 @@ func TestRecordJSONIsPinnedByGoldenFiles(t *testing.T) {
 // a store's own keys) decodes, the unknown fields ignored.
 func TestRecordJSONReadsVersion1WithUnknownFields(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "record", "v1-unknown-fields.json"))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got emitter.Record
-	require.NoError(t, json.Unmarshal(data, &got))
-	assert.Equal(t, emitter.Record{
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatalf("Unmarshal: %v", err)
+	}
+	want := emitter.Record{
 		ID: "cmp_001", Status: protocol.Completed, Trigger: protocol.Auto, After: "msg_41", Displayable: true,
 		Summary: []protocol.ContentBlock{protocol.Text("## Retained context")},
 		Details: &emitter.Details{Status: protocol.Completed, TokensAfter: 42000, DurationMs: 1500},
-	}, got)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decoded record:\n got %s\nwant %s", recordJSON(got), recordJSON(want))
+	}
 }
 
 // TestRecordJSONRefusesWhatItCannotRead: a future major version, a record
@@ -110,14 +139,22 @@ func TestRecordJSONRefusesWhatItCannotRead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := emitter.Record{ID: "kept"}
 			err := json.Unmarshal([]byte(tc.data), &rec)
-			require.ErrorIs(t, err, tc.want)
-			assert.Equal(t, emitter.Record{ID: "kept"}, rec, "nothing decoded")
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Unmarshal %s: got %v, want %v", tc.data, err, tc.want)
+			}
+			if want := (emitter.Record{ID: "kept"}); !reflect.DeepEqual(rec, want) {
+				t.Errorf("record after the refusal: got %s, want %s (nothing decoded)", recordJSON(rec), recordJSON(want))
+			}
 		})
 	}
 	for _, bad := range []string{`{"v":1,"compactionId":"cmp_1"}`, `{"v":1,"compactionId":"cmp_1","status":5}`, `[]`, `{"v":1,"compactionId":"c","status":"completed","summary":[null]}`} {
 		var rec emitter.Record
-		assert.Error(t, json.Unmarshal([]byte(bad), &rec), bad)
-		assert.False(t, errors.Is(json.Unmarshal([]byte(bad), &rec), emitter.ErrRecordVersion), "%s: a version 1 record, malformed", bad)
+		if err := json.Unmarshal([]byte(bad), &rec); err == nil {
+			t.Errorf("Unmarshal %s: no error", bad)
+		}
+		if err := json.Unmarshal([]byte(bad), &rec); errors.Is(err, emitter.ErrRecordVersion) {
+			t.Errorf("Unmarshal %s: got %v, want an error other than ErrRecordVersion (a version 1 record, malformed)", bad, err)
+		}
 	}
 }
 
@@ -125,9 +162,13 @@ func TestRecordJSONRefusesWhatItCannotRead(t *testing.T) {
 // or a status is not written.
 func TestRecordJSONRefusesToWriteWhatItCouldNotRead(t *testing.T) {
 	_, err := json.Marshal(emitter.Record{Status: protocol.Completed})
-	require.ErrorIs(t, err, protocol.ErrInvalidID)
+	if !errors.Is(err, protocol.ErrInvalidID) {
+		t.Fatalf("Marshal of a record without an ID: got %v, want protocol.ErrInvalidID", err)
+	}
 	_, err = json.Marshal(emitter.Record{ID: "cmp_1"})
-	require.Error(t, err)
+	if err == nil {
+		t.Fatal("Marshal of a record without a status: no error")
+	}
 }
 
 // FuzzRecordJSON: whatever a record's JSON decodes to encodes, and decodes

@@ -9,8 +9,6 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/internal/pulse"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // The heartbeat re-sends progress only to a client in a turn that has seen
@@ -26,13 +24,21 @@ func TestNoHeartbeatOutsideATurnOrForAnUnseenCompaction(t *testing.T) {
 	s := em.Session("s1")
 
 	held, err := s.Start(ctx, WithID("held"))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Start held: %v", err)
+	}
 	on.Store(true)
 	bg, err := s.Start(ctx, WithID("bg"), Background())
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Start bg: %v", err)
+	}
 	shown, err := s.Start(ctx, WithID("shown"))
-	require.NoError(t, err)
-	require.Len(t, rec.Lines(), 1, "only the compaction started in the turn is shown")
+	if err != nil {
+		t.Fatalf("Start shown: %v", err)
+	}
+	if n := len(rec.Lines()); n != 1 {
+		t.Fatalf("lines after the starts: got %d, want 1 (only the compaction started in the turn is shown)", n)
+	}
 
 	for _, c := range []*Compaction{held, bg, shown} {
 		c.heartbeat.clock = pulse.Start(time.Hour, time.Now().Add(-2*time.Hour))
@@ -40,12 +46,16 @@ func TestNoHeartbeatOutsideATurnOrForAnUnseenCompaction(t *testing.T) {
 	bg.beat()
 	held.beat()
 	shown.beat()
-	assert.Len(t, rec.Lines(), 2, "the shown compaction's heartbeat only")
+	if n := len(rec.Lines()); n != 2 {
+		t.Errorf("lines after the beats: got %d, want 2 (the shown compaction's heartbeat only)", n)
+	}
 
 	on.Store(false)
 	shown.heartbeat.clock = pulse.Start(time.Hour, time.Now().Add(-2*time.Hour))
 	shown.beat()
-	assert.Len(t, rec.Lines(), 2, "no heartbeat between turns")
+	if n := len(rec.Lines()); n != 2 {
+		t.Errorf("lines after a beat between turns: got %d, want 2 (no heartbeat between turns)", n)
+	}
 	for _, c := range []*Compaction{held, bg, shown} {
 		c.heartbeat.timer.Stop()
 	}

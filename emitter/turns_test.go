@@ -3,6 +3,8 @@ package emitter_test
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -11,8 +13,6 @@ import (
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // turns is a host's turn state for one session, as WithTurns reads it.
@@ -33,17 +33,30 @@ func TestStartOutsideATurnIsRefusedWithErrOutsideTurn(t *testing.T) {
 	s := em.Session("s1")
 
 	c, err := s.Start(ctx, emitter.WithID("late"))
-	assert.Nil(t, c)
-	require.ErrorIs(t, err, emitter.ErrOutsideTurn)
-	assert.Empty(t, rec.Lines(), "nothing reaches a client that is not in a turn")
-	require.ErrorIs(t, s.Fail(ctx, "late2", errors.New("boom")), emitter.ErrOutsideTurn, "a failure before any start is a start too")
-	assert.Empty(t, rec.Lines())
+	if c != nil {
+		t.Errorf("Start outside a turn returned a handle %v", c.ID())
+	}
+	if !errors.Is(err, emitter.ErrOutsideTurn) {
+		t.Fatalf("Start outside a turn: got %v, want ErrOutsideTurn", err)
+	}
+	noLines(t, rec, "nothing reaches a client that is not in a turn")
+	if err := s.Fail(ctx, "late2", errors.New("boom")); !errors.Is(err, emitter.ErrOutsideTurn) {
+		t.Fatalf("Session.Fail outside a turn: got %v, want ErrOutsideTurn (a failure before any start is a start too)", err)
+	}
+	noLines(t, rec, "a refused failure sends nothing")
 
 	tt.on.Store(true)
 	c, err = s.Start(ctx, emitter.WithID("in"))
-	require.NoError(t, err)
-	require.NoError(t, c.Complete(ctx))
-	assert.Equal(t, []string{"compaction_update in in_progress", "compaction_update in completed"}, wire(rec))
+	if err != nil {
+		t.Fatalf("Start in a turn: %v", err)
+	}
+	if err := c.Complete(ctx); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	want := []string{"compaction_update in in_progress", "compaction_update in completed"}
+	if got := wire(rec); !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q", got, want)
+	}
 	validateAll(t, rec, 1)
 }
 
@@ -54,28 +67,50 @@ func TestBackgroundCompactionIsShownOnlyWhenItSettles(t *testing.T) {
 	tt.on.Store(true)
 
 	c, err := s.Start(ctx, emitter.WithID("bg"), emitter.Background(), emitter.UserDisplayable())
-	require.NoError(t, err)
-	require.NoError(t, c.Chunk(ctx, protocol.Text("## Retained")))
-	assert.Empty(t, rec.Lines(), "a background compaction is not shown half-way")
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := c.Chunk(ctx, protocol.Text("## Retained")); err != nil {
+		t.Fatalf("Chunk 1: %v", err)
+	}
+	noLines(t, rec, "a background compaction is not shown half-way")
 
 	// The turn ends: SettleAll leaves it running, the client saw nothing.
 	tt.on.Store(false)
 	n, err := s.SettleAll(ctx, emitter.ErrTurnEnded)
-	require.NoError(t, err)
-	assert.Zero(t, n)
-	require.NoError(t, c.Chunk(ctx, protocol.Text(" context")))
-	require.NoError(t, c.Complete(ctx))
-	assert.Empty(t, rec.Lines(), "settled between turns: held until the next turn")
-	assert.Equal(t, protocol.Completed, c.Record().Status)
-	assert.Equal(t, []protocol.ContentBlock{protocol.Text("## Retained"), protocol.Text(" context")}, c.Record().Summary,
-		"the record keeps the summary the client will hold")
+	if err != nil {
+		t.Fatalf("SettleAll: %v", err)
+	}
+	if n != 0 {
+		t.Errorf("SettleAll at the turn's end settled %d, want 0", n)
+	}
+	if err := c.Chunk(ctx, protocol.Text(" context")); err != nil {
+		t.Fatalf("Chunk 2: %v", err)
+	}
+	if err := c.Complete(ctx); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	noLines(t, rec, "settled between turns: held until the next turn")
+	if got := c.Record().Status; got != protocol.Completed {
+		t.Errorf("record status: got %q, want %q", got, protocol.Completed)
+	}
+	if got, want := c.Record().Summary, []protocol.ContentBlock{protocol.Text("## Retained"), protocol.Text(" context")}; !reflect.DeepEqual(got, want) {
+		t.Errorf("record summary: got %+v, want %+v (the record keeps the summary the client will hold)", got, want)
+	}
 
 	tt.on.Store(true)
-	require.NoError(t, s.Deliver(ctx))
-	assert.Equal(t, []string{`compaction_update bg completed summary=["## Retained" " context"]`}, wire(rec),
-		"terminal-first, with what it streamed as its summary")
-	require.NoError(t, s.Deliver(ctx))
-	assert.Len(t, rec.Lines(), 1, "delivered once")
+	if err := s.Deliver(ctx); err != nil {
+		t.Fatalf("Deliver: %v", err)
+	}
+	if got, want := wire(rec), []string{`compaction_update bg completed summary=["## Retained" " context"]`}; !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q (terminal-first, with what it streamed as its summary)", got, want)
+	}
+	if err := s.Deliver(ctx); err != nil {
+		t.Fatalf("second Deliver: %v", err)
+	}
+	if n := len(rec.Lines()); n != 1 {
+		t.Errorf("lines after a second Deliver: got %d, want 1 (delivered once)", n)
+	}
 	validateAll(t, rec, 1)
 }
 
@@ -85,10 +120,17 @@ func TestBackgroundCompactionSettledInATurnIsShownAtOnce(t *testing.T) {
 	s := em.Session("s1")
 
 	c, err := s.Start(ctx, emitter.WithID("bg"), emitter.Background())
-	require.NoError(t, err, "a background compaction may start outside a turn")
+	if err != nil {
+		t.Fatalf("Start of a background compaction outside a turn: %v (it may start outside a turn)", err)
+	}
 	tt.on.Store(true)
-	require.NoError(t, c.Fail(ctx, errors.New("summary request failed")))
-	assert.Equal(t, []string{`compaction_update bg failed summary=null error=summary request failed`}, wire(rec))
+	if err := c.Fail(ctx, errors.New("summary request failed")); err != nil {
+		t.Fatalf("Fail: %v", err)
+	}
+	want := []string{`compaction_update bg failed summary=null error=summary request failed`}
+	if got := wire(rec); !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q", got, want)
+	}
 }
 
 func TestHeldCompactionStillRunningIsShownWhenTheNextTurnBegins(t *testing.T) {
@@ -97,26 +139,43 @@ func TestHeldCompactionStillRunningIsShownWhenTheNextTurnBegins(t *testing.T) {
 	s := em.Session("s1")
 
 	c, err := s.Start(ctx, emitter.WithID("h"), emitter.UserDisplayable())
-	require.NoError(t, err)
-	require.NoError(t, c.Chunk(ctx, protocol.Text("a")))
-	require.NoError(t, c.Chunk(ctx, protocol.Text("b")))
-	assert.Empty(t, rec.Lines(), "held between turns, never sent")
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := c.Chunk(ctx, protocol.Text("a")); err != nil {
+		t.Fatalf("Chunk a: %v", err)
+	}
+	if err := c.Chunk(ctx, protocol.Text("b")); err != nil {
+		t.Fatalf("Chunk b: %v", err)
+	}
+	noLines(t, rec, "held between turns, never sent")
 
 	tt.on.Store(true)
-	require.NoError(t, s.Deliver(ctx))
-	require.NoError(t, c.Chunk(ctx, protocol.Text("c")))
+	if err := s.Deliver(ctx); err != nil {
+		t.Fatalf("Deliver: %v", err)
+	}
+	if err := c.Chunk(ctx, protocol.Text("c")); err != nil {
+		t.Fatalf("Chunk c: %v", err)
+	}
 	// From now on it is the turn's: its end settles it.
 	tt.on.Store(false)
 	n, err := s.SettleAll(ctx, emitter.ErrTurnEnded)
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
-	assert.Equal(t, []string{
+	if err != nil {
+		t.Fatalf("SettleAll: %v", err)
+	}
+	if n != 1 {
+		t.Errorf("SettleAll at the turn's end settled %d, want 1", n)
+	}
+	want := []string{
 		"compaction_update h in_progress",
 		`compaction_summary_chunk h +"a"`,
 		`compaction_summary_chunk h +"b"`,
 		`compaction_summary_chunk h +"c"`,
 		"compaction_update h failed summary=null error=the turn ended before the compaction finished",
-	}, wire(rec))
+	}
+	if got := wire(rec); !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q", got, want)
+	}
 	validateAll(t, rec, 1)
 }
 
@@ -138,13 +197,23 @@ func TestHeldCompactionSettledBetweenTurnsIsDeliveredTerminalFirst(t *testing.T)
 			em, rec, tt := newTurned(t, emitter.HoldOutsideTurn)
 			s := em.Session("s1")
 			c, err := s.Start(ctx, emitter.WithID("h"), emitter.UserDisplayable())
-			require.NoError(t, err)
-			require.NoError(t, c.Chunk(ctx, protocol.Text("partial")))
-			require.NoError(t, tc.settle(c))
-			assert.Empty(t, rec.Lines())
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			if err := c.Chunk(ctx, protocol.Text("partial")); err != nil {
+				t.Fatalf("Chunk: %v", err)
+			}
+			if err := tc.settle(c); err != nil {
+				t.Fatalf("settle: %v", err)
+			}
+			noLines(t, rec, "settled between turns: held until the next turn")
 			tt.on.Store(true)
-			require.NoError(t, s.Deliver(ctx))
-			assert.Equal(t, []string{tc.want}, wire(rec))
+			if err := s.Deliver(ctx); err != nil {
+				t.Fatalf("Deliver: %v", err)
+			}
+			if got, want := wire(rec), []string{tc.want}; !slices.Equal(got, want) {
+				t.Errorf("wire:\n got %q\nwant %q", got, want)
+			}
 			validateAll(t, rec, 1)
 		})
 	}
@@ -158,15 +227,27 @@ func TestHeldCompactionReachesAFallbackClientAsOneToolCall(t *testing.T) {
 		emitter.WithTurns(tt.inTurn, emitter.HoldOutsideTurn))
 	s := em.Session("s1")
 	c, err := s.Start(ctx, emitter.WithID("h"))
-	require.NoError(t, err)
-	require.NoError(t, c.Complete(ctx))
-	assert.Empty(t, rec.Lines())
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := c.Complete(ctx); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	noLines(t, rec, "settled between turns: held until the next turn")
 	tt.on.Store(true)
-	require.NoError(t, s.Deliver(ctx))
+	if err := s.Deliver(ctx); err != nil {
+		t.Fatalf("Deliver: %v", err)
+	}
 	ups := rec.Updates()
-	require.Len(t, ups, 1)
-	assert.Equal(t, "tool_call", ups[0]["sessionUpdate"], "the client never saw it start: the whole tool call, settled")
-	assert.Equal(t, "completed", ups[0]["status"])
+	if len(ups) != 1 {
+		t.Fatalf("updates delivered: got %d %v, want 1", len(ups), ups)
+	}
+	if got := ups[0]["sessionUpdate"]; got != "tool_call" {
+		t.Errorf("delivered update: got %v, want tool_call (the client never saw it start: the whole tool call, settled)", got)
+	}
+	if got := ups[0]["status"]; got != "completed" {
+		t.Errorf("delivered tool call status: got %v, want completed", got)
+	}
 	validateAll(t, rec, 1)
 }
 
@@ -175,10 +256,21 @@ func TestConnectionEndSettlesBackgroundCompactions(t *testing.T) {
 	em, rec, tt := newTurned(t, emitter.RefuseOutsideTurn)
 	tt.on.Store(true)
 	c, err := em.Session("s1").Start(ctx, emitter.WithID("bg"), emitter.Background())
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
 	n, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
-	assert.Equal(t, protocol.Failed, c.Record().Status)
-	assert.Equal(t, []string{"compaction_update bg failed summary=null error=the connection closed"}, wire(rec))
+	if err != nil {
+		t.Fatalf("Emitter.SettleAll: %v", err)
+	}
+	if n != 1 {
+		t.Errorf("Emitter.SettleAll settled %d, want 1", n)
+	}
+	if got := c.Record().Status; got != protocol.Failed {
+		t.Errorf("record status: got %q, want %q", got, protocol.Failed)
+	}
+	want := []string{"compaction_update bg failed summary=null error=the connection closed"}
+	if got := wire(rec); !slices.Equal(got, want) {
+		t.Errorf("wire:\n got %q\nwant %q", got, want)
+	}
 }
