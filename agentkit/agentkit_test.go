@@ -2,13 +2,12 @@ package agentkit_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
@@ -19,91 +18,16 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 )
 
-func endTurn() (any, error)   { return map[string]any{"stopReason": "end_turn"}, nil }
-func cancelled() (any, error) { return map[string]any{"stopReason": "cancelled"}, nil }
-
 func TestStreamedCompactionReachesTheClientInOrderWithTheAgentsOwnUpdates(t *testing.T) {
-	a := &agent{}
-	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		_ = agentMessage(ctx, conn, sid, "before")
-		c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())
-		if err != nil {
-			return nil, err
-		}
-		_ = c.Chunk(ctx, protocol.Text("## Retained"))
-		_ = agentMessage(ctx, conn, sid, "between")
-		_ = c.Chunk(ctx, protocol.Text(" context"))
-		if err := c.Complete(ctx, emitter.Summary(protocol.Text("## Retained context"))); err != nil {
-			return nil, err
-		}
-		_ = agentMessage(ctx, conn, sid, "after")
-		return endTurn()
-	}
-	r := newRig(t, a)
-	r.initialize(1, true)
-	res, err := r.client.Prompt(r.ctx, session, nil)
-	if err != nil || kittest.StopReason(res) != "end_turn" {
-		t.Fatalf("prompt: %s, %v", res, err)
-	}
-	evs := r.finish(1)
-	want := []string{
-		"agent_message_chunk", "compaction_update:in_progress", "compaction_summary_chunk", "agent_message_chunk",
-		"compaction_summary_chunk", "compaction_update:completed", "agent_message_chunk", "response:session/prompt",
-	}
-	if got := kittest.Summary(evs); !equal(got, want) {
-		t.Fatalf("wire order\n got %v\nwant %v", got, want)
-	}
-	last := kittest.Compactions(evs)[3]
-	if !kittest.SameJSON(kittest.Field(last, "summary"), `[{"type":"text","text":"## Retained context"}]`) {
-		t.Errorf("completed summary = %s", kittest.Field(last, "summary"))
-	}
+	kittest.StreamedCompactionReachesTheClientInOrder(t, stack{}, "## Retained context")
 }
 
 func TestRuntimeFailureReachesTheClientAsFailedWithItsMessage(t *testing.T) {
-	a := &agent{}
-	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"))
-		if err != nil {
-			return nil, err
-		}
-		_ = c.Fail(ctx, errors.New("provider overloaded"))
-		return endTurn()
-	}
-	r := newRig(t, a)
-	r.initialize(1, true)
-	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
-		t.Fatal(err)
-	}
-	evs := r.finish(1)
-	if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
-		t.Fatalf("statuses %v", got)
-	}
-	if e := string(kittest.Field(kittest.Compactions(evs)[1], "error")); e != `"provider overloaded"` {
-		t.Errorf("error = %s", e)
-	}
+	kittest.RuntimeFailureReachesTheClientAsFailedWithItsMessage(t, stack{})
 }
 
 func TestTurnEndingWithAnOpenCompactionSettlesItAsFailedBeforeTheResponse(t *testing.T) {
-	a := &agent{}
-	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
-			return nil, err
-		}
-		return endTurn() // the runtime forgot its handle
-	}
-	r := newRig(t, a)
-	r.initialize(1, true)
-	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
-		t.Fatal(err)
-	}
-	evs := r.finish(1)
-	want := []string{"compaction_update:in_progress", "compaction_update:failed", "response:session/prompt"}
-	if got := kittest.Summary(evs); !equal(got, want) {
-		t.Fatalf("got %v want %v", got, want)
-	}
-	if e := string(kittest.Field(kittest.Compactions(evs)[1], "error")); e != fmt.Sprintf("%q", emitter.ErrTurnEnded.Error()) {
-		t.Errorf("error = %s", e)
-	}
+	kittest.TurnEndingWithAnOpenCompactionSettlesItAsFailedBeforeTheResponse(t, stack{})
 }
 
 // TestRuntimeReportingAfterItsTurnEndedSendsNothing: clients read a
@@ -127,113 +51,31 @@ func TestRuntimeReportingAfterItsTurnEndedSendsNothing(t *testing.T) {
 		return endTurn()
 	}
 	r := newRig(t, a)
-	r.initialize(1, true)
-	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+	r.Initialize(1, true)
+	if _, err := r.Client.Prompt(r.Ctx, session, nil); err != nil {
 		t.Fatal(err)
 	}
 	close(responded)
 	wg.Wait()
-	evs := r.finish(1) // CheckTurns: nothing after the response
+	evs := r.Finish(1) // CheckTurns: nothing after the response
 	if !errors.Is(chunkErr, emitter.ErrSettled) || !errors.Is(completeErr, emitter.ErrSettled) {
 		t.Errorf("late Chunk = %v, Complete = %v; want ErrSettled", chunkErr, completeErr)
 	}
-	if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
+	if got := kittest.Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
 		t.Errorf("statuses %v", got)
 	}
 }
 
-// cancelScenario runs one prompt that the client cancels once the
-// compaction is on the wire.
-func cancelScenario(t *testing.T, a *agent, opts ...agentkit.Option) (json.RawMessage, []kittest.Event) {
-	t.Helper()
-	r := newRig(t, a, opts...)
-	r.initialize(1, true)
-	call, err := r.client.Conn.DispatchCall(r.ctx, "session/prompt", kittest.PromptParams(session, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Status == "in_progress" }); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.client.Cancel(r.ctx, session); err != nil {
-		t.Fatal(err)
-	}
-	var res json.RawMessage
-	if err := call.Wait(r.ctx, &res); err != nil {
-		t.Fatal(err)
-	}
-	return res, r.finish(1)
-}
-
 func TestCancelReportedByTheRuntimeReachesTheClientBeforeTheResponse(t *testing.T) {
-	a := &agent{}
-	var cause error
-	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"))
-		if err != nil {
-			return nil, err
-		}
-		<-ctx.Done() // session/cancel cancels the prompt's context
-		cause = context.Cause(ctx)
-		_ = c.Cancel(ctx)
-		return cancelled()
-	}
-	res, evs := cancelScenario(t, a)
-	if kittest.StopReason(res) != "cancelled" {
-		t.Errorf("stopReason %s", res)
-	}
-	if !errors.Is(cause, emitter.ErrCancelled) {
-		t.Errorf("prompt context cause = %v, want emitter.ErrCancelled", cause)
-	}
-	want := []string{"compaction_update:in_progress", "compaction_update:cancelled", "response:session/prompt"}
-	if got := kittest.Summary(evs); !equal(got, want) {
-		t.Fatalf("got %v want %v", got, want)
-	}
+	kittest.CancelReportedByTheRuntimeReachesTheClientBeforeTheResponse(t, stack{})
 }
 
 func TestCancelTheRuntimeNeverReportsIsSettledAsCancelledAtTheGraceDeadline(t *testing.T) {
-	settled := make(chan emitter.Event, 1)
-	obs := emitter.ObserverFunc(func(_ context.Context, ev emitter.Event) {
-		if ev.Kind == emitter.EventSettled {
-			settled <- ev
-		}
-	})
-	a := &agent{}
-	var late error
-	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"))
-		if err != nil {
-			return nil, err
-		}
-		<-ctx.Done()
-		<-settled // the kit, not the runtime, settles it; the turn is still open
-		late = c.Complete(ctx)
-		return cancelled()
-	}
-	_, evs := cancelScenario(t, a, agentkit.WithCancelGrace(50*time.Millisecond), agentkit.WithEmitterOptions(emitter.WithObserver(obs)))
-	if !errors.Is(late, emitter.ErrSettled) {
-		t.Errorf("the runtime's late Complete = %v, want ErrSettled", late)
-	}
-	want := []string{"compaction_update:in_progress", "compaction_update:cancelled", "response:session/prompt"}
-	if got := kittest.Summary(evs); !equal(got, want) {
-		t.Fatalf("got %v want %v", got, want)
-	}
+	kittest.CancelTheRuntimeNeverReportsIsSettledAsCancelledAtTheGraceDeadline(t, stack{})
 }
 
 func TestCancelledTurnEndingWithAnOpenCompactionSettlesItAsCancelled(t *testing.T) {
-	a := &agent{}
-	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
-			return nil, err
-		}
-		<-ctx.Done()
-		return cancelled() // returns promptly but never settles
-	}
-	_, evs := cancelScenario(t, a, agentkit.WithCancelGrace(-1))
-	want := []string{"compaction_update:in_progress", "compaction_update:cancelled", "response:session/prompt"}
-	if got := kittest.Summary(evs); !equal(got, want) {
-		t.Fatalf("got %v want %v", got, want)
-	}
+	kittest.CancelledTurnEndingWithAnOpenCompactionSettlesItAsCancelled(t, stack{})
 }
 
 func TestAgentClosingTheConnectionSettlesOpenCompactionsOnTheWire(t *testing.T) {
@@ -246,15 +88,10 @@ func TestAgentClosingTheConnectionSettlesOpenCompactionsOnTheWire(t *testing.T) 
 		return nil, context.Cause(ctx)
 	}
 	r := newRig(t, a)
-	r.initialize(1, true)
-	if _, err := r.client.Conn.DispatchCall(r.ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Status == "in_progress" }); err != nil {
-		t.Fatal(err)
-	}
-	evs := r.finish(1) // closes from the agent's side
-	if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
+	r.Initialize(1, true)
+	r.StartPrompt()
+	evs := r.Finish(1) // closes from the agent's side
+	if got := kittest.Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
 		t.Fatalf("statuses %v\n%s", got, kittest.Dump(evs))
 	}
 	if e := string(kittest.Field(kittest.Compactions(evs)[1], "error")); e != fmt.Sprintf("%q", emitter.ErrConnectionClosed.Error()) {
@@ -274,17 +111,12 @@ func TestConnectionContextEndingSettlesOpenCompactionsOnTheWire(t *testing.T) {
 		return nil, ctx.Err()
 	}
 	r := newRig(t, a)
-	r.initialize(1, true)
-	if _, err := r.client.Conn.DispatchCall(r.ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Status == "in_progress" }); err != nil {
-		t.Fatal(err)
-	}
+	r.Initialize(1, true)
+	r.StartPrompt()
 	stop() // the host shuts the connection down through its context
-	<-r.client.Conn.DisconnectNotify()
-	evs := r.finish(1)
-	if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
+	<-r.Client.Conn.DisconnectNotify()
+	evs := r.Finish(1)
+	if got := kittest.Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
 		t.Fatalf("statuses %v\n%s", got, kittest.Dump(evs))
 	}
 }
@@ -313,54 +145,18 @@ func TestPeerHangingUpSettlesWhatIsOpen(t *testing.T) {
 		return nil, ctx.Err()
 	}
 	r := newRig(t, a, agentkit.WithEmitterOptions(emitter.WithObserver(obs)))
-	r.initialize(1, true)
-	if _, err := r.client.Conn.DispatchCall(r.ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Status == "in_progress" }); err != nil {
-		t.Fatal(err)
-	}
-	_ = r.client.Conn.Close()
+	r.Initialize(1, true)
+	r.StartPrompt()
+	_ = r.Client.Conn.Close()
 	<-done
-	r.close()
+	r.Close()
 	if !errors.Is(late, agentkit.ErrClosed) || !errors.Is(open, agentkit.ErrClosed) {
 		t.Errorf("after hang-up: Complete = %v, Compaction = %v; want ErrClosed", late, open)
 	}
 }
 
 func TestReplayOnLoadPrecedesTheLoadResponse(t *testing.T) {
-	a := &agent{}
-	var reuse error
-	a.load = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) error {
-		_ = agentMessage(ctx, conn, sid, "earlier")
-		if err := agentkit.SessionFrom(ctx, sid).Replay(ctx, emitter.Record{
-			ID: "cmp_old", Status: protocol.Completed, Trigger: protocol.Auto,
-			Summary: []protocol.ContentBlock{protocol.Text("Retained")}, Displayable: true,
-		}); err != nil {
-			return err
-		}
-		return agentMessage(ctx, conn, sid, "later")
-	}
-	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		_, reuse = agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_old"))
-		return endTurn()
-	}
-	r := newRig(t, a)
-	r.initialize(1, true)
-	if err := r.client.Conn.Call(r.ctx, "session/load", map[string]any{"sessionId": session, "cwd": "/", "mcpServers": []any{}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
-		t.Fatal(err)
-	}
-	evs := r.finish(1)
-	want := []string{"agent_message_chunk", "compaction_update:completed", "agent_message_chunk", "response:session/load", "response:session/prompt"}
-	if got := kittest.Summary(evs); !equal(got, want) {
-		t.Fatalf("got %v want %v", got, want)
-	}
-	if !errors.Is(reuse, emitter.ErrIDReused) {
-		t.Errorf("starting a replayed ID again = %v, want ErrIDReused", reuse)
-	}
+	kittest.ReplayOnLoadPrecedesTheLoadResponse(t, stack{})
 }
 
 func TestV2TurnEndsAtTheIdleStateUpdateNotAtThePromptAcknowledgement(t *testing.T) {
@@ -381,24 +177,14 @@ func TestV2TurnEndsAtTheIdleStateUpdateNotAtThePromptAcknowledgement(t *testing.
 		})
 		return map[string]any{"messageId": "msg_1"}, nil
 	}
-	r := newRig(t, a)
-	r.initialize(2, false)
-	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.State == "idle" }); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	evs := r.finish(2)
 	var updates []string
-	for _, s := range kittest.Summary(evs) {
+	for _, s := range newRig(t, a).V2Turn(wg.Wait) {
 		if s != "response:session/prompt" {
 			updates = append(updates, s)
 		}
 	}
 	want := []string{"state_update:running", "compaction_update:in_progress", "compaction_summary_chunk", "agent_message_chunk", "compaction_update:failed", "state_update:idle"}
-	if !equal(updates, want) {
+	if !slices.Equal(updates, want) {
 		t.Fatalf("got %v want %v", updates, want)
 	}
 }
@@ -420,21 +206,21 @@ func TestV2CancelSettlesAsCancelledBeforeIdle(t *testing.T) {
 		return map[string]any{"messageId": "msg_1"}, nil
 	}
 	r := newRig(t, a, agentkit.WithCancelGrace(-1))
-	r.initialize(2, false)
-	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+	r.Initialize(2, false)
+	if _, err := r.Client.Prompt(r.Ctx, session, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Status == "in_progress" }); err != nil {
+	if _, err := r.Client.Wire.Wait(r.Ctx, func(e kittest.Event) bool { return e.Status == "in_progress" }); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.client.Cancel(r.ctx, session); err != nil {
+	if err := r.Client.Cancel(r.Ctx, session); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.State == "idle" }); err != nil {
+	if _, err := r.Client.Wire.Wait(r.Ctx, func(e kittest.Event) bool { return e.State == "idle" }); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	evs := r.finish(2)
+	evs := r.Finish(2)
 	want := []string{"state_update:running", "compaction_update:in_progress", "compaction_update:cancelled", "state_update:idle"}
 	var got []string
 	for _, s := range kittest.Summary(evs) {
@@ -442,7 +228,7 @@ func TestV2CancelSettlesAsCancelledBeforeIdle(t *testing.T) {
 			got = append(got, s)
 		}
 	}
-	if !equal(got, want) {
+	if !slices.Equal(got, want) {
 		t.Fatalf("got %v want %v", got, want)
 	}
 }
@@ -463,85 +249,25 @@ func TestV1ClientWithoutTheCapabilitySeesNoStandardUpdates(t *testing.T) {
 		}
 		return n.Notify(ctx, ev.SessionID, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}})
 	})
-	for _, tc := range []struct {
-		name string
-		opts []agentkit.Option
-		mode capability.Mode
-		want []string
-	}{
-		{"default: the tool call", nil, capability.Fallback, []string{"tool_call", "tool_call_update", "response:session/prompt"}},
-		{"fallback.None", []agentkit.Option{agentkit.WithFallback(fallback.None{})}, capability.Off, []string{"response:session/prompt"}},
-		{"nil restores the default", []agentkit.Option{agentkit.WithFallback(fallback.None{}), agentkit.WithFallback(nil)}, capability.Fallback, []string{"tool_call", "tool_call_update", "response:session/prompt"}},
-		{"fallback", []agentkit.Option{agentkit.WithFallback(marker)}, capability.Fallback, []string{"agent_message_chunk", "agent_message_chunk", "response:session/prompt"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a := &agent{}
-			var mode capability.Mode
-			a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-				em, err := a.kit.Emitter(conn)
-				if err != nil {
-					return nil, err
-				}
-				mode = em.Mode()
-				c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
-				if err != nil {
-					return nil, err
-				}
-				_ = c.Chunk(ctx, protocol.Text("x"))
-				return endTurn() // left open: the fallback must still end
-			}
-			r := newRig(t, a, tc.opts...)
-			r.initialize(1, false)
-			if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
-				t.Fatal(err)
-			}
-			evs := r.finish(1)
-			if mode != tc.mode {
-				t.Errorf("mode %v want %v", mode, tc.mode)
-			}
-			if got := kittest.Summary(evs); !equal(got, tc.want) {
-				t.Fatalf("got %v want %v", got, tc.want)
-			}
-		})
+	// The compaction is left open: the fallback must still end.
+	runtime := func(ctx context.Context, s kittest.Session) error {
+		c, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
+		if err != nil {
+			return err
+		}
+		_ = c.Chunk(ctx, protocol.Text("x"))
+		return nil
 	}
+	kittest.CheckModes(t, stack{}, runtime, []kittest.ModeCase{
+		{Name: "default: the tool call", Mode: capability.Fallback, Want: []string{"tool_call", "tool_call_update", "response:session/prompt"}},
+		{Name: "fallback.None", Fallbacks: []emitter.Renderer{fallback.None{}}, Mode: capability.Off, Want: []string{"response:session/prompt"}},
+		{Name: "nil restores the default", Fallbacks: []emitter.Renderer{fallback.None{}, nil}, Mode: capability.Fallback, Want: []string{"tool_call", "tool_call_update", "response:session/prompt"}},
+		{Name: "fallback", Fallbacks: []emitter.Renderer{marker}, Mode: capability.Fallback, Want: []string{"agent_message_chunk", "agent_message_chunk", "response:session/prompt"}},
+	})
 }
 
 func TestSessionErrorsAreSentinels(t *testing.T) {
-	a := &agent{}
-	var handlerCtx context.Context
-	a.load = func(ctx context.Context, _ *jsonrpc2.Conn, _ string) error {
-		handlerCtx = ctx
-		return nil
-	}
-	r := newRig(t, a)
-	ctx := context.Background()
-	// A handler that runs before initialize.
-	if err := r.client.Conn.Call(r.ctx, "session/load", map[string]any{"sessionId": session}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := agentkit.SessionFrom(handlerCtx, session).Start(ctx); !errors.Is(err, agentkit.ErrNotInitialized) {
-		t.Errorf("before initialize: %v", err)
-	}
-	if _, err := a.kit.Emitter(r.agent); !errors.Is(err, agentkit.ErrNotInitialized) {
-		t.Errorf("Emitter before initialize: %v", err)
-	}
-	for _, c := range []context.Context{context.Background(), context.WithValue(ctx, otherKey{}, 1)} {
-		if _, err := agentkit.SessionFrom(c, session).Start(ctx); !errors.Is(err, agentkit.ErrUnknownConn) {
-			t.Errorf("a context no kit handler derived: %v", err)
-		}
-		if _, err := agentkit.SessionFrom(c, session).Compaction("cmp_1"); !errors.Is(err, agentkit.ErrUnknownConn) {
-			t.Errorf("a context no kit handler derived, Compaction: %v", err)
-		}
-	}
-	r.initialize(1, true)
-	held := agentkit.SessionFrom(handlerCtx, session)
-	r.close()
-	if _, err := held.Start(ctx); !errors.Is(err, agentkit.ErrClosed) {
-		t.Errorf("after close, held session: %v", err)
-	}
-	if _, err := agentkit.SessionFrom(handlerCtx, session).Start(ctx); !errors.Is(err, agentkit.ErrClosed) {
-		t.Errorf("after close, new lookup: %v", err)
-	}
+	kittest.SessionErrorsAreSentinels(t, stack{})
 }
 
 func TestPromptContextCarriesTheTraceContextOfItsMeta(t *testing.T) {
@@ -568,17 +294,17 @@ func TestPromptContextCarriesTheTraceContextOfItsMeta(t *testing.T) {
 		return endTurn()
 	}
 	r := newRig(t, a, agentkit.WithEmitterOptions(emitter.WithObserver(obs)))
-	r.initialize(1, true)
-	if _, err := r.client.Prompt(r.ctx, session, map[string]any{"traceparent": tp}); err != nil {
+	r.Initialize(1, true)
+	if _, err := r.Client.Prompt(r.Ctx, session, map[string]any{"traceparent": tp}); err != nil {
 		t.Fatal(err)
 	}
-	r.finish(1)
+	r.Finish(1)
 	if inHandler != tp {
 		t.Errorf("handler trace %q", inHandler)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []string{"started " + tp, "settled " + tp}; !equal(traces, want) {
+	if want := []string{"started " + tp, "settled " + tp}; !slices.Equal(traces, want) {
 		t.Errorf("observer saw %v, want %v", traces, want)
 	}
 }
@@ -605,11 +331,11 @@ func TestStartIsRefusedWhileTheTurnIsBeingSettled(t *testing.T) {
 		return endTurn()
 	}
 	r := newRig(t, a, agentkit.WithEmitterOptions(emitter.WithObserver(obs)))
-	r.initialize(1, true)
-	if _, err := r.client.Prompt(r.ctx, session, nil); err != nil {
+	r.Initialize(1, true)
+	if _, err := r.Client.Prompt(r.Ctx, session, nil); err != nil {
 		t.Fatal(err)
 	}
-	evs := r.finish(1)
+	evs := r.Finish(1)
 	if !errors.Is(refused, emitter.ErrTurnEnded) {
 		t.Errorf("Start during settlement = %v, want ErrTurnEnded", refused)
 	}
@@ -623,27 +349,7 @@ func TestStartIsRefusedWhileTheTurnIsBeingSettled(t *testing.T) {
 // answered, a prompt with no cancel. Every cancel must reach its prompt
 // (none lost) and none the prompt after it (none stale).
 func TestCancelReachesItsPromptAndNeverTheNext(t *testing.T) {
-	const pairs = 1000
-	var rt kittest.RaceRuntime
-	a := &agent{cancel: func(string) { rt.Cancelled() }}
-	a.promptText = func(ctx context.Context, conn *jsonrpc2.Conn, sid, text string) (any, error) {
-		stop, err := rt.Prompt(ctx, text, agentkit.SessionFrom(ctx, sid))
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"stopReason": stop}, nil
-	}
-	r := newRig(t, a, agentkit.WithCancelGrace(-1))
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
-	defer cancel()
-	r.ctx = ctx
-	r.initialize(1, true)
-	lost, stale := r.client.CancelRace(r.ctx, t, session, pairs)
-	evs := r.finish(1)
-	if lost != 0 || stale != 0 {
-		t.Errorf("of %d pairs: %d cancels lost, %d applied to the next prompt", pairs, lost, stale)
-	}
-	kittest.CheckRaceStatuses(t, evs, pairs)
+	kittest.CancelReachesItsPromptAndNeverTheNext(t, stack{})
 }
 
 // rendererFunc adapts a function to emitter.Renderer.
@@ -652,6 +358,3 @@ type rendererFunc func(ctx context.Context, ev emitter.Event, n emitter.Notifier
 func (f rendererFunc) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
 	return f(ctx, ev, n)
 }
-
-// otherKey is a context key of the test's own.
-type otherKey struct{}

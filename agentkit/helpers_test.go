@@ -3,48 +3,47 @@ package agentkit_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
+	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/sourcegraph/jsonrpc2"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	if mode := os.Getenv(helperEnv); mode != "" {
-		runHelperAgent(mode)
-		os.Exit(0)
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { kittest.Main(m, helperEnv, runSignalAgent, runCrashAgent) }
 
 // quiet keeps the kit's logs out of test output.
 var quiet = agentkit.WithLogger(slog.New(slog.DiscardHandler))
 
-const session = "sess_1"
+const session = kittest.SessionID
 
 // agent is a host agent on the jsonrpc2 stack. Its handlers are set per
 // test; unset ones answer as a minimal agent would.
 type agent struct {
 	kit     *agentkit.Kit
+	conn    *jsonrpc2.Conn  // set by serve
 	version int             // protocol version it answers initialize with (default 1)
 	connCtx context.Context // given to NewConn (default context.Background())
-	prompt  func(ctx context.Context, conn *jsonrpc2.Conn, sessionID string) (any, error)
+	// stream makes the agent's object stream from its end of the pipe
+	// (default jsonrpc2.NewPlainObjectStream).
+	stream func(net.Conn) jsonrpc2.ObjectStream
+	// wrap, when set, wraps the agent's output.
+	wrap   func(io.Writer) io.Writer
+	prompt func(ctx context.Context, conn *jsonrpc2.Conn, sessionID string) (any, error)
 	// promptText, when set, handles prompts instead of prompt, with the
 	// text of their first block.
 	promptText func(ctx context.Context, conn *jsonrpc2.Conn, sessionID, text string) (any, error)
 	load       func(ctx context.Context, conn *jsonrpc2.Conn, sessionID string) error
 	cancel     func(sessionID string) // called for each session/cancel
-	// wrap, when set, wraps the agent's end of the pipe.
-	wrap func(net.Conn) net.Conn
-	mu   sync.Mutex
-	last context.Context // the context of the latest handler call
+	mu         sync.Mutex
+	last       context.Context // the context of the latest handler call
 }
 
 // lastCtx returns the context of the latest handler call.
@@ -101,76 +100,118 @@ func (a *agent) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.R
 	return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: req.Method}
 }
 
-// rig is one agent connection and the client on its other end.
-type rig struct {
-	t      *testing.T
-	ctx    context.Context
-	kit    *agentkit.Kit
-	agent  *jsonrpc2.Conn
-	client *kittest.Client
-	closed bool
-}
-
-// newRig connects a over net.Pipe, with its handler behind
-// agentkit.AsyncHandler as a real agent's would be.
-func newRig(t *testing.T, a *agent, opts ...agentkit.Option) *rig {
-	t.Helper()
-	// A failure detector only: no assertion depends on how long anything
-	// takes.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
+// serve starts a kit configured by opts and connects a to it over
+// net.Pipe, with its handler behind agentkit.AsyncHandler as a real
+// agent's would be.
+func (a *agent) serve(opts ...agentkit.Option) kittest.Served {
 	a.kit = agentkit.New(append([]agentkit.Option{quiet}, opts...)...)
 	agentSide, clientSide := net.Pipe()
 	if a.wrap != nil {
-		agentSide = a.wrap(agentSide)
+		agentSide = outConn{agentSide, a.wrap(agentSide)}
 	}
-	r := &rig{t: t, ctx: ctx, kit: a.kit}
+	stream := a.stream
+	if stream == nil {
+		stream = func(c net.Conn) jsonrpc2.ObjectStream { return jsonrpc2.NewPlainObjectStream(c) }
+	}
 	connCtx := a.connCtx
 	if connCtx == nil {
 		connCtx = context.Background()
 	}
-	r.agent = a.kit.NewConn(connCtx, jsonrpc2.NewPlainObjectStream(agentSide),
+	conn := a.kit.NewConn(connCtx, stream(agentSide),
 		agentkit.AsyncHandler(jsonrpc2.HandlerWithError(a.handle)), jsonrpc2.SetLogger(nopLogger{}))
-	r.client = kittest.NewClient(context.Background(), clientSide)
-	t.Cleanup(r.close)
-	return r
+	a.conn = conn
+	return kittest.Served{Client: clientSide, Conn: jconn{a.kit, conn}, Close: func() {
+		// From the agent's side, so whatever the kit settles on close
+		// still reaches the client.
+		_ = conn.Close()
+		<-conn.DisconnectNotify()
+	}}
 }
+
+// outConn is a net.Conn whose writes go through w.
+type outConn struct {
+	net.Conn
+	w io.Writer
+}
+
+func (c outConn) Write(p []byte) (int, error) { return c.w.Write(p) }
 
 type nopLogger struct{}
 
 func (nopLogger) Printf(string, ...any) {}
 
-// close hangs up from the agent's side, so whatever the kit settles on
-// close still reaches the client's record, and waits for both ends.
-func (r *rig) close() {
-	if r.closed {
-		return
-	}
-	r.closed = true
-	_ = r.agent.Close()
-	<-r.agent.DisconnectNotify()
-	<-r.client.Conn.DisconnectNotify()
+// jconn is a jsonrpc2 connection of the kit as kittest's agents see it.
+type jconn struct {
+	kit  *agentkit.Kit
+	conn *jsonrpc2.Conn
 }
 
-func (r *rig) initialize(version int, capable bool) {
-	r.t.Helper()
-	if _, err := r.client.Initialize(r.ctx, version, capable); err != nil {
-		r.t.Fatalf("initialize: %v", err)
-	}
+func (c jconn) Message(ctx context.Context, sessionID, text string) error {
+	return agentMessage(ctx, c.conn, sessionID, text)
 }
 
-// finish closes the connection and checks the whole record: the turn rules
-// and the official schema.
-func (r *rig) finish(version int) []kittest.Event {
-	r.t.Helper()
-	r.close()
-	evs := r.client.Wire.Events()
-	if err := kittest.CheckTurns(evs, version); err != nil {
-		r.t.Errorf("turn rules broken:\n%v\nwire:\n%s", err, kittest.Dump(evs))
-	}
-	kittest.Validate(r.t, evs, version)
-	return evs
+func (c jconn) Emitter() (*emitter.Emitter, error) { return c.kit.Emitter(c.conn) }
+
+// rig is one agent connection and the client on its other end.
+type rig struct {
+	*kittest.Rig
+	kit   *agentkit.Kit
+	agent *jsonrpc2.Conn
 }
+
+// newRig serves a (see serve) and connects the client.
+func newRig(t *testing.T, a *agent, opts ...agentkit.Option) *rig {
+	t.Helper()
+	served := a.serve(opts...)
+	return &rig{Rig: kittest.NewRig(t, served), kit: a.kit, agent: a.conn}
+}
+
+// stack is agentkit's half of kittest's shared tests: an agent (see serve)
+// whose handlers run kittest's.
+type stack struct {
+	// stream is the agent's object stream (see agent.stream).
+	stream func(net.Conn) jsonrpc2.ObjectStream
+}
+
+func (s stack) Serve(cfg kittest.Config, ka *kittest.Agent) kittest.Served {
+	a := &agent{stream: s.stream, wrap: cfg.WrapOutput, cancel: ka.Cancel}
+	a.promptText = func(ctx context.Context, conn *jsonrpc2.Conn, sid, text string) (any, error) {
+		if ka.Prompt == nil {
+			return endTurn()
+		}
+		stop, err := ka.Prompt(ctx, jconn{a.kit, conn}, kittest.Prompt{SessionID: sid, Text: text})
+		if err != nil {
+			return nil, rpcError(err)
+		}
+		return map[string]any{"stopReason": stop}, nil
+	}
+	if ka.Load != nil {
+		a.load = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) error {
+			return ka.Load(ctx, jconn{a.kit, conn}, sid)
+		}
+	}
+	opts := kittest.Options(cfg, agentkit.WithCancelGrace, agentkit.WithFallback, agentkit.WithEmitterOptions)
+	return a.serve(opts...)
+}
+
+func (stack) SessionFrom(ctx context.Context, sessionID string) kittest.Session {
+	return agentkit.SessionFrom(ctx, sessionID)
+}
+
+func (stack) Errors() kittest.Errors {
+	return kittest.Errors{Package: "agentkit", NotInitialized: agentkit.ErrNotInitialized, UnknownConn: agentkit.ErrUnknownConn, Closed: agentkit.ErrClosed}
+}
+
+// rpcError turns a runtime's error into the agent's JSON-RPC error.
+func rpcError(err error) error {
+	var e *jsonrpc2.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidRequest, Message: err.Error()}
+}
+
+func endTurn() (any, error) { return map[string]any{"stopReason": "end_turn"}, nil }
 
 func agentMessage(ctx context.Context, conn *jsonrpc2.Conn, sessionID, text string) error {
 	return conn.Notify(ctx, "session/update", map[string]any{
@@ -181,18 +222,6 @@ func agentMessage(ctx context.Context, conn *jsonrpc2.Conn, sessionID, text stri
 			"content":       map[string]any{"type": "text", "text": text},
 		},
 	})
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // driveClient is the stand-in client of the examples.

@@ -7,21 +7,16 @@ import (
 
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
-	"github.com/acpcompact/acpcompact/emitter"
-	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
 const helperEnv = "AGENTKIT_TEST_AGENT"
 
-// runHelperAgent is the agent process of the panic tests: its prompt
-// handler opens a compaction, streams a chunk, then panics. Mode "signal"
-// is the signal tests' agent instead (runSignalAgent).
-func runHelperAgent(mode string) {
-	if mode == "signal" {
-		runSignalAgent()
-		return
-	}
+// runCrashAgent is the agent process of the panic tests: its prompt
+// handler runs kittest.StartThenPanic, in the handler itself (mode "sync"
+// and "async", with the handler behind agentkit.AsyncHandler) or on a
+// goroutine of its own that opts in with agentkit.Recover ("recover").
+func runCrashAgent(mode string) {
 	in, out := kittest.ChildStdio()
 	kit := agentkit.New(quiet)
 	a := &agent{kit: kit}
@@ -32,12 +27,12 @@ func runHelperAgent(mode string) {
 			go func() {
 				defer close(done)
 				defer agentkit.Recover(ctx)
-				startThenPanic(ctx, kit, conn, sid)
+				kittest.StartThenPanic(ctx, agentkit.SessionFrom(ctx, sid))
 			}()
 			<-done
 			return endTurn()
 		}
-		startThenPanic(ctx, kit, conn, sid)
+		kittest.StartThenPanic(ctx, agentkit.SessionFrom(ctx, sid))
 		return endTurn()
 	}
 	var h jsonrpc2.Handler = jsonrpc2.HandlerWithError(a.handle)
@@ -49,15 +44,6 @@ func runHelperAgent(mode string) {
 	}
 	conn := kit.NewConn(context.Background(), jsonrpc2.NewPlainObjectStream(rwc{in, out}), h)
 	<-conn.DisconnectNotify()
-}
-
-func startThenPanic(ctx context.Context, kit *agentkit.Kit, conn *jsonrpc2.Conn, sid string) {
-	c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
-	if err != nil {
-		panic(err)
-	}
-	_ = c.Chunk(ctx, protocol.Text("partial"))
-	panic("boom in the runtime")
 }
 
 type rwc struct {

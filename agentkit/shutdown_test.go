@@ -7,7 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/signal"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,31 +21,18 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 )
 
-// runSignalAgent is the agent process of the signal tests, written as the
-// package documentation says an agent should stop: its prompt handler
-// opens cmp_1 and waits for its context; SIGINT or SIGTERM shuts the kit
-// down, then the process exits.
+// runSignalAgent is the agent process of the signal tests: a
+// kittest.SignalAgent on agentkit.
 func runSignalAgent() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	in, out := kittest.ChildStdio()
 	kit := agentkit.New(quiet)
 	a := &agent{kit: kit}
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable()); err != nil {
-			return nil, err
-		}
-		<-ctx.Done()
-		return nil, context.Cause(ctx)
+		return nil, kittest.OpenUntilEnd(ctx, agentkit.SessionFrom(ctx, sid))
 	}
-	conn := kit.NewConn(context.Background(), agentkit.NewStream(rwc{in, out}), agentkit.AsyncHandler(jsonrpc2.HandlerWithError(a.handle)))
-	select {
-	case <-ctx.Done():
-	case <-conn.DisconnectNotify():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), agentkit.CloseTimeout)
-	defer cancel()
-	_ = kit.Shutdown(sctx)
+	kittest.SignalAgent(func(in io.ReadCloser, out io.WriteCloser) <-chan struct{} {
+		conn := kit.NewConn(context.Background(), agentkit.NewStream(rwc{in, out}), agentkit.AsyncHandler(jsonrpc2.HandlerWithError(a.handle)))
+		return conn.DisconnectNotify()
+	}, kit.Shutdown, agentkit.CloseTimeout)
 }
 
 // TestSignalSettlesThenTheAgentExits: an agent on agentkit that gets SIGINT
@@ -60,23 +47,13 @@ func TestSignalSettlesThenTheAgentExits(t *testing.T) {
 	}
 }
 
-// hangPrompt opens cmp_1 and waits for the handler's context, recording
-// its cause.
-func hangPrompt(kit *agentkit.Kit, cause chan<- error) func(context.Context, *jsonrpc2.Conn, string) (any, error) {
+// hangPrompt runs kittest.OpenUntilEnd, and sends the cause it returns on
+// cause.
+func hangPrompt(cause chan<- error) func(context.Context, *jsonrpc2.Conn, string) (any, error) {
 	return func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable()); err != nil {
-			return nil, err
-		}
-		<-ctx.Done()
-		cause <- context.Cause(ctx)
-		return nil, context.Cause(ctx)
-	}
-}
-
-func waitStarted(t *testing.T, r *rig) {
-	t.Helper()
-	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.CompactionID == "cmp_1" && e.Status == "in_progress" }); err != nil {
-		t.Fatal(err)
+		err := kittest.OpenUntilEnd(ctx, agentkit.SessionFrom(ctx, sid))
+		cause <- err
+		return nil, err
 	}
 }
 
@@ -89,13 +66,10 @@ func TestShutdownSettlesWritesThenCloses(t *testing.T) {
 	cause := make(chan error, 1)
 	a := &agent{}
 	r := newRig(t, a)
-	a.prompt = hangPrompt(r.kit, cause)
-	r.initialize(1, true)
-	if _, err := r.client.Conn.DispatchCall(r.ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
-		t.Fatal(err)
-	}
-	waitStarted(t, r)
-	if err := r.kit.Shutdown(r.ctx); err != nil {
+	a.prompt = hangPrompt(cause)
+	r.Initialize(1, true)
+	r.StartPrompt()
+	if err := r.kit.Shutdown(r.Ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	select {
@@ -106,12 +80,12 @@ func TestShutdownSettlesWritesThenCloses(t *testing.T) {
 	if err := <-cause; !errors.Is(err, emitter.ErrConnectionClosed) {
 		t.Errorf("the prompt's context ended with %v, want ErrConnectionClosed", err)
 	}
-	<-r.client.Conn.DisconnectNotify()
-	evs := r.client.Wire.Events()
-	if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
+	<-r.Client.Conn.DisconnectNotify()
+	evs := r.Client.Wire.Events()
+	if got := kittest.Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
 		t.Errorf("statuses %v\n%s", got, kittest.Dump(evs))
 	}
-	if _, err := agentkit.SessionFrom(a.lastCtx(), session).Start(r.ctx); !errors.Is(err, agentkit.ErrClosed) {
+	if _, err := agentkit.SessionFrom(a.lastCtx(), session).Start(r.Ctx); !errors.Is(err, agentkit.ErrClosed) {
 		t.Errorf("Start after Shutdown = %v, want ErrClosed", err)
 	}
 	kittest.Validate(t, evs, 1)
@@ -121,7 +95,7 @@ func TestShutdownSettlesWritesThenCloses(t *testing.T) {
 	late := r.kit.NewConn(context.Background(), agentkit.NewStream(agentSide), agentkit.AsyncHandler(jsonrpc2.HandlerWithError(a.handle)))
 	select {
 	case <-late.DisconnectNotify():
-	case <-r.ctx.Done():
+	case <-r.Ctx.Done():
 		t.Error("a connection made after Shutdown stays open")
 	}
 }
@@ -134,7 +108,7 @@ func TestShutdownSettlesWritesThenCloses(t *testing.T) {
 func TestHangUpSettlesBeforeHandlersSeeTheEnd(t *testing.T) {
 	kit := agentkit.New(quiet)
 	cause := make(chan error, 1)
-	a := &agent{kit: kit, prompt: hangPrompt(kit, cause)}
+	a := &agent{kit: kit, prompt: hangPrompt(cause)}
 	inR, inW := io.Pipe()   // client -> agent
 	outR, outW := io.Pipe() // agent -> client
 	conn := kit.NewConn(context.Background(), agentkit.NewStream(rwc{inR, outW}),
@@ -160,7 +134,7 @@ func TestHangUpSettlesBeforeHandlersSeeTheEnd(t *testing.T) {
 		t.Errorf("the prompt's context ended with %v, want ErrConnectionClosed", err)
 	}
 	<-client.Conn.DisconnectNotify()
-	if got := kittest.Statuses(client.Wire.Events(), "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
+	if got := kittest.Statuses(client.Wire.Events(), "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
 		t.Errorf("statuses %v", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,88 +30,20 @@ var streams = []struct {
 	{"NewStream", func(c net.Conn) jsonrpc2.ObjectStream { return agentkit.NewStream(c) }},
 }
 
+// newStreamRig is newRig on the object stream stream, with 60 s for the
+// test.
 func newStreamRig(t *testing.T, a *agent, stream func(net.Conn) jsonrpc2.ObjectStream) *rig {
 	t.Helper()
-	// A failure detector only: no assertion depends on how long anything
-	// takes.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	a.kit = agentkit.New(quiet)
-	agentSide, clientSide := net.Pipe()
-	r := &rig{t: t, ctx: ctx, kit: a.kit}
-	r.agent = a.kit.NewConn(context.Background(), stream(agentSide),
-		agentkit.AsyncHandler(jsonrpc2.HandlerWithError(a.handle)), jsonrpc2.SetLogger(nopLogger{}))
-	r.client = kittest.NewClient(context.Background(), clientSide)
-	t.Cleanup(r.close)
+	a.stream = stream
+	r := newRig(t, a)
+	r.Within(60 * time.Second)
 	return r
 }
 
 func TestFloodReachesTheClientInOrderBeforeTheResponse(t *testing.T) {
-	const chunks = 600
 	for _, s := range streams {
 		t.Run(s.name, func(t *testing.T) {
-			a := &agent{}
-			a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-				c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_flood"), emitter.UserDisplayable())
-				if err != nil {
-					return nil, err
-				}
-				for i := range chunks {
-					if err := c.Chunk(ctx, protocol.Text(fmt.Sprintf("%d,", i))); err != nil {
-						return nil, err
-					}
-					if i%100 == 99 {
-						if err := agentMessage(ctx, conn, sid, fmt.Sprint(i)); err != nil {
-							return nil, err
-						}
-					}
-				}
-				if err := c.Complete(ctx); err != nil {
-					return nil, err
-				}
-				return endTurn()
-			}
-			r := newStreamRig(t, a, s.new)
-			r.initialize(1, true)
-			res, err := r.client.Prompt(r.ctx, session, nil)
-			if err != nil || kittest.StopReason(res) != "end_turn" {
-				t.Fatalf("prompt: %s, %v", res, err)
-			}
-			// Read before closing: the response arrived, so everything
-			// sent before it must already be on the client's side.
-			evs := r.client.Wire.Events()
-			var got []string
-			next := 0
-			for _, e := range evs {
-				if e.Sent {
-					continue
-				}
-				switch {
-				case e.Kind == protocol.KindSummaryChunk:
-					if want := fmt.Sprintf("%d,", next); !kittest.SameJSON(kittest.Field(e, "content"), fmt.Sprintf(`{"type":"text","text":%q}`, want)) {
-						t.Fatalf("chunk %d out of order: %s", next, e.Update)
-					}
-					next++
-				case e.Kind == "agent_message_chunk":
-					got = append(got, fmt.Sprintf("message after %d chunks", next))
-				case e.Kind == protocol.KindUpdate:
-					got = append(got, "compaction_update:"+e.Status)
-				case e.Response:
-					got = append(got, "response:"+e.Method)
-				}
-			}
-			if next != chunks {
-				t.Fatalf("%d of %d chunks before the response", next, chunks)
-			}
-			want := []string{"response:initialize", "compaction_update:in_progress"}
-			for i := 100; i <= chunks; i += 100 {
-				want = append(want, fmt.Sprintf("message after %d chunks", i))
-			}
-			want = append(want, "compaction_update:completed", "response:session/prompt")
-			if !equal(got, want) {
-				t.Fatalf("wire order\n got %v\nwant %v", got, want)
-			}
-			r.finish(1)
+			kittest.FloodReachesTheClientInOrderBeforeTheResponse(t, stack{stream: s.new})
 		})
 	}
 }
@@ -126,14 +59,14 @@ func TestLoneNotificationIsWrittenWithoutWaitingForMore(t *testing.T) {
 				if err := agentMessage(ctx, conn, sid, "alone"); err != nil {
 					return nil, err
 				}
-				if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Kind == "agent_message_chunk" }); err != nil {
+				if _, err := r.Client.Wire.Wait(r.Ctx, func(e kittest.Event) bool { return e.Kind == "agent_message_chunk" }); err != nil {
 					return nil, err
 				}
 				c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"))
 				if err != nil {
 					return nil, err
 				}
-				if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.Kind == protocol.KindUpdate }); err != nil {
+				if _, err := r.Client.Wire.Wait(r.Ctx, func(e kittest.Event) bool { return e.Kind == protocol.KindUpdate }); err != nil {
 					return nil, err
 				}
 				if err := c.Complete(ctx); err != nil {
@@ -142,13 +75,13 @@ func TestLoneNotificationIsWrittenWithoutWaitingForMore(t *testing.T) {
 				return endTurn()
 			}
 			r = newStreamRig(t, a, s.new)
-			r.initialize(1, true)
-			res, err := r.client.Prompt(r.ctx, session, nil)
+			r.Initialize(1, true)
+			res, err := r.Client.Prompt(r.Ctx, session, nil)
 			if err != nil || kittest.StopReason(res) != "end_turn" {
 				t.Fatalf("prompt: %s, %v", res, err)
 			}
 			want := []string{"agent_message_chunk", "compaction_update:in_progress", "compaction_update:completed", "response:session/prompt"}
-			if got := kittest.Summary(r.finish(1)); !equal(got, want) {
+			if got := kittest.Summary(r.Finish(1)); !slices.Equal(got, want) {
 				t.Fatalf("wire order\n got %v\nwant %v", got, want)
 			}
 		})
@@ -161,14 +94,14 @@ func TestCloseDeliversQueuedNotifications(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			a := &agent{}
 			r := newStreamRig(t, a, s.new)
-			r.initialize(1, true)
+			r.Initialize(1, true)
 			ctx := context.Background()
 			for i := range 200 {
 				if err := agentMessage(ctx, r.agent, session, fmt.Sprint(i)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			evs := r.finish(1)
+			evs := r.Finish(1)
 			n := 0
 			for _, e := range evs {
 				if e.Kind == "agent_message_chunk" {

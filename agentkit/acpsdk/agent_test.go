@@ -42,9 +42,9 @@ func TestKitKeepsTheAgentsOptionalMethods(t *testing.T) {
 			conn := r.kit.NewAgentSideConnection(tc.agent, r.pipes.fromAgentW, r.pipes.toAgentR)
 			conn.SetLogger(discard)
 			r.done = conn.Done()
-			r.initialize(1, true)
+			r.Initialize(1, true)
 			var res json.RawMessage
-			err := r.client.Conn.Call(r.ctx, tc.method, map[string]any{"sessionId": session, "cwd": "/", "mcpServers": []any{}}, &res)
+			err := r.Client.Conn.Call(r.Ctx, tc.method, map[string]any{"sessionId": session, "cwd": "/", "mcpServers": []any{}}, &res)
 			got := string(res)
 			if err != nil {
 				got = err.Error()
@@ -52,7 +52,7 @@ func TestKitKeepsTheAgentsOptionalMethods(t *testing.T) {
 			if !strings.Contains(got, tc.want) {
 				t.Errorf("%s: got %s, want %s", tc.method, got, tc.want)
 			}
-			r.close()
+			r.Close()
 		})
 	}
 }

@@ -5,31 +5,24 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/agentkit/acpsdk"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
+	"github.com/acpcompact/acpcompact/emitter"
 	acp "github.com/coder/acp-go-sdk"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	if mode := os.Getenv(helperEnv); mode != "" {
-		runHelperAgent(mode)
-		os.Exit(0)
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { kittest.Main(m, helperEnv, runSignalAgent, runCrashAgent) }
 
 var discard = slog.New(slog.DiscardHandler)
 
 // quiet keeps the kit's logs out of test output.
 var quiet = acpsdk.WithLogger(discard)
 
-const session = "sess_1"
+const session = kittest.SessionID
 
 // stubAgent answers every acp.Agent method but Prompt as a minimal agent
 // would.
@@ -137,10 +130,6 @@ func cancelled() (acp.PromptResponse, error) {
 	return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 }
 
-func (a *agent) message(ctx context.Context, sid acp.SessionId, text string) {
-	_ = a.Conn().AgentSideConnection().SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: acp.UpdateAgentMessageText(text)})
-}
-
 // pipes is the two one-way pipes between agent and client, so each side
 // can hang up its sending half alone.
 type pipes struct {
@@ -165,111 +154,136 @@ func (c clientEnd) Close() error {
 	return c.p.fromAgentR.Close()
 }
 
-// rig is one SDK agent connection and the client on its other end.
-type rig struct {
-	t      *testing.T
-	ctx    context.Context
-	kit    *acpsdk.Kit
-	pipes  *pipes
-	done   <-chan struct{}
-	client *kittest.Client
-	closed bool
+// link is an agent connection on a kit and the pipes to its client.
+type link struct {
+	kit   *acpsdk.Kit
+	pipes *pipes
+	done  <-chan struct{} // the connection's Done, once served
 	// wrapOut, when set, wraps the agent's output.
 	wrapOut func(io.Writer) io.Writer
 }
 
-func newRig(t *testing.T, opts ...acpsdk.Option) *rig {
-	t.Helper()
-	// A failure detector only: no assertion depends on how long anything
-	// takes.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	r := &rig{t: t, ctx: ctx, kit: acpsdk.New(append([]acpsdk.Option{quiet}, opts...)...), pipes: newPipes()}
-	r.client = kittest.NewClient(context.Background(), clientEnd{r.pipes})
-	t.Cleanup(r.close)
-	return r
+func newLink(opts ...acpsdk.Option) *link {
+	return &link{kit: acpsdk.New(append([]acpsdk.Option{quiet}, opts...)...), pipes: newPipes()}
 }
 
 // serve connects a typed agent.
-func (r *rig) serve(a *agent) {
-	a.kit = r.kit
-	var out io.Writer = r.pipes.fromAgentW
-	if r.wrapOut != nil {
-		out = r.wrapOut(out)
+func (l *link) serve(a *agent) {
+	a.kit = l.kit
+	var out io.Writer = l.pipes.fromAgentW
+	if l.wrapOut != nil {
+		out = l.wrapOut(out)
 	}
 	a.mu.Lock()
-	a.conn = r.kit.NewAgentSideConnection(a, out, r.pipes.toAgentR)
+	a.conn = l.kit.NewAgentSideConnection(a, out, l.pipes.toAgentR)
 	a.conn.SetLogger(discard)
-	r.done = a.conn.Done()
+	l.done = a.conn.Done()
 	a.mu.Unlock()
 }
 
 // serveRaw connects a raw method handler; conn is set before any message
 // can reach h.
-func (r *rig) serveRaw(h func(conn *acpsdk.Conn) acp.MethodHandler) *acpsdk.Conn {
+func (l *link) serveRaw(h func(conn *acpsdk.Conn) acp.MethodHandler) *acpsdk.Conn {
 	var (
 		mu   sync.Mutex
 		conn *acpsdk.Conn
 	)
 	ready := make(chan struct{})
-	conn = r.kit.NewConnection(func(ctx context.Context, method string, params json.RawMessage) (any, *acp.RequestError) {
+	conn = l.kit.NewConnection(func(ctx context.Context, method string, params json.RawMessage) (any, *acp.RequestError) {
 		<-ready
 		mu.Lock()
 		c := conn
 		mu.Unlock()
 		return h(c)(ctx, method, params)
-	}, r.pipes.fromAgentW, r.pipes.toAgentR)
+	}, l.pipes.fromAgentW, l.pipes.toAgentR)
 	conn.SetLogger(discard)
 	close(ready)
-	r.done = conn.Done()
+	l.done = conn.Done()
 	return conn
 }
 
-// close hangs up the client's sending half first, so what the kit settles
-// when the agent's input ends still reaches the client's record.
-func (r *rig) close() {
-	if r.closed {
-		return
+// hangUp hangs up the client's sending half first, so what the kit
+// settles when the agent's input ends still reaches the client, and waits
+// for the connection to end.
+func (l *link) hangUp() {
+	_ = l.pipes.toAgentW.Close()
+	if l.done != nil {
+		<-l.done
 	}
-	r.closed = true
-	_ = r.pipes.toAgentW.Close()
-	if r.done != nil {
-		<-r.done
-	}
-	_ = r.pipes.fromAgentW.Close()
-	<-r.client.Conn.DisconnectNotify()
+	_ = l.pipes.fromAgentW.Close()
 }
 
-func (r *rig) initialize(version int, capable bool) {
-	r.t.Helper()
-	if _, err := r.client.Initialize(r.ctx, version, capable); err != nil {
-		r.t.Fatalf("initialize: %v", err)
-	}
+// served is the link as kittest serves it: conn is the agent's
+// connection (nil while no typed agent is served).
+func (l *link) served(conn kittest.Conn) kittest.Served {
+	return kittest.Served{Client: clientEnd{l.pipes}, Conn: conn, Close: l.hangUp}
 }
 
-// finish closes the connection and checks the whole record: the turn rules
-// and the official schema.
-func (r *rig) finish(version int) []kittest.Event {
-	r.t.Helper()
-	r.close()
-	evs := r.client.Wire.Events()
-	if err := kittest.CheckTurns(evs, version); err != nil {
-		r.t.Errorf("turn rules broken:\n%v\nwire:\n%s", err, kittest.Dump(evs))
-	}
-	kittest.Validate(r.t, evs, version)
-	return evs
+// sdkConn is a typed agent's connection as kittest's agents see it.
+type sdkConn struct{ a *agent }
+
+func (c sdkConn) Message(ctx context.Context, sessionID, text string) error {
+	return c.a.Conn().AgentSideConnection().SessionUpdate(ctx, acp.SessionNotification{SessionId: acp.SessionId(sessionID), Update: acp.UpdateAgentMessageText(text)})
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
+func (c sdkConn) Emitter() (*emitter.Emitter, error) { return c.a.kit.Emitter(c.a.Conn()) }
+
+// rig is one SDK agent connection and the client on its other end; the
+// test serves an agent or a raw handler on it.
+type rig struct {
+	*kittest.Rig
+	*link
+}
+
+func newRig(t *testing.T, opts ...acpsdk.Option) *rig {
+	t.Helper()
+	l := newLink(opts...)
+	return &rig{Rig: kittest.NewRig(t, l.served(nil)), link: l}
+}
+
+// serve connects a typed agent.
+func (r *rig) serve(a *agent) {
+	r.link.serve(a)
+	r.Served.Conn = sdkConn{a}
+}
+
+// stack is acpsdk's half of kittest's shared tests: a typed acp.Agent
+// (agent) on its own kit, whose methods run kittest's handlers.
+type stack struct{}
+
+func (stack) Serve(cfg kittest.Config, ka *kittest.Agent) kittest.Served {
+	opts := kittest.Options(cfg, acpsdk.WithCancelGrace, acpsdk.WithFallback, acpsdk.WithEmitterOptions)
+	l := newLink(opts...)
+	l.wrapOut = cfg.WrapOutput
+	a := &agent{}
+	if ka.Prompt != nil {
+		a.prompt = func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+			text := ""
+			if len(p.Prompt) > 0 && p.Prompt[0].Text != nil {
+				text = p.Prompt[0].Text.Text
+			}
+			stop, err := ka.Prompt(ctx, sdkConn{a}, kittest.Prompt{SessionID: string(p.SessionId), Text: text})
+			return acp.PromptResponse{StopReason: acp.StopReason(stop)}, err
 		}
 	}
-	return true
+	if ka.Load != nil {
+		a.load = func(ctx context.Context, p acp.LoadSessionRequest) error {
+			return ka.Load(ctx, sdkConn{a}, string(p.SessionId))
+		}
+	}
+	if ka.Cancel != nil {
+		a.cancel = func(p acp.CancelNotification) { ka.Cancel(string(p.SessionId)) }
+	}
+	l.serve(a)
+	return l.served(sdkConn{a})
+}
+
+func (stack) SessionFrom(ctx context.Context, sessionID string) kittest.Session {
+	return acpsdk.SessionFrom(ctx, sessionID)
+}
+
+func (stack) Errors() kittest.Errors {
+	return kittest.Errors{Package: "acpsdk", NotInitialized: acpsdk.ErrNotInitialized, UnknownConn: acpsdk.ErrUnknownConn, Closed: acpsdk.ErrClosed}
 }
 
 // stdio is the stand-in stdin and stdout of the examples, and the client

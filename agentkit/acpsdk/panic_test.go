@@ -7,21 +7,16 @@ import (
 
 	"github.com/acpcompact/acpcompact/agentkit/acpsdk"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
-	"github.com/acpcompact/acpcompact/emitter"
-	"github.com/acpcompact/acpcompact/protocol"
 	acp "github.com/coder/acp-go-sdk"
 )
 
 const helperEnv = "ACPSDK_TEST_AGENT"
 
-// runHelperAgent is the agent process of the panic tests: its prompt opens
-// a compaction, streams a chunk, then panics. Mode "signal" is the signal
-// tests' agent instead (runSignalAgent).
-func runHelperAgent(mode string) {
-	if mode == "signal" {
-		runSignalAgent()
-		return
-	}
+// runCrashAgent is the agent process of the panic tests: its prompt runs
+// kittest.StartThenPanic, in a raw MethodHandler (mode "raw"), in an
+// acp.Agent's Prompt ("agent"), or on a goroutine of the agent's own that
+// opts in with acpsdk.Recover ("recover").
+func runCrashAgent(mode string) {
 	in, out := kittest.ChildStdio()
 	kit := acpsdk.New(quiet)
 	switch mode {
@@ -34,7 +29,7 @@ func runHelperAgent(mode string) {
 			case "initialize":
 				return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
 			case "session/prompt":
-				startThenPanic(ctx, acpsdk.SessionFrom(ctx, session))
+				kittest.StartThenPanic(ctx, acpsdk.SessionFrom(ctx, session))
 			}
 			return nil, nil
 		}, out, in)
@@ -50,13 +45,13 @@ func runHelperAgent(mode string) {
 				go func() {
 					defer close(done)
 					defer acpsdk.Recover(ctx)
-					startThenPanic(ctx, acpsdk.SessionFrom(ctx, string(p.SessionId)))
+					kittest.StartThenPanic(ctx, acpsdk.SessionFrom(ctx, string(p.SessionId)))
 				}()
 				<-done
 				return endTurn()
 			}
 			// The kit guards the agent's methods itself.
-			startThenPanic(ctx, acpsdk.SessionFrom(ctx, string(p.SessionId)))
+			kittest.StartThenPanic(ctx, acpsdk.SessionFrom(ctx, string(p.SessionId)))
 			return endTurn()
 		}
 		a.mu.Lock()
@@ -65,15 +60,6 @@ func runHelperAgent(mode string) {
 		a.mu.Unlock()
 		<-a.Conn().Done()
 	}
-}
-
-func startThenPanic(ctx context.Context, s *acpsdk.Session) {
-	c, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
-	if err != nil {
-		panic(err)
-	}
-	_ = c.Chunk(ctx, protocol.Text("partial"))
-	panic("boom in the runtime")
 }
 
 func TestPanickingPromptSettlesAsFailedThenThePanicGoesOn(t *testing.T) {

@@ -3,8 +3,9 @@ package acpsdk_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
-	"os/signal"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -14,40 +15,28 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 )
 
-// runSignalAgent is the agent process of the signal tests, written as the
-// package documentation says an agent should stop: its prompt opens cmp_1
-// and waits for its context; SIGINT or SIGTERM shuts the kit down, then
-// the process exits.
+// runSignalAgent is the agent process of the signal tests: a
+// kittest.SignalAgent on acpsdk.
 func runSignalAgent() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	in, out := kittest.ChildStdio()
 	kit := acpsdk.New(quiet)
 	a := &agent{kit: kit}
-	a.prompt = hangPrompt(a, nil)
-	a.mu.Lock()
-	a.conn = kit.NewAgentSideConnection(a, out, in)
-	a.conn.SetLogger(discard)
-	a.mu.Unlock()
-	select {
-	case <-ctx.Done():
-	case <-a.Conn().Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), acpsdk.CloseTimeout)
-	defer cancel()
-	_ = kit.Shutdown(sctx)
+	a.prompt = hangPrompt(nil)
+	kittest.SignalAgent(func(in io.ReadCloser, out io.WriteCloser) <-chan struct{} {
+		a.mu.Lock()
+		a.conn = kit.NewAgentSideConnection(a, out, in)
+		a.conn.SetLogger(discard)
+		a.mu.Unlock()
+		return a.Conn().Done()
+	}, kit.Shutdown, acpsdk.CloseTimeout)
 }
 
-// hangPrompt opens cmp_1 and waits for the prompt's context, sending its
-// cause on cause (when not nil).
-func hangPrompt(a *agent, cause chan<- error) func(context.Context, acp.PromptRequest) (acp.PromptResponse, error) {
+// hangPrompt runs kittest.OpenUntilEnd, and sends the cause it returns on
+// cause (when not nil).
+func hangPrompt(cause chan<- error) func(context.Context, acp.PromptRequest) (acp.PromptResponse, error) {
 	return func(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-		if _, err := acpsdk.SessionFrom(ctx, string(p.SessionId)).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable()); err != nil {
-			return acp.PromptResponse{}, err
-		}
-		<-ctx.Done()
+		err := kittest.OpenUntilEnd(ctx, acpsdk.SessionFrom(ctx, string(p.SessionId)))
 		if cause != nil {
-			cause <- context.Cause(ctx)
+			cause <- err
 		}
 		return cancelled()
 	}
@@ -73,32 +62,27 @@ func TestShutdownSettlesAndWritesBeforeReturning(t *testing.T) {
 	r := newRig(t)
 	a := &agent{}
 	cause := make(chan error, 1)
-	a.prompt = hangPrompt(a, cause)
+	a.prompt = hangPrompt(cause)
 	r.serve(a)
-	r.initialize(1, true)
-	if _, err := r.client.Conn.DispatchCall(r.ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.CompactionID == "cmp_1" }); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.kit.Shutdown(r.ctx); err != nil {
+	r.Initialize(1, true)
+	r.StartPrompt()
+	if err := r.kit.Shutdown(r.Ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	if _, err := r.client.Wire.Wait(r.ctx, func(e kittest.Event) bool { return e.CompactionID == "cmp_1" && e.Status == "failed" }); err != nil {
+	if _, err := r.Client.Wire.Wait(r.Ctx, func(e kittest.Event) bool { return e.CompactionID == "cmp_1" && e.Status == "failed" }); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-cause; !errors.Is(err, emitter.ErrConnectionClosed) {
 		t.Errorf("the prompt's context ended with %v, want ErrConnectionClosed", err)
 	}
-	if _, err := acpsdk.SessionFrom(a.lastCtx(), session).Start(r.ctx, emitter.WithID("cmp_2")); err == nil {
+	if _, err := acpsdk.SessionFrom(a.lastCtx(), session).Start(r.Ctx, emitter.WithID("cmp_2")); err == nil {
 		t.Error("a compaction opened after Shutdown")
 	}
-	if err := r.kit.CloseConn(r.ctx, a.Conn()); err != nil {
+	if err := r.kit.CloseConn(r.Ctx, a.Conn()); err != nil {
 		t.Errorf("CloseConn after Shutdown = %v", err)
 	}
-	evs := r.finish(1)
-	if got := kittest.Statuses(evs, "cmp_1"); !equal(got, []string{"in_progress", "failed"}) {
+	evs := r.Finish(1)
+	if got := kittest.Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
 		t.Errorf("statuses %v", got)
 	}
 }

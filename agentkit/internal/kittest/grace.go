@@ -16,18 +16,34 @@ import (
 // d after the cancel, with 0 at once, with d < 0 when the turn ends. The
 // runtime here hangs, so only the kit can settle.
 
-// Hang is a runtime that opens cmp_1 and then hangs, whatever its context
+// CancelGraceMeansTheSameEverywhere: with WithCancelGrace(d) a runtime
+// that hangs after session/cancel has its compaction settled cancelled d
+// after the cancel (0: at once), or, for d < 0, only at the turn's end.
+func CancelGraceMeansTheSameEverywhere(t *testing.T, st Stack) {
+	for _, grace := range []time.Duration{0, 300 * time.Millisecond, -1} {
+		t.Run(grace.String(), func(t *testing.T) {
+			t.Parallel()
+			h := &hang{release: make(chan struct{})}
+			a := &Agent{Prompt: func(ctx context.Context, _ Conn, p Prompt) (string, error) {
+				return h.prompt(ctx, st.SessionFrom(ctx, p.SessionID))
+			}}
+			r := Serve(t, st, Config{CancelGrace: Grace(grace)}, a)
+			r.Initialize(1, true)
+			h.play(r.Ctx, t, r.Client, SessionID, grace)
+			r.Finish(1)
+		})
+	}
+}
+
+// hang is a runtime that opens cmp_1 and then hangs, whatever its context
 // says, until the client side lets it go. Safe for concurrent use.
-type Hang struct {
+type hang struct {
 	once    sync.Once
 	release chan struct{}
 }
 
-// NewHang returns a Hang ready to play.
-func NewHang() *Hang { return &Hang{release: make(chan struct{})} }
-
-// Prompt is the agent's runtime; it answers "cancelled" once let go.
-func (h *Hang) Prompt(ctx context.Context, s Starter) (string, error) {
+// prompt is the agent's runtime; it answers "cancelled" once let go.
+func (h *hang) prompt(ctx context.Context, s Starter) (string, error) {
 	if _, err := s.Start(ctx, emitter.WithID("cmp_1")); err != nil {
 		return "", err
 	}
@@ -35,7 +51,7 @@ func (h *Hang) Prompt(ctx context.Context, s Starter) (string, error) {
 	return "cancelled", nil
 }
 
-func (h *Hang) letGo() { h.once.Do(func() { close(h.release) }) }
+func (h *hang) letGo() { h.once.Do(func() { close(h.release) }) }
 
 // nothingSettledFor is how long a negative grace is watched for a
 // settlement that must not come before the turn's end. (A kit that settled
@@ -43,13 +59,13 @@ func (h *Hang) letGo() { h.once.Do(func() { close(h.release) }) }
 // reported wrongly.)
 const nothingSettledFor = 200 * time.Millisecond
 
-// Play is the client for a kit configured with the cancel grace grace: it
+// play is the client for a kit configured with the cancel grace grace: it
 // prompts, cancels once cmp_1 is in progress, and checks when cmp_1 is
 // settled cancelled while the runtime hangs: for grace >= 0 no sooner than
 // grace after the cancel (0: at once), and only then lets the runtime go;
 // for grace < 0 not before the runtime is let go and the turn ends. It
 // returns once the prompt is answered.
-func (h *Hang) Play(ctx context.Context, t testing.TB, c *Client, sessionID string, grace time.Duration) {
+func (h *hang) play(ctx context.Context, t testing.TB, c *Client, sessionID string, grace time.Duration) {
 	t.Helper()
 	defer h.letGo()
 	call, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptParams(sessionID, nil))

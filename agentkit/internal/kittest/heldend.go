@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -17,34 +16,42 @@ import (
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
-// HeldEnd is the turn guard on a compaction's handle, shared by both
-// stacks' tests. The agent's writer holds the prompt's response (the
-// message that ends the turn) once the turn's settlement has run, and the
-// runtime, which kept the handle of the compaction the end settled, calls
-// its methods meanwhile. The docs promise that nothing opens or changes
-// between the settlement and the message that ends the turn: the handle's
-// calls must be held by the turn guard until the response is written, and
-// then refused (emitter.ErrSettled), sending nothing. Safe for concurrent
-// use.
-type HeldEnd struct {
+// HandleCallsAreHeldWhileTheTurnEndIsSettled: the turn guard holds the
+// calls on a compaction's handle, not only those by ID. The agent's output
+// holds the prompt's response (the message that ends the turn) once the
+// turn's settlement has run, and the runtime, which kept the handle of the
+// compaction the end settled, calls its methods meanwhile. The docs promise
+// that nothing opens or changes between the settlement and the message
+// that ends the turn: the handle's Chunk, Complete, Fail and Cancel must
+// wait until the response is written, and then be refused
+// (emitter.ErrSettled), sending nothing.
+func HandleCallsAreHeldWhileTheTurnEndIsSettled(t *testing.T, st Stack) {
+	h := &heldEnd{held: make(chan struct{}), release: make(chan struct{}),
+		handle: make(chan *emitter.Compaction, 1), ctx: make(chan context.Context, 1)}
+	a := &Agent{Prompt: func(ctx context.Context, _ Conn, p Prompt) (string, error) {
+		return h.prompt(ctx, st.SessionFrom(ctx, p.SessionID))
+	}}
+	r := Serve(t, st, Config{WrapOutput: h.writer}, a)
+	r.Initialize(1, true)
+	h.play(r.Ctx, t, r.Client, SessionID)
+	h.check(t, r.Finish(1))
+}
+
+// heldEnd plays both sides of HandleCallsAreHeldWhileTheTurnEndIsSettled.
+// Safe for concurrent use.
+type heldEnd struct {
 	held    chan struct{} // closed when the response's write has begun
-	release chan struct{} // closed by Play to let it go on
+	release chan struct{} // closed by play to let it go on
 	once    sync.Once
 	handle  chan *emitter.Compaction
 	ctx     chan context.Context
 }
 
-// NewHeldEnd returns a HeldEnd ready to play.
-func NewHeldEnd() *HeldEnd {
-	return &HeldEnd{held: make(chan struct{}), release: make(chan struct{}),
-		handle: make(chan *emitter.Compaction, 1), ctx: make(chan context.Context, 1)}
-}
-
 // responseMark is in the bytes of the prompt's response alone.
 var responseMark = []byte(`"stopReason"`)
 
-// hold blocks a write of the prompt's response until Play releases it.
-func (h *HeldEnd) hold(p []byte) {
+// hold blocks a write of the prompt's response until play releases it.
+func (h *heldEnd) hold(p []byte) {
 	if bytes.Contains(p, responseMark) {
 		h.once.Do(func() {
 			close(h.held)
@@ -53,15 +60,12 @@ func (h *HeldEnd) hold(p []byte) {
 	}
 }
 
-// Writer wraps the agent's output (acpsdk's peerInput).
-func (h *HeldEnd) Writer(w io.Writer) io.Writer { return heldWriter{w, h} }
-
-// Conn wraps the agent's end of a net.Conn (agentkit's stream).
-func (h *HeldEnd) Conn(c net.Conn) net.Conn { return heldConn{c, h} }
+// writer wraps the agent's output (Config.WrapOutput).
+func (h *heldEnd) writer(w io.Writer) io.Writer { return heldWriter{w, h} }
 
 type heldWriter struct {
 	w io.Writer
-	h *HeldEnd
+	h *heldEnd
 }
 
 func (w heldWriter) Write(p []byte) (int, error) {
@@ -69,19 +73,9 @@ func (w heldWriter) Write(p []byte) (int, error) {
 	return w.w.Write(p)
 }
 
-type heldConn struct {
-	net.Conn
-	h *HeldEnd
-}
-
-func (c heldConn) Write(p []byte) (int, error) {
-	c.h.hold(p)
-	return c.Conn.Write(p)
-}
-
-// Prompt is the agent's runtime: it opens cmp_1, keeps the handle (for
-// Play) and ends the turn with it open.
-func (h *HeldEnd) Prompt(ctx context.Context, s Starter) (string, error) {
+// prompt is the agent's runtime: it opens cmp_1, keeps the handle (for
+// play) and ends the turn with it open.
+func (h *heldEnd) prompt(ctx context.Context, s Starter) (string, error) {
 	c, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
 	if err != nil {
 		return "", err
@@ -91,15 +85,15 @@ func (h *HeldEnd) Prompt(ctx context.Context, s Starter) (string, error) {
 	return "end_turn", nil
 }
 
-// holdFor is how long Play waits for a handle's call that the guard must
+// holdFor is how long play waits for a handle's call that the guard must
 // hold: it cannot return before the release, so the wait adds no
 // flakiness; an unguarded call returns within microseconds.
 const holdFor = 300 * time.Millisecond
 
-// Play is the client and the runtime's goroutine: a prompt; once its
+// play is the client and the runtime's goroutine: a prompt; once its
 // response is held, the handle's Chunk, Complete, Fail and Cancel, none of
 // which may return before the response is written; then the release.
-func (h *HeldEnd) Play(ctx context.Context, t testing.TB, c *Client, sessionID string) {
+func (h *heldEnd) play(ctx context.Context, t testing.TB, c *Client, sessionID string) {
 	t.Helper()
 	call, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptParams(sessionID, nil))
 	if err != nil {
@@ -162,9 +156,9 @@ func (h *HeldEnd) Play(ctx context.Context, t testing.TB, c *Client, sessionID s
 	}
 }
 
-// Check checks the record: cmp_1 settled failed by the turn's end, before
+// check checks the record: cmp_1 settled failed by the turn's end, before
 // the response, and nothing of it after.
-func (h *HeldEnd) Check(t testing.TB, evs []Event) {
+func (h *heldEnd) check(t testing.TB, evs []Event) {
 	t.Helper()
 	if got, want := Statuses(evs, "cmp_1"), []string{"in_progress", "failed"}; !slices.Equal(got, want) {
 		t.Errorf("cmp_1: %v, want %v\n%s", got, want, Dump(evs))

@@ -1,14 +1,17 @@
-// Package kittest is the client side of agentkit's tests: a
-// sourcegraph/jsonrpc2 connection acting as an ACP client that records what
-// it sends and receives in wire order (Client), a raw client that writes
-// lines byte for byte (Peer), and checks of the record against the RFD's
-// turn rules (CheckTurns, its own reading of them, independent of the wire
-// engine it tests) and the official ACP schemas. Both agentkit and
-// agentkit/acpsdk test against it, so the two stacks meet the same client,
-// and play the same scripts, each with its runtime half for the stack's
-// agent: the cancel race (CancelRace, RaceRuntime), the second prompt
-// (SecondPrompt), the cancel grace (Hang), escaped ids (PlayEscapedIDs)
-// and a panicking runtime (CheckCrashSettles).
+// Package kittest is the client side of agentkit's tests, and the tests
+// the two kits share. Its client is a sourcegraph/jsonrpc2 connection
+// acting as an ACP client that records what it sends and receives in wire
+// order (Client), with a raw client that writes lines byte for byte
+// (Peer), and checks of the record against the RFD's turn rules
+// (CheckTurns, its own reading of them, independent of the wire engine it
+// tests) and the official ACP schemas (Validate).
+//
+// agentkit and agentkit/acpsdk have the same behaviour over the same
+// engine, so each test of that behaviour is written here once, against a
+// Stack: the kit's half, which serves an Agent on its kit and its stack
+// (jsonrpc2, acp-go-sdk) and knows the kit's package-level API. A kit's
+// test of the same name calls it with its Stack, so the two kits meet the
+// same scripts and the same checks. kittest imports neither kit.
 package kittest
 
 import (

@@ -5,36 +5,53 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
-// Outlive is the runtime whose event pump outlives its prompt's handler,
-// shared by both stacks' tests: a run stream drained after the prompt
-// returned, as real Go runtimes have. Nothing about compaction may reach
-// the client between turns: the pump's Start with the prompt's own context
-// is refused (emitter.ErrOutsideTurn), the handle of the compaction the
-// turn's end settled refuses its late chunk and completion
-// (emitter.ErrSettled), and a compaction started with emitter.Background
-// is held while it runs and settles, and reaches the client, terminal
-// first, when the session's next turn begins. Safe for concurrent use.
-type Outlive struct {
-	turnOver chan struct{} // closed by Play once the first prompt's response arrived
+// NothingAboutCompactionBetweenTurns: a runtime whose event pump outlives
+// its prompt's handler (a run stream drained after the prompt returned, as
+// real Go runtimes have) reports after the prompt's response. Nothing
+// about compaction may reach the client between turns: the pump's Start
+// with the prompt's own context is refused (emitter.ErrOutsideTurn), the
+// handle of the compaction the turn's end settled refuses its late chunk
+// and completion (emitter.ErrSettled), and a compaction started with
+// emitter.Background is held while it runs and settles, and reaches the
+// client, terminal first, when the session's next turn begins. For a
+// client with the compaction capability, and one that gets the fallback.
+func NothingAboutCompactionBetweenTurns(t *testing.T, st Stack) {
+	for _, capable := range []bool{true, false} {
+		t.Run(map[bool]string{true: "capable", false: "fallback"}[capable], func(t *testing.T) {
+			o := &outlive{turnOver: make(chan struct{}), pumped: make(chan error, 1), started: make(chan struct{}, 1)}
+			a := &Agent{Prompt: func(ctx context.Context, _ Conn, p Prompt) (string, error) {
+				return o.prompt(ctx, st.SessionFrom(ctx, p.SessionID))
+			}}
+			r := Serve(t, st, Config{}, a)
+			r.Initialize(1, capable)
+			o.play(r.Ctx, t, r.Client, SessionID)
+			evs := r.Finish(1)
+			if capable {
+				o.check(t, evs, 1)
+			}
+		})
+	}
+}
+
+// outlive plays both sides of NothingAboutCompactionBetweenTurns. Safe for
+// concurrent use.
+type outlive struct {
+	turnOver chan struct{} // closed by play once the first prompt's response arrived
 	pumped   chan error    // the pump's verdict
 	started  chan struct{}
 }
 
-// NewOutlive returns an Outlive ready to play.
-func NewOutlive() *Outlive {
-	return &Outlive{turnOver: make(chan struct{}), pumped: make(chan error, 1), started: make(chan struct{}, 1)}
-}
-
-// Prompt is the agent's runtime. The first prompt opens cmp_turn, leaves
+// prompt is the agent's runtime. The first prompt opens cmp_turn, leaves
 // it to the turn's end, and hands the session to its pump; later prompts
 // end at once.
-func (o *Outlive) Prompt(ctx context.Context, s Starter) (string, error) {
+func (o *outlive) prompt(ctx context.Context, s Starter) (string, error) {
 	select {
 	case o.started <- struct{}{}:
 	default:
@@ -49,7 +66,7 @@ func (o *Outlive) Prompt(ctx context.Context, s Starter) (string, error) {
 }
 
 // pump runs once the client holds the first prompt's response.
-func (o *Outlive) pump(ctx context.Context, s Starter, turn *emitter.Compaction) error {
+func (o *outlive) pump(ctx context.Context, s Starter, turn *emitter.Compaction) error {
 	<-o.turnOver
 	var errs []error
 	if c, err := s.Start(ctx, emitter.WithID("cmp_late")); c != nil || !errors.Is(err, emitter.ErrOutsideTurn) {
@@ -79,9 +96,9 @@ func (o *Outlive) pump(ctx context.Context, s Starter, turn *emitter.Compaction)
 	return errors.Join(errs...)
 }
 
-// Play is the client: the first prompt, then (once the pump is done, all
+// play is the client: the first prompt, then (once the pump is done, all
 // of it between turns) the second.
-func (o *Outlive) Play(ctx context.Context, t testing.TB, c *Client, sessionID string) {
+func (o *outlive) play(ctx context.Context, t testing.TB, c *Client, sessionID string) {
 	t.Helper()
 	if _, err := c.Prompt(ctx, sessionID, nil); err != nil {
 		t.Fatalf("first prompt: %v", err)
@@ -100,10 +117,10 @@ func (o *Outlive) Play(ctx context.Context, t testing.TB, c *Client, sessionID s
 	}
 }
 
-// Check checks the record: nothing about compaction outside a turn;
+// check checks the record: nothing about compaction outside a turn;
 // cmp_turn settled by its turn's end; cmp_late never seen; cmp_bg seen
 // once, completed with its streamed summary, in the second turn.
-func (o *Outlive) Check(t testing.TB, evs []Event, version int) {
+func (o *outlive) check(t testing.TB, evs []Event, version int) {
 	t.Helper()
 	if err := CheckTurns(evs, version); err != nil {
 		t.Errorf("%v\n%s", err, Dump(evs))
@@ -133,12 +150,53 @@ func (o *Outlive) Check(t testing.TB, evs []Event, version int) {
 	}
 }
 
-// OutsideTheTurn is a runtime's goroutine that outlived its prompt, with
+// SessionFromInAHandlerAndAGoroutineThatOutlivesIt: SessionFrom reads
+// the connection from the prompt handler's context, and from that context
+// in a goroutine that outlives the handler; there, with no turn running, a
+// start is refused with emitter.ErrOutsideTurn unless it is a background
+// one, which the client sees when the next turn begins.
+func SessionFromInAHandlerAndAGoroutineThatOutlivesIt(t *testing.T, st Stack) {
+	answered := make(chan struct{})
+	late := make(chan error, 1)
+	var prompts atomic.Int32
+	a := &Agent{Prompt: func(ctx context.Context, _ Conn, p Prompt) (string, error) {
+		if prompts.Add(1) > 1 {
+			return "end_turn", nil
+		}
+		c, err := st.SessionFrom(ctx, p.SessionID).Start(ctx, emitter.WithID("cmp_1"))
+		if err != nil {
+			return "", err
+		}
+		if err := c.Complete(ctx); err != nil {
+			return "", err
+		}
+		go func() {
+			<-answered
+			late <- outsideTheTurn(ctx, st.SessionFrom(ctx, p.SessionID))
+		}()
+		return "end_turn", nil
+	}}
+	r := Serve(t, st, Config{}, a)
+	r.Initialize(1, true)
+	if _, err := r.Client.Prompt(r.Ctx, SessionID, nil); err != nil {
+		t.Fatal(err)
+	}
+	close(answered)
+	if err := <-late; err != nil {
+		t.Error(err)
+	}
+	if _, err := r.Client.Prompt(r.Ctx, SessionID, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkOutsideTheTurn(t, r.Finish(1))
+}
+
+// outsideTheTurn is a runtime's goroutine that outlived its prompt, with
 // the Session it got from the prompt's context after the prompt was
 // answered: a start is refused with emitter.ErrOutsideTurn, and a
-// background one opens and completes (CheckOutsideTheTurn sees it in the
+// background one opens and completes (checkOutsideTheTurn sees it in the
 // next turn).
-func OutsideTheTurn(ctx context.Context, s Starter) error {
+func outsideTheTurn(ctx context.Context, s Starter) error {
 	if c, err := s.Start(ctx, emitter.WithID("cmp_late")); c != nil || !errors.Is(err, emitter.ErrOutsideTurn) {
 		return fmt.Errorf("after the turn, Start = %v, %v; want emitter.ErrOutsideTurn", c, err)
 	}
@@ -149,10 +207,10 @@ func OutsideTheTurn(ctx context.Context, s Starter) error {
 	return bg.Complete(ctx)
 }
 
-// CheckOutsideTheTurn checks the record of OutsideTheTurn's runs: cmp_1 in
+// checkOutsideTheTurn checks the record of outsideTheTurn's runs: cmp_1 in
 // the first turn, cmp_late never, cmp_bg completed (terminal-first) in the
 // second.
-func CheckOutsideTheTurn(t testing.TB, evs []Event) {
+func checkOutsideTheTurn(t testing.TB, evs []Event) {
 	t.Helper()
 	if got, want := Statuses(evs, "cmp_1"), []string{"in_progress", "completed"}; !slices.Equal(got, want) {
 		t.Errorf("cmp_1: %v, want %v\n%s", got, want, Dump(evs))

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -139,23 +141,42 @@ func decodeError(raw json.RawMessage) *jsonrpc2.Error {
 // Request ids that need escaping: both stacks answer them re-encoded
 // (`"init-\u003c1\u003e"`, `"a\u003cb"`), the same ids by JSON value.
 const (
-	EscapedInitID   = `"init-<1>"`
-	EscapedPromptID = `"a<b"`
+	escapedInitID   = `"init-<1>"`
+	escapedPromptID = `"a<b"`
 )
 
-// PlayEscapedIDs plays a v1 client with the compaction capability whose
-// initialize and session/prompt ids are EscapedInitID and EscapedPromptID,
+// RequestIDsMatchByValue: the client's ids need escaping, and the stack
+// answers them re-encoded. The re-encoded initialize answer still
+// negotiates, and the prompt's open compaction is settled before its
+// re-encoded response (see playEscapedIDs).
+func RequestIDsMatchByValue(t *testing.T, st Stack) {
+	a := &Agent{Prompt: func(ctx context.Context, _ Conn, p Prompt) (string, error) {
+		if _, err := st.SessionFrom(ctx, p.SessionID).Start(ctx, emitter.WithID("cmp_1")); err != nil {
+			return "", err
+		}
+		return "end_turn", nil // left open: the turn's end settles it
+	}}
+	served := st.Serve(Config{}, a)
+	hangUp := once(served.Close)
+	t.Cleanup(hangUp)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	playEscapedIDs(ctx, t, NewPeer(served.Client, served.Client), SessionID, hangUp)
+}
+
+// playEscapedIDs plays a v1 client with the compaction capability whose
+// initialize and session/prompt ids are escapedInitID and escapedPromptID,
 // for an agent whose prompt opens cmp_1 and answers without settling it.
 // It checks that the stack re-encoded both ids (else the test would prove
 // nothing), that the re-encoded initialize answer negotiated the
 // capability (the client gets standard compaction updates), and that cmp_1
 // was settled failed before the prompt's response (CheckTurns); it hangs
-// up (see Close) and returns the record.
-func PlayEscapedIDs(ctx context.Context, t testing.TB, p *Peer, sessionID string, hangUp func()) []Event {
+// up (see Peer.Close).
+func playEscapedIDs(ctx context.Context, t testing.TB, p *Peer, sessionID string, hangUp func()) {
 	t.Helper()
 	lines := []struct{ id, line string }{
-		{EscapedInitID, `{"jsonrpc":"2.0","id":` + EscapedInitID + `,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"session":{"compaction":{}}}}}`},
-		{EscapedPromptID, `{"jsonrpc":"2.0","id":` + EscapedPromptID + `,"method":"session/prompt","params":{"sessionId":"` + sessionID + `","prompt":[{"type":"text","text":"hello"}]}}`},
+		{escapedInitID, `{"jsonrpc":"2.0","id":` + escapedInitID + `,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false},"session":{"compaction":{}}}}}`},
+		{escapedPromptID, `{"jsonrpc":"2.0","id":` + escapedPromptID + `,"method":"session/prompt","params":{"sessionId":"` + sessionID + `","prompt":[{"type":"text","text":"hello"}]}}`},
 	}
 	for _, l := range lines {
 		if err := p.Send(l.line); err != nil {
@@ -181,5 +202,4 @@ func PlayEscapedIDs(ctx context.Context, t testing.TB, p *Peer, sessionID string
 		t.Errorf("turn rules broken:\n%v\nwire:\n%s", err, Dump(evs))
 	}
 	Validate(t, evs, 1)
-	return evs
 }

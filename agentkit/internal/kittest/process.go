@@ -7,12 +7,15 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Crash tests run the agent in a child process (the test binary itself),
@@ -84,11 +87,22 @@ func (c *Child) Wait() (string, error) {
 	return c.stderr.String(), err
 }
 
+// StartThenPanic is the runtime of CheckCrashSettles's child: it opens
+// cmp_1, streams one chunk, then panics.
+func StartThenPanic(ctx context.Context, s Starter) {
+	c, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
+	if err != nil {
+		panic(err)
+	}
+	_ = c.Chunk(ctx, protocol.Text("partial"))
+	panic("boom in the runtime")
+}
+
 // CheckCrashSettles starts a child (see StartChild) whose prompt handler
-// streams one chunk of compaction cmp_1 and then panics, prompts it, and
-// checks what both stacks promise: the panic goes on and ends the process,
-// and before that the compaction was settled failed with
-// emitter.ErrAgentCrashed, inside the turn, valid against the schema.
+// runs StartThenPanic, prompts it, and checks what both stacks promise:
+// the panic goes on and ends the process, and before that the compaction
+// was settled failed with emitter.ErrAgentCrashed, inside the turn, valid
+// against the schema.
 func CheckCrashSettles(t *testing.T, env, session string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -117,16 +131,45 @@ func CheckCrashSettles(t *testing.T, env, session string) {
 	Validate(t, evs, 1)
 }
 
+// OpenUntilEnd is the runtime of SignalAgent's prompt handler: it opens
+// cmp_1 and waits for the prompt's context to end; it returns the context's
+// cause, or Start's error.
+func OpenUntilEnd(ctx context.Context, s Starter) error {
+	if _, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable()); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return context.Cause(ctx)
+}
+
+// SignalAgent is the agent process of CheckSignalSettles, which stops as
+// the kits' documentation says an agent should. serve puts the kit's
+// agent, whose prompt handler runs OpenUntilEnd, on the ACP stream in, out
+// and returns a channel closed when that connection ends; on SIGINT or
+// SIGTERM, or at that end, SignalAgent calls shutdown (the kit's Shutdown)
+// bounded by closeTimeout (its CloseTimeout), and returns for the process
+// to exit.
+func SignalAgent(serve func(in io.ReadCloser, out io.WriteCloser) (done <-chan struct{}), shutdown func(context.Context) error, closeTimeout time.Duration) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	done := serve(ChildStdio())
+	select {
+	case <-ctx.Done():
+	case <-done:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_ = shutdown(sctx)
+}
+
 // SignalBound is how long a child may take to exit after a signal.
 const SignalBound = 10 * time.Second
 
-// CheckSignalSettles starts a child (see StartChild) whose prompt handler
-// opens compaction cmp_1 and then waits for its context to end, and which
-// shuts its kit down on SIGINT or SIGTERM (signal.NotifyContext, then
-// Kit.Shutdown, then exit). It prompts it, waits for cmp_1 to start,
-// sends sig, and checks what both stacks promise: the child exits, cleanly
-// and within SignalBound, and before that it wrote cmp_1's terminal update
-// (failed with emitter.ErrConnectionClosed), valid against the schema.
+// CheckSignalSettles starts a child (see StartChild) that runs
+// SignalAgent, prompts it, waits for cmp_1 to start, sends sig, and checks
+// what both stacks promise: the child exits, cleanly and within
+// SignalBound, and before that it wrote cmp_1's terminal update (failed
+// with emitter.ErrConnectionClosed), valid against the schema.
 func CheckSignalSettles(t *testing.T, env, session string, sig os.Signal) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

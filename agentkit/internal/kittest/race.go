@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/acpcompact/acpcompact/emitter"
 )
 
 // The cancel race, shared by both stacks' tests: the fastest client sends
@@ -18,24 +16,48 @@ import (
 // prompt (else it is lost) and never the second (else it is stale: a late
 // cancel applied to whichever prompt runs when it is handled).
 
-// The texts of the race's prompts; the agent's runtime (RaceRuntime) tells
+// The texts of the race's prompts; the agent's runtime (raceRuntime) tells
 // them apart by their text.
 const (
-	// CancelMe is a prompt with its session/cancel right behind it.
-	CancelMe = "cancel me"
-	// KeepMe is a prompt with no cancel.
-	KeepMe = "keep me"
+	// cancelMe is a prompt with its session/cancel right behind it.
+	cancelMe = "cancel me"
+	// keepMe is a prompt with no cancel.
+	keepMe = "keep me"
 )
 
-// CancelRace plays pairs of prompts on sessionID: CancelMe with its
-// session/cancel written right behind it, then, once it is answered, KeepMe
-// with no cancel. It returns how many CancelMe prompts did not end with
-// stop reason "cancelled" (lost cancels) and how many KeepMe prompts did
+// CancelReachesItsPromptAndNeverTheNext plays 1,000 pairs: a
+// session/prompt with its session/cancel right behind it, then, once it is
+// answered, a prompt with no cancel. Every cancel must reach its prompt
+// (none lost) and none the prompt after it (none stale).
+func CancelReachesItsPromptAndNeverTheNext(t *testing.T, st Stack) {
+	const pairs = 1000
+	var rt raceRuntime
+	a := &Agent{
+		Cancel: func(string) { rt.cancelled() },
+		Prompt: func(ctx context.Context, _ Conn, p Prompt) (string, error) {
+			return rt.prompt(ctx, p.Text, st.SessionFrom(ctx, p.SessionID))
+		},
+	}
+	r := Serve(t, st, Config{CancelGrace: Grace(-1)}, a)
+	r.Within(100 * time.Second)
+	r.Initialize(1, true)
+	lost, stale := r.Client.cancelRace(r.Ctx, t, SessionID, pairs)
+	evs := r.Finish(1)
+	if lost != 0 || stale != 0 {
+		t.Errorf("of %d pairs: %d cancels lost, %d applied to the next prompt", pairs, lost, stale)
+	}
+	checkRaceStatuses(t, evs, pairs)
+}
+
+// cancelRace plays pairs of prompts on sessionID: cancelMe with its
+// session/cancel written right behind it, then, once it is answered, keepMe
+// with no cancel. It returns how many cancelMe prompts did not end with
+// stop reason "cancelled" (lost cancels) and how many keepMe prompts did
 // not end with "end_turn" (stale cancels).
-func (c *Client) CancelRace(ctx context.Context, t testing.TB, sessionID string, pairs int) (lost, stale int) {
+func (c *Client) cancelRace(ctx context.Context, t testing.TB, sessionID string, pairs int) (lost, stale int) {
 	t.Helper()
 	for i := range pairs {
-		call, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptText(sessionID, CancelMe, nil))
+		call, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptText(sessionID, cancelMe, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +71,7 @@ func (c *Client) CancelRace(ctx context.Context, t testing.TB, sessionID string,
 		if StopReason(res) != "cancelled" {
 			lost++
 		}
-		if err := c.Conn.Call(ctx, "session/prompt", PromptText(sessionID, KeepMe, nil), &res); err != nil {
+		if err := c.Conn.Call(ctx, "session/prompt", PromptText(sessionID, keepMe, nil), &res); err != nil {
 			t.Fatalf("pair %d, the prompt after it: %v", i, err)
 		}
 		if StopReason(res) != "end_turn" {
@@ -59,10 +81,10 @@ func (c *Client) CancelRace(ctx context.Context, t testing.TB, sessionID string,
 	return lost, stale
 }
 
-// CheckRaceStatuses checks that the wire of a CancelRace holds, for each
+// checkRaceStatuses checks that the wire of a cancelRace holds, for each
 // pair, one compaction settled cancelled and one completed, and nothing
 // else.
-func CheckRaceStatuses(t testing.TB, evs []Event, pairs int) {
+func checkRaceStatuses(t testing.TB, evs []Event, pairs int) {
 	t.Helper()
 	counts := map[string]int{}
 	for _, e := range Compactions(evs) {
@@ -73,30 +95,25 @@ func CheckRaceStatuses(t testing.TB, evs []Event, pairs int) {
 	}
 }
 
-// Starter opens a compaction: both kits' Session.
-type Starter interface {
-	Start(ctx context.Context, opts ...emitter.StartOption) (*emitter.Compaction, error)
-}
-
-// RaceRuntime is the agent's side of CancelRace, the same for both stacks:
-// the stack's prompt handler calls Prompt, and its session/cancel handler
-// calls Cancelled. Safe for concurrent use.
-type RaceRuntime struct {
+// raceRuntime is the agent's side of cancelRace, the same for both stacks:
+// the stack's prompt handler calls prompt, and its session/cancel handler
+// calls cancelled. Safe for concurrent use.
+type raceRuntime struct {
 	mu      sync.Mutex
 	changed chan struct{}
 	cancels int // session/cancel notifications the agent handled
-	keeps   int // KeepMe prompts seen
+	keeps   int // keepMe prompts seen
 }
 
 // cancelWork is how long the agent's session/cancel handler works (it
-// stops its runtime, say) after Cancelled counted it. A stack that handles
+// stops its runtime, say) after cancelled counted it. A stack that handles
 // notifications one at a time handles the next session/cancel only after
 // it, so that a late one meets the next prompt running.
 const cancelWork = 2 * time.Millisecond
 
-// Cancelled counts a session/cancel the agent handled, then does the
+// cancelled counts a session/cancel the agent handled, then does the
 // handler's work (cancelWork).
-func (r *RaceRuntime) Cancelled() {
+func (r *raceRuntime) cancelled() {
 	r.mu.Lock()
 	r.cancels++
 	if r.changed != nil {
@@ -108,30 +125,30 @@ func (r *RaceRuntime) Cancelled() {
 }
 
 // errCancelNeverHandled: the agent never handled a session/cancel the
-// client sent before a KeepMe prompt.
+// client sent before a keepMe prompt.
 var errCancelNeverHandled = errors.New("kittest: the session/cancel before this prompt never reached the agent")
 
-// Prompt runs one race prompt and returns its stop reason. Both prompts
-// open a compaction. CancelMe then waits for its context to end and
+// prompt runs one race prompt and returns its stop reason. Both prompts
+// open a compaction. cancelMe then waits for its context to end and
 // reports the compaction cancelled ("cancelled"; a lost cancel ends the
-// wait after 10 s and completes it, "end_turn"). KeepMe first waits until
+// wait after 10 s and completes it, "end_turn"). keepMe first waits until
 // the agent has handled every session/cancel sent before it, so a stack
 // that would apply one of them late has done so by then; its context still
 // ended means a stale cancel ("cancelled"), else it completes ("end_turn").
-func (r *RaceRuntime) Prompt(ctx context.Context, text string, s Starter) (string, error) {
+func (r *raceRuntime) prompt(ctx context.Context, text string, s Starter) (string, error) {
 	c, err := s.Start(ctx)
 	if err != nil {
 		return "", err
 	}
 	switch text {
-	case CancelMe:
+	case cancelMe:
 		select {
 		case <-ctx.Done():
 			return "cancelled", c.Cancel(ctx)
 		case <-time.After(10 * time.Second):
 			return "end_turn", c.Complete(ctx)
 		}
-	case KeepMe:
+	case keepMe:
 		if err := r.waitCancels(); err != nil {
 			return "", err
 		}
@@ -143,9 +160,9 @@ func (r *RaceRuntime) Prompt(ctx context.Context, text string, s Starter) (strin
 	return "", fmt.Errorf("kittest: not a race prompt: %q", text)
 }
 
-// waitCancels waits, for the n-th KeepMe prompt, until n session/cancel
+// waitCancels waits, for the n-th keepMe prompt, until n session/cancel
 // notifications have been handled.
-func (r *RaceRuntime) waitCancels() error {
+func (r *raceRuntime) waitCancels() error {
 	r.mu.Lock()
 	r.keeps++
 	want := r.keeps

@@ -18,28 +18,40 @@ import (
 // rejects it with an error. Only the running prompt's response ends the
 // turn, so the rejection must settle nothing.
 
-// ErrPromptRunning is SecondPrompt's rejection of a prompt sent while one
+// errPromptRunning is secondPrompt's rejection of a prompt sent while one
 // runs.
-var ErrPromptRunning = errors.New("a prompt is already running in this session")
+var errPromptRunning = errors.New("a prompt is already running in this session")
 
-// SecondPrompt plays both sides. Safe for concurrent use.
-type SecondPrompt struct {
+// SecondPromptRejectedWhileOneRunsEndsNothing: a session/prompt sent while
+// the session's prompt runs, which the agent rejects with an error, ends
+// nothing: only the running prompt's response ends the turn, so its
+// compaction's later chunks and completion still reach the client.
+func SecondPromptRejectedWhileOneRunsEndsNothing(t *testing.T, st Stack) {
+	sp := &secondPrompt{rejected: make(chan struct{})}
+	a := &Agent{Prompt: func(ctx context.Context, _ Conn, p Prompt) (string, error) {
+		return sp.prompt(ctx, st.SessionFrom(ctx, p.SessionID))
+	}}
+	r := Serve(t, st, Config{}, a)
+	r.Initialize(1, true)
+	res := sp.play(r.Ctx, t, r.Client, SessionID)
+	sp.check(t, res, r.Finish(1))
+}
+
+// secondPrompt plays both sides. Safe for concurrent use.
+type secondPrompt struct {
 	running  atomic.Bool
 	once     sync.Once
 	rejected chan struct{}
 }
 
-// NewSecondPrompt returns a SecondPrompt ready to play.
-func NewSecondPrompt() *SecondPrompt { return &SecondPrompt{rejected: make(chan struct{})} }
-
-// Prompt is the agent's runtime: the first prompt opens cmp_1, streams a
+// prompt is the agent's runtime: the first prompt opens cmp_1, streams a
 // chunk, waits until the client has seen the second prompt rejected,
 // streams another chunk and completes; it honours its context, reporting
 // the compaction cancelled if it ends. A prompt sent while it runs fails
-// with ErrPromptRunning, which the stack turns into an error response.
-func (p *SecondPrompt) Prompt(ctx context.Context, s Starter) (string, error) {
+// with errPromptRunning, which the stack turns into an error response.
+func (p *secondPrompt) prompt(ctx context.Context, s Starter) (string, error) {
 	if !p.running.CompareAndSwap(false, true) {
-		return "", ErrPromptRunning
+		return "", errPromptRunning
 	}
 	defer p.running.Store(false)
 	c, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
@@ -60,10 +72,10 @@ func (p *SecondPrompt) Prompt(ctx context.Context, s Starter) (string, error) {
 	return "end_turn", c.Complete(ctx)
 }
 
-// Play is the client: it sends the first prompt, and once its first chunk
+// play is the client: it sends the first prompt, and once its first chunk
 // is on the wire the second, which must be rejected; then it lets the
 // runtime go on and returns the first prompt's result.
-func (p *SecondPrompt) Play(ctx context.Context, t testing.TB, c *Client, sessionID string) json.RawMessage {
+func (p *secondPrompt) play(ctx context.Context, t testing.TB, c *Client, sessionID string) json.RawMessage {
 	t.Helper()
 	first, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptParams(sessionID, nil))
 	if err != nil {
@@ -83,10 +95,10 @@ func (p *SecondPrompt) Play(ctx context.Context, t testing.TB, c *Client, sessio
 	return res
 }
 
-// Check checks the record: the running prompt ended end_turn, and cmp_1
+// check checks the record: the running prompt ended end_turn, and cmp_1
 // streamed both chunks and completed, none of it settled by the
 // rejection.
-func (p *SecondPrompt) Check(t testing.TB, res json.RawMessage, evs []Event) {
+func (p *secondPrompt) check(t testing.TB, res json.RawMessage, evs []Event) {
 	t.Helper()
 	if StopReason(res) != "end_turn" {
 		t.Errorf("the running prompt's stop reason %s, want end_turn", res)

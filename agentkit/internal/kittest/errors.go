@@ -1,0 +1,105 @@
+package kittest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// The shared tests of a kit's errors: its sentinels, where each is
+// returned, and the package they name.
+
+// otherKey is a context key of the tests' own.
+type otherKey struct{}
+
+// loadBeforeInitialize serves an agent that keeps its session/load
+// handler's context, sends session/load before initialize, and returns the
+// rig and that context: a kit handler's, on a connection not initialized
+// yet.
+func loadBeforeInitialize(t *testing.T, st Stack) (*Rig, context.Context) {
+	t.Helper()
+	ctxs := make(chan context.Context, 1)
+	r := Serve(t, st, Config{}, &Agent{Load: func(ctx context.Context, _ Conn, _ string) error {
+		ctxs <- ctx
+		return nil
+	}})
+	if err := r.Client.Conn.Call(r.Ctx, "session/load", map[string]any{"sessionId": SessionID, "cwd": "/", "mcpServers": []any{}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return r, <-ctxs
+}
+
+// SessionErrorsAreSentinels: before initialize a Session and Kit.Emitter
+// fail with the kit's ErrNotInitialized, with a context no kit handler
+// derived with ErrUnknownConn, and once the connection is closed, a
+// Session got before or after, with ErrClosed.
+func SessionErrorsAreSentinels(t *testing.T, st Stack) {
+	e := st.Errors()
+	r, handlerCtx := loadBeforeInitialize(t, st)
+	ctx := context.Background()
+	if _, err := st.SessionFrom(handlerCtx, SessionID).Start(ctx); !errors.Is(err, e.NotInitialized) {
+		t.Errorf("before initialize: %v", err)
+	}
+	if _, err := r.Served.Conn.Emitter(); !errors.Is(err, e.NotInitialized) {
+		t.Errorf("Emitter before initialize: %v", err)
+	}
+	for _, c := range []context.Context{context.Background(), context.WithValue(ctx, otherKey{}, 1)} {
+		if _, err := st.SessionFrom(c, SessionID).Start(ctx); !errors.Is(err, e.UnknownConn) {
+			t.Errorf("a context no kit handler derived: %v", err)
+		}
+		if _, err := st.SessionFrom(c, SessionID).Compaction("cmp_1"); !errors.Is(err, e.UnknownConn) {
+			t.Errorf("a context no kit handler derived, Compaction: %v", err)
+		}
+	}
+	r.Initialize(1, true)
+	held := st.SessionFrom(handlerCtx, SessionID)
+	r.Close()
+	if _, err := held.Start(ctx); !errors.Is(err, e.Closed) {
+		t.Errorf("after close, held session: %v", err)
+	}
+	if _, err := st.SessionFrom(handlerCtx, SessionID).Start(ctx); !errors.Is(err, e.Closed) {
+		t.Errorf("after close, new lookup: %v", err)
+	}
+}
+
+// kits are the package names a kit's errors may start with.
+var kits = []string{"agentkit", "acpsdk"}
+
+// namesOnly reports whether err's text starts with pkg and names no other
+// kit.
+func namesOnly(err error, pkg string) bool {
+	if !strings.HasPrefix(err.Error(), pkg+": ") {
+		return false
+	}
+	for _, k := range kits {
+		if k != pkg && strings.Contains(err.Error(), k) {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrorsNameTheirPackage: a kit's errors name its package, and only it,
+// and still wrap its sentinels.
+func ErrorsNameTheirPackage(t *testing.T, st Stack) {
+	e := st.Errors()
+	for _, err := range []error{e.NotInitialized, e.Closed, e.UnknownConn} {
+		if !namesOnly(err, e.Package) {
+			t.Errorf("%q does not name the package %s", err, e.Package)
+		}
+	}
+	r, handlerCtx := loadBeforeInitialize(t, st)
+	ctx := context.Background()
+	_, before := st.SessionFrom(handlerCtx, SessionID).Start(ctx)
+	_, unknown := st.SessionFrom(ctx, SessionID).Start(ctx)
+	r.Initialize(1, true)
+	held := st.SessionFrom(handlerCtx, SessionID)
+	r.Close()
+	_, after := held.Start(ctx)
+	for _, tc := range []struct{ err, want error }{{before, e.NotInitialized}, {unknown, e.UnknownConn}, {after, e.Closed}} {
+		if !errors.Is(tc.err, tc.want) || !namesOnly(tc.err, e.Package) {
+			t.Errorf("error %q: want one that wraps %q and names %s only", tc.err, tc.want, e.Package)
+		}
+	}
+}
