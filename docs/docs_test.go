@@ -14,6 +14,34 @@
 //     program.
 //   - TestSessionLogExample: the example lines of the session log format in
 //     docs/records.md carry their true checksums.
+//   - TestDocShellBlocks: every command of every ```sh block (comments,
+//     VAR=value prefixes and redirections dropped, pipes and && split) is
+//     one of a known kind, checked for what a reader relies on: a go
+//     run/install/build target is a main package of the module; a go test
+//     package exists and each -run/-bench alternative names a test or
+//     benchmark in it; go get names this module at a version its path
+//     allows; a make target and VAR=value are the Makefile's; npm install
+//     pins the version test/interop/package.json pins, into the prefix
+//     internal/acpschema reads; acpcompact's subcommand and every program's
+//     flags are ones its -h lists (the programs are built once for that);
+//     a VAR=value prefix names a variable the module's code reads. Any
+//     other command fails, naming its file and line, so that a new kind
+//     gets a check (checkCommand).
+//   - TestDocJSONBlocks: every ```json block parses, as JSON Lines when
+//     every line is an object; the command and args of each agent_servers
+//     entry of an editor configuration pass the same checks as a ```sh
+//     command line.
+//   - TestDocTextBlocks: every unlabelled block is in textBlocks, and
+//     every entry there is in the docs. Program output is compared with its
+//     program: the README's demo excerpt by cmd/acpcompact's
+//     TestReadmeDemoExcerpt (a real run), the agentkit example's output
+//     with both kits' Example // Output: comments (which go test runs), the
+//     benchmark table's rows and targets with benchtable's source and its
+//     verdicts with its figures. A diagram is exempt, with the reason, and
+//     only the repository paths it names are checked. A block of any other
+//     language fails.
+//   - TestParseShell and TestCheckCommand: the checks above fail stale
+//     commands of each kind.
 package docs_test
 
 import (
