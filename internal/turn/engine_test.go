@@ -3,12 +3,11 @@ package turn
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/skim"
@@ -31,7 +30,9 @@ func newWire(t *testing.T, grace time.Duration) *wire {
 func (w *wire) parse(line string) *Msg {
 	w.t.Helper()
 	m, ok := Parse([]byte(line))
-	require.True(w.t, ok, "parse %s", line)
+	if !ok {
+		w.t.Fatalf("Parse(%s): not a message", line)
+	}
 	return &m
 }
 
@@ -55,7 +56,9 @@ func (w *wire) init(version int, capable bool) {
 	}
 	w.client(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":` + itoa(version) + `,"clientCapabilities":` + caps + `}}`)
 	eff := w.agent(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":` + itoa(version) + `}}`)
-	require.NotNil(w.t, eff.Negotiated)
+	if eff.Negotiated == nil {
+		w.t.Fatalf("the initialize answer (v%d) negotiated nothing", version)
+	}
 }
 
 func itoa(v int) string { return string(rune('0' + v)) }
@@ -64,17 +67,27 @@ func TestInitializeAnswerMatchedByJSONValueOfItsID(t *testing.T) {
 	w := newWire(t, DefaultCancelGrace)
 	w.client(`{"jsonrpc":"2.0","id":"init-é","method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`)
 	eff := w.agent(`{"jsonrpc":"2.0","id":"init-\u00e9","result":{"protocolVersion":1}}`)
-	require.NotNil(t, eff.Negotiated, "the answer with the re-encoded id answers the initialize")
-	assert.True(t, eff.Negotiated.Compaction)
+	if eff.Negotiated == nil {
+		t.Fatal("the answer with the re-encoded id does not answer the initialize")
+	}
+	if !eff.Negotiated.Compaction {
+		t.Error("Negotiated.Compaction = false, want true: the client advertised the capability")
+	}
 }
 
 func TestRequestIDsOfDifferentJSONTypesNeverMatch(t *testing.T) {
 	w := newWire(t, DefaultCancelGrace)
 	w.init(1, true)
 	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
-	assert.Nil(t, w.agent(`{"jsonrpc":"2.0","id":"1","result":{"stopReason":"end_turn"}}`).End, `"1" does not answer 1`)
-	assert.True(t, w.e.InTurn("s"))
-	assert.NotNil(t, w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`).End)
+	if w.agent(`{"jsonrpc":"2.0","id":"1","result":{"stopReason":"end_turn"}}`).End != nil {
+		t.Error(`the answer with id "1" ended the turn of the prompt with id 1`)
+	}
+	if !w.e.InTurn("s") {
+		t.Error(`InTurn = false after the answer with id "1", want true`)
+	}
+	if w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`).End == nil {
+		t.Error("the answer with id 1 did not end the turn of the prompt with id 1")
+	}
 }
 
 func TestPromptIDWithEscapesEndsItsTurn(t *testing.T) {
@@ -82,10 +95,16 @@ func TestPromptIDWithEscapesEndsItsTurn(t *testing.T) {
 	w.init(1, true)
 	w.client(`{"jsonrpc":"2.0","id":"a<b&c","method":"session/prompt","params":{"sessionId":"s"}}`)
 	end := w.e.Agent(w.parse(`{"jsonrpc":"2.0","id":"a\u003cb\u0026c","result":{"stopReason":"end_turn"}}`)).End
-	require.NotNil(t, end)
-	assert.Equal(t, "s", end.Session)
+	if end == nil {
+		t.Fatal("the answer with the escaped id did not end the turn")
+	}
+	if end.Session != "s" {
+		t.Errorf("End.Session = %q, want %q", end.Session, "s")
+	}
 	w.e.Ended(end)
-	assert.False(t, w.e.InTurn("s"))
+	if w.e.InTurn("s") {
+		t.Error("InTurn = true after the turn ended")
+	}
 }
 
 func TestSecondPromptRejectedWhileOneRunsEndsNothing(t *testing.T) {
@@ -94,11 +113,19 @@ func TestSecondPromptRejectedWhileOneRunsEndsNothing(t *testing.T) {
 	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
 	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s"}}`)
 	eff := w.agent(`{"jsonrpc":"2.0","id":2,"error":{"code":-32600,"message":"a prompt is already running"}}`)
-	assert.Nil(t, eff.End, "the rejected prompt's error ends nothing")
-	assert.True(t, w.e.InTurn("s"), "the first prompt's turn still runs")
+	if eff.End != nil {
+		t.Error("the rejected prompt's error ended a turn")
+	}
+	if !w.e.InTurn("s") {
+		t.Error("InTurn = false after the rejected prompt's error: the first prompt's turn still runs")
+	}
 	eff = w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)
-	require.NotNil(t, eff.End, "only the running prompt's response ends the turn")
-	assert.False(t, w.e.InTurn("s"))
+	if eff.End == nil {
+		t.Fatal("the running prompt's response did not end the turn")
+	}
+	if w.e.InTurn("s") {
+		t.Error("InTurn = true after the running prompt's response")
+	}
 }
 
 func TestQueuedPromptBeginsItsOwnTurnWhenTheRunningOneEnds(t *testing.T) {
@@ -108,15 +135,29 @@ func TestQueuedPromptBeginsItsOwnTurnWhenTheRunningOneEnds(t *testing.T) {
 	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s"}}`)
 	w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
 	end := w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`).End
-	require.NotNil(t, end)
-	assert.ErrorIs(t, end.Reason, emitter.ErrCancelled)
-	require.True(t, w.e.InTurn("s"), "the queued prompt's turn begins")
-	assert.True(t, w.e.Cancelled("s"), "it was pending when the client cancelled")
+	if end == nil {
+		t.Fatal("the running prompt's response did not end its turn")
+	}
+	if !errors.Is(end.Reason, emitter.ErrCancelled) {
+		t.Errorf("first End.Reason = %v, want %v", end.Reason, emitter.ErrCancelled)
+	}
+	if !w.e.InTurn("s") {
+		t.Fatal("the queued prompt's turn did not begin")
+	}
+	if !w.e.Cancelled("s") {
+		t.Error("the queued prompt's turn is not cancelled, yet it was pending when the client cancelled")
+	}
 	end = w.agent(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"cancelled"}}`).End
-	require.NotNil(t, end)
-	assert.ErrorIs(t, end.Reason, emitter.ErrCancelled)
+	if end == nil {
+		t.Fatal("the queued prompt's response did not end its turn")
+	}
+	if !errors.Is(end.Reason, emitter.ErrCancelled) {
+		t.Errorf("second End.Reason = %v, want %v", end.Reason, emitter.ErrCancelled)
+	}
 	w.client(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s"}}`)
-	assert.False(t, w.e.Cancelled("s"), "a prompt sent after the cancel starts uncancelled")
+	if w.e.Cancelled("s") {
+		t.Error("a prompt sent after the cancel starts cancelled")
+	}
 }
 
 func TestV2PromptBehindCancelledTurnKeepsTheCancel(t *testing.T) {
@@ -128,19 +169,31 @@ func TestV2PromptBehindCancelledTurnKeepsTheCancel(t *testing.T) {
 	w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
 	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s"}}`)
 	w.agent(`{"jsonrpc":"2.0","id":2,"result":{}}`)
-	assert.True(t, w.e.Cancelled("s"), "the queued prompt does not forget the cancel")
+	if !w.e.Cancelled("s") {
+		t.Error("the prompt sent during the cancelled v2 turn made it forget the cancel")
+	}
 	end := w.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"idle"}}}`).End
-	require.NotNil(t, end)
-	assert.ErrorIs(t, end.Reason, emitter.ErrCancelled)
+	if end == nil {
+		t.Fatal("the idle state_update did not end the turn")
+	}
+	if !errors.Is(end.Reason, emitter.ErrCancelled) {
+		t.Errorf("End.Reason = %v, want %v", end.Reason, emitter.ErrCancelled)
+	}
 }
 
 func TestV2TurnEndsOnlyAtIdle(t *testing.T) {
 	w := newWire(t, DefaultCancelGrace)
 	w.init(2, false)
 	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
-	assert.Nil(t, w.agent(`{"jsonrpc":"2.0","id":1,"result":{}}`).End)
-	assert.True(t, w.e.InTurn("s"))
-	assert.NotNil(t, w.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"idle"}}}`).End)
+	if w.agent(`{"jsonrpc":"2.0","id":1,"result":{}}`).End != nil {
+		t.Error("the v2 prompt's response ended the turn")
+	}
+	if !w.e.InTurn("s") {
+		t.Error("InTurn = false after the v2 prompt's response, want true until idle")
+	}
+	if w.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"idle"}}}`).End == nil {
+		t.Error("the idle state_update did not end the turn")
+	}
 }
 
 func TestCancelGraceMeansTheSameEverywhere(t *testing.T) {
@@ -151,7 +204,9 @@ func TestCancelGraceMeansTheSameEverywhere(t *testing.T) {
 		w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
 		select {
 		case g := <-w.grace:
-			assert.True(t, w.e.GraceDue(g))
+			if !w.e.GraceDue(g) {
+				t.Error("GraceDue = false for a zero grace of a running cancelled turn")
+			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("a zero grace never ran out")
 		}
@@ -162,11 +217,17 @@ func TestCancelGraceMeansTheSameEverywhere(t *testing.T) {
 		w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
 		w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
 		g := <-w.grace
-		assert.True(t, w.e.GraceDue(g))
-		assert.False(t, w.e.GraceDue(g), "one grace, one settlement")
+		if !w.e.GraceDue(g) {
+			t.Error("GraceDue = false for the grace of a running cancelled turn")
+		}
+		if w.e.GraceDue(g) {
+			t.Error("GraceDue = true a second time for one grace: one grace, one settlement")
+		}
 		w.e.Started("s")
 		g = <-w.grace
-		assert.True(t, w.e.GraceDue(g), "a compaction started after the grace ran out gets its own")
+		if !w.e.GraceDue(g) {
+			t.Error("GraceDue = false for the grace of a compaction started after the first ran out")
+		}
 	})
 	t.Run("negative waits for the turn's end", func(t *testing.T) {
 		w := newWire(t, -1)
@@ -179,8 +240,12 @@ func TestCancelGraceMeansTheSameEverywhere(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		end := w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`).End
-		require.NotNil(t, end)
-		assert.ErrorIs(t, end.Reason, emitter.ErrCancelled)
+		if end == nil {
+			t.Fatal("the cancelled prompt's response did not end its turn")
+		}
+		if !errors.Is(end.Reason, emitter.ErrCancelled) {
+			t.Errorf("End.Reason = %v, want %v", end.Reason, emitter.ErrCancelled)
+		}
 	})
 	t.Run("a grace that ran out after the turn ended is stale", func(t *testing.T) {
 		w := newWire(t, time.Millisecond)
@@ -190,7 +255,9 @@ func TestCancelGraceMeansTheSameEverywhere(t *testing.T) {
 		g := <-w.grace
 		w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`)
 		w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s"}}`)
-		assert.False(t, w.e.GraceDue(g), "it names the old turn")
+		if w.e.GraceDue(g) {
+			t.Error("GraceDue = true for the grace of a turn that has ended")
+		}
 	})
 }
 
@@ -202,7 +269,9 @@ func TestCancelForSessionWithoutTurnKeepsNothing(t *testing.T) {
 	}
 	w.e.mu.Lock()
 	defer w.e.mu.Unlock()
-	assert.Empty(t, w.e.sessions)
+	if n := len(w.e.sessions); n != 0 {
+		t.Errorf("the engine keeps %d sessions after cancels of sessions without a turn, want 0", n)
+	}
 }
 
 func TestSessionStateEndsWithTheTurn(t *testing.T) {
@@ -215,8 +284,12 @@ func TestSessionStateEndsWithTheTurn(t *testing.T) {
 	}
 	w.e.mu.Lock()
 	defer w.e.mu.Unlock()
-	assert.Empty(t, w.e.sessions)
-	assert.Empty(t, w.e.requests)
+	if n := len(w.e.sessions); n != 0 {
+		t.Errorf("the engine keeps %d sessions after their turns ended, want 0", n)
+	}
+	if n := len(w.e.requests); n != 0 {
+		t.Errorf("the engine keeps %d requests after their answers, want 0", n)
+	}
 }
 
 // Once a turn's end is marked the session has no turn running: a call
@@ -226,19 +299,30 @@ func TestTurnEndMarksTheSessionOutsideATurnBeforeItIsWritten(t *testing.T) {
 	w := newWire(t, DefaultCancelGrace)
 	ctx := context.Background()
 	_, err := w.e.Admit(ctx, "s")
-	assert.ErrorIs(t, err, ErrNotInitialized)
+	if !errors.Is(err, ErrNotInitialized) {
+		t.Errorf("Admit before initialize: err = %v, want %v", err, ErrNotInitialized)
+	}
 	w.init(1, true)
 	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
 	rel, err := w.e.Admit(ctx, "s")
-	require.NoError(t, err)
-	assert.True(t, w.e.InTurn("s"))
+	if err != nil {
+		t.Fatalf("Admit during the turn: %v", err)
+	}
+	if !w.e.InTurn("s") {
+		t.Error("InTurn = false during the turn")
+	}
 	rel()
 	end := w.e.Agent(w.parse(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)).End
-	require.NotNil(t, end)
-	assert.False(t, w.e.InTurn("s"), "the turn is over once its end is marked")
+	if end == nil {
+		t.Fatal("the prompt's response did not end the turn")
+	}
+	if w.e.InTurn("s") {
+		t.Error("InTurn = true once the turn's end is marked, want false")
+	}
 	_, err = w.e.Admit(Settling(ctx), "s")
-	assert.ErrorIs(t, err, emitter.ErrOutsideTurn, "the settlement's own call is refused at once")
-	assert.ErrorIs(t, err, emitter.ErrTurnEnded)
+	if !errors.Is(err, emitter.ErrOutsideTurn) || !errors.Is(err, emitter.ErrTurnEnded) {
+		t.Errorf("Admit with the settlement's context: err = %v, want one wrapping %v and %v at once", err, emitter.ErrOutsideTurn, emitter.ErrTurnEnded)
+	}
 	admitted := make(chan error, 1)
 	go func() {
 		rel, err := w.e.Admit(ctx, "s")
@@ -248,10 +332,16 @@ func TestTurnEndMarksTheSessionOutsideATurnBeforeItIsWritten(t *testing.T) {
 		admitted <- err
 	}()
 	w.e.Ended(end)
-	require.NoError(t, <-admitted, "another call waits for the end to be written, then is admitted")
-	assert.False(t, w.e.InTurn("s"))
+	if err := <-admitted; err != nil {
+		t.Fatalf("Admit waiting for the end to be written: %v, want admitted once it is", err)
+	}
+	if w.e.InTurn("s") {
+		t.Error("InTurn = true after the end was written and no prompt was queued")
+	}
 	rel, err = w.e.Admit(ctx, "s")
-	require.NoError(t, err, "between turns a call is admitted; the emitter judges it")
+	if err != nil {
+		t.Fatalf("Admit between turns: %v, want admitted (the emitter judges it)", err)
+	}
 	rel()
 }
 
@@ -260,7 +350,9 @@ func TestAdmitForQueuedPromptWaitsForTheEndToBeWritten(t *testing.T) {
 	w.init(1, true)
 	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
 	end := w.e.Agent(w.parse(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)).End
-	require.NotNil(t, end)
+	if end == nil {
+		t.Fatal("the prompt's response did not end the turn")
+	}
 	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s"}}`)
 	admitted := make(chan error, 1)
 	go func() {
@@ -276,8 +368,12 @@ func TestAdmitForQueuedPromptWaitsForTheEndToBeWritten(t *testing.T) {
 	case <-time.After(30 * time.Millisecond):
 	}
 	w.e.Ended(end)
-	require.NoError(t, <-admitted)
-	assert.True(t, w.e.InTurn("s"))
+	if err := <-admitted; err != nil {
+		t.Fatalf("Admit after the end was written: %v", err)
+	}
+	if !w.e.InTurn("s") {
+		t.Error("InTurn = false after the end was written, want the queued prompt's turn")
+	}
 }
 
 func TestTurnEndWaitsForAnAdmittedStart(t *testing.T) {
@@ -285,7 +381,9 @@ func TestTurnEndWaitsForAnAdmittedStart(t *testing.T) {
 	w.init(1, true)
 	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
 	rel, err := w.e.Admit(context.Background(), "s")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Admit during the turn: %v", err)
+	}
 	got := make(chan *End, 1)
 	go func() { got <- w.e.Agent(w.parse(`{"jsonrpc":"2.0","id":1,"result":{}}`)).End }()
 	select {
@@ -294,7 +392,9 @@ func TestTurnEndWaitsForAnAdmittedStart(t *testing.T) {
 	case <-time.After(30 * time.Millisecond):
 	}
 	rel()
-	assert.NotNil(t, <-got)
+	if <-got == nil {
+		t.Error("the prompt's response did not end the turn once the admitted start was released")
+	}
 }
 
 func TestSignalRightAfterCancelledTurnIsAStraggler(t *testing.T) {
@@ -303,9 +403,13 @@ func TestSignalRightAfterCancelledTurnIsAStraggler(t *testing.T) {
 	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
 	w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)
 	w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`)
-	assert.True(t, w.e.AfterCancel("s"))
+	if !w.e.AfterCancel("s") {
+		t.Error("AfterCancel = false right after the cancelled turn was answered")
+	}
 	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s"}}`)
-	assert.False(t, w.e.AfterCancel("s"), "the next turn began")
+	if w.e.AfterCancel("s") {
+		t.Error("AfterCancel = true once the next turn began")
+	}
 }
 
 func TestBindEndsHandlerContexts(t *testing.T) {
@@ -315,13 +419,21 @@ func TestBindEndsHandlerContexts(t *testing.T) {
 	var mu sync.Mutex
 	var causes []error
 	tr := w.e.Bind(skimKey(`1`), func(err error) { mu.Lock(); causes = append(causes, err); mu.Unlock() })
-	assert.Equal(t, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", tr.Traceparent)
-	assert.Equal(t, 1, w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`), "the pending prompt's raw id")
+	if want := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"; tr.Traceparent != want {
+		t.Errorf("Bind's Traceparent = %q, want %q", tr.Traceparent, want)
+	}
+	if n := w.client(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`); n != 1 {
+		t.Errorf("the cancel returned %d raw ids, want 1 (the pending prompt's)", n)
+	}
 	w.e.Bind(skimKey(`1`), func(err error) { mu.Lock(); causes = append(causes, err); mu.Unlock() })
 	mu.Lock()
 	defer mu.Unlock()
-	require.Len(t, causes, 2)
-	assert.True(t, errors.Is(causes[0], emitter.ErrCancelled) && errors.Is(causes[1], emitter.ErrCancelled))
+	if len(causes) != 2 {
+		t.Fatalf("bound contexts ended %d times (%v), want 2", len(causes), causes)
+	}
+	if !errors.Is(causes[0], emitter.ErrCancelled) || !errors.Is(causes[1], emitter.ErrCancelled) {
+		t.Errorf("bound contexts ended with %v, want %v for both", causes, emitter.ErrCancelled)
+	}
 }
 
 func TestCloseReturnsLiveTurnsAndEndsHandlersLast(t *testing.T) {
@@ -333,12 +445,20 @@ func TestCloseReturnsLiveTurnsAndEndsHandlersLast(t *testing.T) {
 	var cause error
 	w.e.Bind(skimKey(`1`), func(err error) { cause = err })
 	live, endHandlers := w.e.Close(emitter.ErrConnectionClosed)
-	assert.Equal(t, map[string]bool{"a": false, "b": true}, live)
-	assert.Nil(t, cause, "handlers end only when the host says so")
+	if want := map[string]bool{"a": false, "b": true}; !maps.Equal(live, want) {
+		t.Errorf("Close's live turns = %v, want %v", live, want)
+	}
+	if cause != nil {
+		t.Errorf("a handler ended (%v) before the host called endHandlers", cause)
+	}
 	endHandlers()
-	assert.ErrorIs(t, cause, emitter.ErrConnectionClosed)
+	if !errors.Is(cause, emitter.ErrConnectionClosed) {
+		t.Errorf("the handler ended with %v, want %v", cause, emitter.ErrConnectionClosed)
+	}
 	_, err := w.e.Admit(context.Background(), "a")
-	assert.ErrorIs(t, err, ErrClosed)
+	if !errors.Is(err, ErrClosed) {
+		t.Errorf("Admit after Close: err = %v, want %v", err, ErrClosed)
+	}
 }
 
 func TestSessionCloseEndsTheSession(t *testing.T) {
@@ -346,14 +466,22 @@ func TestSessionCloseEndsTheSession(t *testing.T) {
 	w.init(1, true)
 	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s"}}`)
 	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":"s"}}`)
-	assert.True(t, w.e.Cancelled("s"), "closing cancels the session's work")
+	if !w.e.Cancelled("s") {
+		t.Error("session/close did not cancel the session's turn")
+	}
 	end := w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"cancelled"}}`).End
-	require.NotNil(t, end)
+	if end == nil {
+		t.Fatal("the prompt's response did not end its turn")
+	}
 	eff := w.agent(`{"jsonrpc":"2.0","id":2,"result":{}}`)
-	assert.Equal(t, "s", eff.Closed)
+	if eff.Closed != "s" {
+		t.Errorf("Effect.Closed = %q, want %q", eff.Closed, "s")
+	}
 	w.e.mu.Lock()
 	defer w.e.mu.Unlock()
-	assert.Empty(t, w.e.sessions)
+	if n := len(w.e.sessions); n != 0 {
+		t.Errorf("the engine keeps %d sessions after the session closed, want 0", n)
+	}
 }
 
 func skimKey(raw string) string { return skim.IDKey([]byte(raw)) }
@@ -363,17 +491,25 @@ func TestReplayIsFollowedUntilItsAnswer(t *testing.T) {
 	w.init(1, true)
 	w.client(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":"s"}}`)
 	on, first := w.e.Replaying("s")
-	assert.True(t, on)
+	if !on {
+		t.Error("Replaying = false while session/load is in flight")
+	}
 	w.agent(`{"jsonrpc":"2.0","id":1,"result":{}}`)
-	on, _ = w.e.Replaying("s")
-	assert.False(t, on)
+	if on, _ = w.e.Replaying("s"); on {
+		t.Error("Replaying = true after session/load was answered")
+	}
 	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":"s"}}`)
 	on, second := w.e.Replaying("s")
-	assert.True(t, on)
-	assert.NotEqual(t, first, second, "each replay has its own epoch")
+	if !on {
+		t.Error("Replaying = false while the second session/load is in flight")
+	}
+	if first == second {
+		t.Errorf("both replays have epoch %d, want one each", first)
+	}
 	w.client(`{"jsonrpc":"2.0","id":3,"method":"session/resume","params":{"sessionId":"t"}}`)
-	on, _ = w.e.Replaying("t")
-	assert.False(t, on, "a resume without a replay cursor replays nothing")
+	if on, _ = w.e.Replaying("t"); on {
+		t.Error("Replaying = true for a resume without a replay cursor")
+	}
 }
 
 func TestV2HandlerContextEndsWithTheTurnNotWithTheAnswer(t *testing.T) {
@@ -383,9 +519,13 @@ func TestV2HandlerContextEndsWithTheTurnNotWithTheAnswer(t *testing.T) {
 	var cause error
 	w.e.Bind(skimKey(`1`), func(err error) { cause = err })
 	w.agent(`{"jsonrpc":"2.0","id":1,"result":{"messageId":"m"}}`)
-	assert.Nil(t, cause, "the v2 answer comes as the turn begins")
+	if cause != nil {
+		t.Errorf("the v2 prompt's answer ended its handler's context (%v), want it running until idle", cause)
+	}
 	w.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"idle"}}}`)
-	assert.ErrorIs(t, cause, emitter.ErrTurnEnded)
+	if !errors.Is(cause, emitter.ErrTurnEnded) {
+		t.Errorf("after idle the handler's context ended with %v, want %v", cause, emitter.ErrTurnEnded)
+	}
 }
 
 // OnBegin tells the host each turn's beginning, once, with no lock held:
@@ -396,7 +536,9 @@ func TestOnBeginReportsEachTurnsBeginningOnce(t *testing.T) {
 	var begun []string
 	var e *Engine
 	e = New(Config{OnBegin: func(sid string) {
-		assert.False(t, e.InTurn("nonexistent"), "the engine's lock is not held: it answers")
+		if e.InTurn("nonexistent") { // answers at all: the engine's lock is not held
+			t.Error("InTurn of an unknown session = true")
+		}
 		mu.Lock()
 		begun = append(begun, sid)
 		mu.Unlock()
@@ -407,12 +549,20 @@ func TestOnBeginReportsEachTurnsBeginningOnce(t *testing.T) {
 	got := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), begun...) }
 
 	w.client(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1"}}`)
-	assert.Equal(t, []string{"s1"}, got())
-	assert.True(t, e.InTurn("s1"))
+	if want := []string{"s1"}; !slices.Equal(got(), want) {
+		t.Errorf("OnBegin after the first prompt: %v, want %v", got(), want)
+	}
+	if !e.InTurn("s1") {
+		t.Error("InTurn = false after the first prompt")
+	}
 	w.client(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1"}}`)
-	assert.Equal(t, []string{"s1"}, got(), "queued behind the running turn: no new turn yet")
+	if want := []string{"s1"}; !slices.Equal(got(), want) {
+		t.Errorf("OnBegin after a prompt queued behind the running turn: %v, want %v (no new turn yet)", got(), want)
+	}
 	w.agent(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
-	assert.Equal(t, []string{"s1", "s1"}, got(), "the queued prompt's turn begins once the first has ended")
+	if want := []string{"s1", "s1"}; !slices.Equal(got(), want) {
+		t.Errorf("OnBegin once the first turn ended: %v, want %v (the queued prompt's turn)", got(), want)
+	}
 
 	v2 := New(Config{OnBegin: func(sid string) { mu.Lock(); begun = append(begun, "v2:"+sid); mu.Unlock() }})
 	w2 := &wire{t: t, e: v2}
@@ -420,7 +570,9 @@ func TestOnBeginReportsEachTurnsBeginningOnce(t *testing.T) {
 	w2.init(2, false)
 	w2.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s9","update":{"sessionUpdate":"state_update","state":"running"}}}`)
 	w2.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s9","update":{"sessionUpdate":"state_update","state":"running"}}}`)
-	assert.Equal(t, []string{"s1", "s1", "v2:s9"}, got())
+	if want := []string{"s1", "s1", "v2:s9"}; !slices.Equal(got(), want) {
+		t.Errorf("OnBegin after two v2 running states: %v, want %v", got(), want)
+	}
 }
 
 // A turn knows the slash command of the prompt that runs it; a prompt
@@ -433,13 +585,23 @@ func TestTurnKnowsItsPromptsCommand(t *testing.T) {
 		m.Command = command
 		w.e.Client(m)
 	}
-	assert.Equal(t, "", w.e.Command("s"), "no turn")
+	if c := w.e.Command("s"); c != "" {
+		t.Errorf("Command with no turn = %q, want none", c)
+	}
 	prompt(1, "compact")
 	prompt(2, "")
-	assert.Equal(t, "compact", w.e.Command("s"))
+	if c := w.e.Command("s"); c != "compact" {
+		t.Errorf("Command of the first prompt's turn = %q, want %q", c, "compact")
+	}
 	w.agent(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)
-	assert.True(t, w.e.InTurn("s"), "the queued prompt's turn")
-	assert.Equal(t, "", w.e.Command("s"), "the queued prompt runs no command")
+	if !w.e.InTurn("s") {
+		t.Error("InTurn = false, want the queued prompt's turn")
+	}
+	if c := w.e.Command("s"); c != "" {
+		t.Errorf("Command of the queued prompt's turn = %q, want none", c)
+	}
 	w.agent(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
-	assert.Equal(t, "", w.e.Command("s"))
+	if c := w.e.Command("s"); c != "" {
+		t.Errorf("Command after the last turn = %q, want none", c)
+	}
 }

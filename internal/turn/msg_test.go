@@ -2,41 +2,69 @@ package turn
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 func TestParseReadsWhatTheEngineFollows(t *testing.T) {
 	m, ok := Parse([]byte(`{"jsonrpc":"2.0","id":"p\u00e9","method":"session/prompt","params":{"sessionId":"s","_meta":{"traceparent":"tp"}}}`))
-	require.True(t, ok)
-	assert.Equal(t, "session/prompt", m.Method)
-	assert.Equal(t, skimKey(`"pé"`), m.ID)
-	assert.Equal(t, "s", m.SessionID)
-	assert.Equal(t, "tp", m.Trace.Traceparent)
+	if !ok {
+		t.Fatal("Parse of a prompt: not a message")
+	}
+	if m.Method != "session/prompt" {
+		t.Errorf("prompt: Method = %q, want %q", m.Method, "session/prompt")
+	}
+	if want := skimKey(`"pé"`); m.ID != want {
+		t.Errorf("prompt: ID = %q, want %q (the id's JSON value)", m.ID, want)
+	}
+	if m.SessionID != "s" {
+		t.Errorf("prompt: SessionID = %q, want %q", m.SessionID, "s")
+	}
+	if m.Trace.Traceparent != "tp" {
+		t.Errorf("prompt: Traceparent = %q, want %q", m.Trace.Traceparent, "tp")
+	}
 
 	m, ok = Parse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"state_update","state":"idle"}}}`))
-	require.True(t, ok)
-	assert.Equal(t, "idle", m.State)
+	if !ok {
+		t.Fatal("Parse of a state_update: not a message")
+	}
+	if m.State != "idle" {
+		t.Errorf("state_update: State = %q, want %q", m.State, "idle")
+	}
 
 	m, ok = Parse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"state_update"}}}}`))
-	require.True(t, ok)
-	assert.Empty(t, m.State, "a chunk that mentions state_update is no state_update")
+	if !ok {
+		t.Fatal("Parse of a chunk: not a message")
+	}
+	if m.State != "" {
+		t.Errorf("a chunk that mentions state_update: State = %q, want none", m.State)
+	}
 
 	m, ok = Parse([]byte(`{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"x"}}`))
-	require.True(t, ok)
-	assert.True(t, m.IsResponse())
-	assert.True(t, m.Failed)
+	if !ok {
+		t.Fatal("Parse of an error response: not a message")
+	}
+	if !m.IsResponse() {
+		t.Error("an error response: IsResponse = false")
+	}
+	if !m.Failed {
+		t.Error("an error response: Failed = false")
+	}
 
 	m, ok = Parse([]byte(`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"a\u003c"}}`))
-	require.True(t, ok)
-	assert.Equal(t, skimKey(`"a<"`), m.RequestID)
+	if !ok {
+		t.Fatal("Parse of a $/cancel_request: not a message")
+	}
+	if want := skimKey(`"a<"`); m.RequestID != want {
+		t.Errorf("$/cancel_request: RequestID = %q, want %q (the id's JSON value)", m.RequestID, want)
+	}
 
-	_, ok = Parse([]byte(`{"jsonrpc":"2.0","id":1,`))
-	assert.False(t, ok)
-	_, ok = Parse([]byte(`[{"jsonrpc":"2.0"}]`))
-	assert.False(t, ok, "a batch is read with Batch")
+	if _, ok = Parse([]byte(`{"jsonrpc":"2.0","id":1,`)); ok {
+		t.Error("Parse of truncated JSON: ok = true, want false")
+	}
+	if _, ok = Parse([]byte(`[{"jsonrpc":"2.0"}]`)); ok {
+		t.Error("Parse of a batch: ok = true, want false (a batch is read with Batch)")
+	}
 }
 
 func TestParseMatchesNamesAsTheGoStacksDo(t *testing.T) {
@@ -44,18 +72,32 @@ func TestParseMatchesNamesAsTheGoStacksDo(t *testing.T) {
 	// names case-insensitively: the engine must see the prompt the stack
 	// dispatches.
 	m, ok := Parse([]byte(`{"jsonrpc":"2.0","ID":7,"Method":"session/prompt","Params":{"SessionId":"s"}}`))
-	require.True(t, ok)
-	assert.Equal(t, "session/prompt", m.Method)
-	assert.Equal(t, skimKey(`7`), m.ID)
-	assert.Equal(t, "s", m.SessionID)
+	if !ok {
+		t.Fatal("Parse: not a message")
+	}
+	if m.Method != "session/prompt" {
+		t.Errorf("Method = %q, want %q", m.Method, "session/prompt")
+	}
+	if want := skimKey(`7`); m.ID != want {
+		t.Errorf("ID = %q, want %q", m.ID, want)
+	}
+	if m.SessionID != "s" {
+		t.Errorf("SessionID = %q, want %q", m.SessionID, "s")
+	}
 }
 
 func TestBatchVisitsEachMessage(t *testing.T) {
 	var got []string
 	ok := Batch([]byte(` [{"a":1}, {"b":2}]`), func(e []byte) { got = append(got, string(e)) })
-	require.True(t, ok)
-	assert.Equal(t, []string{`{"a":1}`, `{"b":2}`}, got)
-	assert.False(t, Batch([]byte(`[{"a":1},`), func([]byte) {}))
+	if !ok {
+		t.Fatal("Batch of a valid array: ok = false")
+	}
+	if want := []string{`{"a":1}`, `{"b":2}`}; !slices.Equal(got, want) {
+		t.Errorf("Batch visited %q, want %q", got, want)
+	}
+	if Batch([]byte(`[{"a":1},`), func([]byte) {}) {
+		t.Error("Batch of a truncated array: ok = true, want false")
+	}
 }
 
 func FuzzParse(f *testing.F) {
