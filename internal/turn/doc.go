@@ -17,7 +17,9 @@
 //     running, and only that prompt's response ends it (a second prompt
 //     sent meanwhile is queued behind it, and its error response ends
 //     nothing); in v2 it runs from the prompt or the `running` state_update
-//     to the `idle` state_update;
+//     to the `idle` state_update; in either, nothing begins while a turn's
+//     end is being written: a prompt (or a v2 running state) then begins
+//     its turn once the end is written;
 //   - session/cancel (and $/cancel_request for a prompt) in wire order: it
 //     marks the running turn, and the prompts queued behind it, cancelled;
 //   - the cancel grace (Config.CancelGrace): how long after the cancel the

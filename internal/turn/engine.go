@@ -117,6 +117,10 @@ type request struct {
 	// binds are the contexts of this prompt's handler, ended with the
 	// prompt (see Bind).
 	binds []func(error)
+	// answered: a v2 prompt answered while it waited for the end of the
+	// turn before it to be written (v2 answers a prompt as its turn
+	// begins). It stays in requests until its turn begins.
+	answered bool
 }
 
 // session is the state of a session with something live.
@@ -125,7 +129,12 @@ type session struct {
 	// running is the prompt whose turn is under way (its id; "" for a v2
 	// turn begun by a state_update). In v1 only its answer ends the turn.
 	running string
-	queue   []string // v1: prompts sent while running was under way, in order
+	// queue: v1 prompts sent while running was under way, and prompts of
+	// either version sent while a turn's end was being written, in order.
+	queue []string
+	// runAfterEnd: a v2 running state came while a turn's end was being
+	// written; a turn begins when it is written.
+	runAfterEnd bool
 	active  bool     // a turn is under way
 	turn    uint64   // the number of the current (or last) turn
 	// cancelled: the client cancelled the current turn.
@@ -238,6 +247,21 @@ func (e *Engine) sessionLocked(id string) *session {
 	return s
 }
 
+// dropQueueLocked forgets the prompts queued in s (its session closed):
+// one answered already is no longer in flight, so it is forgotten too, and
+// its handler ends with the session's work.
+func (e *Engine) dropQueueLocked(s *session) {
+	for _, id := range s.queue {
+		if r := e.requests[id]; r != nil && r.answered {
+			for _, b := range r.binds {
+				b(emitter.ErrTurnEnded)
+			}
+			delete(e.requests, id)
+		}
+	}
+	s.queue = nil
+}
+
 // dropIdleLocked forgets a session with nothing live.
 func (e *Engine) dropIdleLocked(s *session) {
 	if !s.active && s.ending == 0 && !s.afterCancel && s.replays == 0 && s.admits == 0 && len(s.queue) == 0 && s.grace == nil {
@@ -253,17 +277,15 @@ func (e *Engine) promptLocked(m *Msg) {
 	}
 	s := e.sessionLocked(m.SessionID)
 	switch {
-	case e.v2Locked():
+	case e.v2Locked() && s.active:
 		// A v2 prompt sent while a turn runs belongs to that turn: it
 		// neither restarts it nor forgets its cancel.
-		if !s.active {
-			e.beginLocked(s, m.ID)
-		}
 	case !s.active && s.ending == 0:
 		e.beginLocked(s, m.ID)
 	default:
-		// Behind the running turn, or behind one whose end is not yet
-		// written: its turn begins when that one has ended.
+		// Behind the running v1 turn, or behind one whose end is not yet
+		// written (either version): its turn begins when that one has
+		// ended, so nothing of it reaches the client before that end.
 		s.queue = append(s.queue, m.ID)
 	}
 }
@@ -290,7 +312,7 @@ func (e *Engine) beginLocked(s *session, prompt string) {
 	}
 	e.lastTurn++
 	s.turn = e.lastTurn
-	s.active, s.cancelled, s.afterCancel = true, false, false
+	s.active, s.cancelled, s.afterCancel, s.runAfterEnd = true, false, false, false
 	s.running = prompt
 	s.trace, s.command = emitter.TraceContext{}, ""
 	if r := e.requests[prompt]; r != nil {
@@ -420,11 +442,17 @@ func (e *Engine) response(m *Msg) Effect {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.requests[m.ID]
-	if r == nil {
+	if r == nil || r.answered {
 		return Effect{}
 	}
-	delete(e.requests, m.ID)
 	eff := Effect{Request: r.method, Session: r.session}
+	if s := e.sessions[r.session]; s != nil && e.v2Locked() && r.method == MethodPrompt && !m.Failed && !s.active && indexOf(s.queue, m.ID) >= 0 {
+		// A v2 prompt waiting for the end before it is answered as its
+		// turn begins: it keeps its place, and its handler runs on.
+		r.answered = true
+		return eff
+	}
+	delete(e.requests, m.ID)
 	if s := e.sessions[r.session]; s != nil && e.v2Locked() && s.active && r.method == MethodPrompt {
 		// A v2 prompt is answered as its turn begins: its handler runs on
 		// until the turn's idle state.
@@ -472,8 +500,8 @@ func (e *Engine) response(m *Msg) Effect {
 					eff.End = e.endLocked(s, false)
 				}
 				e.stopGraceLocked(s)
-				s.afterCancel = false
-				s.queue = nil
+				s.afterCancel, s.runAfterEnd = false, false
+				e.dropQueueLocked(s)
 				e.dropIdleLocked(s)
 			}
 		}
@@ -494,8 +522,14 @@ func (e *Engine) stateUpdate(m *Msg) Effect {
 			return Effect{End: e.endLocked(s, true)}
 		}
 	case "running", "requires_action":
-		if s := e.sessions[m.SessionID]; s == nil || !s.active {
+		s := e.sessions[m.SessionID]
+		switch {
+		case s == nil || !s.active && s.ending == 0:
 			e.beginLocked(e.sessionLocked(m.SessionID), "")
+		case !s.active:
+			// The end before it is still being written: the turn begins
+			// once it is.
+			s.runAfterEnd = true
 		}
 	}
 	return Effect{}
@@ -563,6 +597,26 @@ func (e *Engine) Ended(end *End) {
 			e.beginLocked(s, next)
 		}
 	}
+	if e.v2Locked() {
+		if !s.active && s.runAfterEnd && !e.closed {
+			e.beginLocked(s, "")
+		}
+		// The rest of the queue belongs to the turn that began, as a v2
+		// prompt sent during a turn does; one answered already hands its
+		// handler to the turn.
+		for _, id := range s.queue {
+			if r := e.requests[id]; r != nil && r.answered {
+				s.binds = append(s.binds, r.binds...)
+				delete(e.requests, id)
+			}
+		}
+		if r := e.requests[s.running]; r != nil && r.answered {
+			s.binds = append(s.binds, r.binds...)
+			delete(e.requests, s.running)
+		}
+		s.queue = nil
+	}
+	s.runAfterEnd = false
 	e.dropIdleLocked(s)
 }
 

@@ -57,6 +57,12 @@ package turn
 //      begins a turn when none runs; "idle" ends the running one; other
 //      states, a state_update without a sessionId, and any state_update in
 //      v1 or before initialize do nothing.
+//   V3 nothing begins while a turn's end is being written, as in v1: a
+//      prompt sent then waits, and its turn begins at Ended; answered
+//      meanwhile (v2 answers a prompt as its turn begins) it keeps its
+//      place and its handler runs on into its turn; answered with an error
+//      it ends nothing; its session closed, it is forgotten. A running
+//      state then begins the turn at Ended.
 //
 // Cancels (Client's result, Cancelled, AfterCancel)
 //   X1 session/cancel, in wire order, marks the running turn and the
@@ -1209,6 +1215,88 @@ func TestRulesV2Turns(t *testing.T) {
 			client(prompt1, "begin s"),
 			client(prompt2),
 			client(cancelS, "cancels 1 2").then("s=cancelled"),
+		}},
+		// V3. Found by these tables: a prompt in this window began its
+		// turn at once (OnBegin before the idle line, a start admitted
+		// before it, the prompt's handler ended while its turn ran).
+		{name: "a prompt sent while the idle state is written waits for it", setup: initV2, steps: []step{
+			client(prompt1, "begin s"),
+			agent(`{"jsonrpc":"2.0","id":1,"result":{}}`, "answers session/prompt s"),
+			agentHeld(v2Idle, "end s: turn ended"),
+			client(prompt2).then("s=idle"),
+			admit("s", false, "waited until its context ended"),
+			bind(`2`),
+			agent(`{"jsonrpc":"2.0","id":2,"result":{}}`, "answers session/prompt s"),
+			written("s", "begin s").then("s=turn"),
+			agentHeld(v2Idle, "end s: turn ended"),
+			written("s", "handler 2: turn ended").then("s=idle"),
+			keeps(0, 0),
+		}},
+		{name: "a prompt that waits for the idle state is answered after it", setup: initV2, steps: []step{
+			client(prompt1, "begin s"),
+			agentHeld(v2Idle, "end s: turn ended"),
+			client(prompt2).then("s=idle"),
+			bind(`2`),
+			written("s", "begin s").then("s=turn"),
+			agent(`{"jsonrpc":"2.0","id":1,"result":{}}`, "answers session/prompt s"),
+			agent(`{"jsonrpc":"2.0","id":2,"result":{}}`, "answers session/prompt s").then("s=turn"),
+			agentHeld(v2Idle, "end s: turn ended"),
+			written("s", "handler 2: turn ended").then("s=idle"),
+			keeps(0, 0),
+		}},
+		{name: "prompts that wait for the idle state all belong to the turn that follows", setup: initV2, steps: []step{
+			agent(v2Running, "begin s"),
+			agentHeld(v2Idle, "end s: turn ended"),
+			client(prompt1),
+			client(prompt2).then("s=idle"),
+			bind(`1`),
+			bind(`2`),
+			agent(`{"jsonrpc":"2.0","id":2,"result":{}}`, "answers session/prompt s"),
+			written("s", "begin s").then("s=turn"),
+			agent(`{"jsonrpc":"2.0","id":1,"result":{}}`, "answers session/prompt s"),
+			// Both answered: no prompt of the session is in flight to
+			// cancel by id, and both handlers run on in the turn.
+			client(cancelS, "handler 2: cancelled", "handler 1: cancelled").then("s=cancelled"),
+		}},
+		{name: "a prompt that waits for the idle state, answered with an error, ends nothing", setup: initV2, steps: []step{
+			client(prompt1, "begin s"),
+			agentHeld(v2Idle, "end s: turn ended"),
+			client(prompt2),
+			bind(`2`),
+			agent(rejected2, "handler 2: turn ended", "answers session/prompt s"),
+			written("s").then("s=idle"),
+			agent(`{"jsonrpc":"2.0","id":1,"result":{}}`, "answers session/prompt s"),
+			keeps(0, 0),
+		}},
+		{name: "a prompt that waits for the idle state, cancelled, begins its turn cancelled", setup: initV2, steps: []step{
+			client(prompt1, "begin s"),
+			agent(`{"jsonrpc":"2.0","id":1,"result":{}}`, "answers session/prompt s"),
+			agentHeld(v2Idle, "end s: turn ended"),
+			client(prompt2),
+			agent(`{"jsonrpc":"2.0","id":2,"result":{}}`, "answers session/prompt s"),
+			client(cancelS, "cancels 2"),
+			written("s", "begin s").then("s=cancelled"),
+		}},
+		{name: "a prompt that waits for the idle state is forgotten with its session", setup: initV2, steps: []step{
+			client(prompt1, "begin s"),
+			agent(`{"jsonrpc":"2.0","id":1,"result":{}}`, "answers session/prompt s"),
+			agentHeld(v2Idle, "end s: turn ended"),
+			client(prompt2),
+			bind(`2`),
+			agent(`{"jsonrpc":"2.0","id":2,"result":{}}`, "answers session/prompt s"),
+			client(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":"s"}}`, "handler 2: cancelled", "cancels 2"),
+			agent(`{"jsonrpc":"2.0","id":3,"result":{}}`, "answers session/close s", "closed s"),
+			written("s").then("s=idle"),
+			keeps(0, 0),
+		}},
+		{name: "a running state while the idle state is written begins the turn once it is", setup: initV2, steps: []step{
+			agent(v2Running, "begin s"),
+			agentHeld(v2Idle, "end s: turn ended"),
+			agent(v2Running).then("s=idle"),
+			admit("s", false, "waited until its context ended"),
+			written("s", "begin s").then("s=turn"),
+			agent(v2Idle, "end s: turn ended").then("s=idle"),
+			keeps(0, 0),
 		}},
 		{name: "state_updates in v1 do nothing", setup: initV1, steps: []step{
 			agent(v2Running).then("s=idle"),
