@@ -206,3 +206,59 @@ func BenchmarkIDKey(b *testing.B) {
 		})
 	}
 }
+
+var prefixSink Prefix
+
+// BenchmarkPickPrefix: the proxy's agent path set read from the head of a
+// line, as the proxy reads a line too long to read whole: the 200-byte
+// agent_message_chunk whole, a 64 KiB compaction_update whole, and the
+// first 64 KiB of a 1 MiB one (cut inside its summary).
+func BenchmarkPickPrefix(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		pick func([]byte, *Paths) (Prefix, error)
+	}{{"bounded", PickPrefix}, {"unbounded", PickPrefixUnbounded}} {
+		b.Run(mode.name, func(b *testing.B) {
+			for _, l := range prefixLines() {
+				b.Run(l.name, func(b *testing.B) {
+					b.SetBytes(int64(len(l.msg)))
+					b.ReportAllocs()
+					c0 := cpuNow()
+					for b.Loop() {
+						pre, err := mode.pick(l.msg, agentSet)
+						if err != nil {
+							b.Fatal(err)
+						}
+						prefixSink = pre
+					}
+					reportCPU(b, c0)
+				})
+			}
+		})
+	}
+}
+
+// prefixLines are the heads of BenchmarkPickPrefix, built once.
+var prefixLines = sync.OnceValue(func() []benchLine {
+	return []benchLine{{"200B", smallUpdate()}, {"64KiB", bigUpdate(64 << 10)}, {"64KiB-of-1MiB", bigUpdate(1 << 20)[:64<<10]}}
+})
+
+// BenchmarkPickLiterals: a line of about 200 literals (true, false, null) among
+// small objects. value inlines lit with its word a constant, so that
+// comparing it is a load: a call there made this line 20-30% slower.
+func BenchmarkPickLiterals(b *testing.B) {
+	msg := []byte(`{"jsonrpc":"2.0","id":3,"method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call","rawInput":[` +
+		strings.Repeat(`true,false,null,{"a":true,"b":null},`, 40) + `null]}}}`)
+	var p Picker
+	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
+	c0 := cpuNow()
+	for b.Loop() {
+		v, err := p.Pick(msg, agentSet)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchSink = v
+	}
+	reportCPU(b, c0)
+}

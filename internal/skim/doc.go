@@ -69,4 +69,8 @@
 // reader is kept in the tests (text_test.go) as the benchmarks' baseline
 // and the fuzz tests' second implementation; README.md has the numbers and
 // the commands that reproduce them.
+//
+// [PickPrefix] is the same reader in a partial mode: the grammar is written
+// once, and where the input runs out inside a value, which for Pick is
+// invalid input, the partial mode reports the value cut instead.
 package skim

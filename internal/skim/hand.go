@@ -4,7 +4,10 @@ package skim
 // validating reader with encoding/json's grammar and nesting limit, which
 // hands out sub-slices of the members asked for. Without the limit
 // (unbounded), it reads the values nested deeper than MaxDepth with
-// skipDeep, which does not recurse.
+// skipDeep, which does not recurse. In the partial mode (PickPrefix) the
+// input is the prefix of a message: the grammar is the same, and only the
+// branches where the input runs out answer differently (errCut, not a
+// syntax error), so that Pick's path pays nothing for the mode.
 
 import "encoding/binary"
 
@@ -26,9 +29,34 @@ type skimmer struct {
 	i         int
 	depth     int
 	unbounded bool // no nesting limit: skipDeep reads past MaxDepth
+	// partial: b is the prefix of a message, cut anywhere, and its end
+	// inside a value is errCut rather than invalid input.
+	partial bool
+	// started is Prefix.Started in the partial mode; pickObject marks in
+	// it the members whose value the prefix cut (pickPrefix adds those
+	// whose value is complete).
+	started []bool
 }
 
 func (s *skimmer) fail(msg string) error { return &syntaxError{off: int64(s.i), msg: msg} }
+
+// end is the error for the input ending where more was expected (msg
+// says what): in the partial mode, the prefix was cut there.
+func (s *skimmer) end(msg string) error {
+	if s.partial {
+		return errCut
+	}
+	return s.fail(msg)
+}
+
+// bad is the error for the byte at s.i, which is not what msg says was
+// expected, or for the end of the input there (see end).
+func (s *skimmer) bad(msg string) error {
+	if s.i >= len(s.b) {
+		return s.end(msg)
+	}
+	return s.fail(msg)
+}
 
 func (s *skimmer) ws() {
 	for s.i < len(s.b) {
@@ -45,7 +73,7 @@ func (s *skimmer) ws() {
 func (s *skimmer) value() error {
 	s.ws()
 	if s.i >= len(s.b) {
-		return s.fail("unexpected end")
+		return s.end("unexpected end")
 	}
 	switch c := s.b[s.i]; {
 	case c == '{':
@@ -66,12 +94,19 @@ func (s *skimmer) value() error {
 	return s.fail("unexpected character")
 }
 
+// lit checks and skips the literal w. The partial mode's check is written
+// out here, not called, so that lit stays small enough for value to inline
+// it with w a constant: the comparison is then a load, not a call.
 func (s *skimmer) lit(w string) error {
-	if len(s.b)-s.i < len(w) || string(s.b[s.i:s.i+len(w)]) != w {
-		return s.fail("bad literal")
+	rest := s.b[s.i:]
+	if len(rest) >= len(w) && string(rest[:len(w)]) == w {
+		s.i += len(w)
+		return nil
 	}
-	s.i += len(w)
-	return nil
+	if s.partial && len(rest) < len(w) && string(rest) == w[:len(rest)] {
+		return errCut // the prefix ends inside w
+	}
+	return s.fail("bad literal")
 }
 
 func (s *skimmer) digits() int {
@@ -90,12 +125,12 @@ func (s *skimmer) number() error {
 	if s.i < len(s.b) && s.b[s.i] == '0' {
 		s.i++
 	} else if s.digits() == 0 {
-		return s.fail("bad number")
+		return s.bad("bad number")
 	}
 	if s.i < len(s.b) && s.b[s.i] == '.' {
 		s.i++
 		if s.digits() == 0 {
-			return s.fail("bad fraction")
+			return s.bad("bad fraction")
 		}
 	}
 	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
@@ -104,8 +139,13 @@ func (s *skimmer) number() error {
 			s.i++
 		}
 		if s.digits() == 0 {
-			return s.fail("bad exponent")
+			return s.bad("bad exponent")
 		}
+	}
+	if s.i >= len(s.b) && s.partial {
+		// Its digits may go on past the cut: a number is complete only
+		// once the byte after it is read.
+		return errCut
 	}
 	return nil
 }
@@ -140,7 +180,7 @@ func (s *skimmer) str() error {
 		case '\\':
 			if i+1 >= len(b) {
 				s.i = i
-				return s.fail("unterminated escape")
+				return s.end("unterminated escape")
 			}
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -148,7 +188,7 @@ func (s *skimmer) str() error {
 			case 'u':
 				if i+5 >= len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
 					s.i = i
-					return s.fail("bad \\u escape")
+					return s.badU()
 				}
 				i += 6
 			default:
@@ -161,7 +201,23 @@ func (s *skimmer) str() error {
 		}
 	}
 	s.i = len(b)
-	return s.fail("unterminated string")
+	return s.end("unterminated string")
+}
+
+// badU is the error for the \u escape at s.i, which has no four hex
+// digits: none in the partial mode when the prefix ends inside it.
+func (s *skimmer) badU() error {
+	if s.partial {
+		rest := s.b[s.i+2:]
+		cut := len(rest) < 4
+		for _, c := range rest {
+			cut = cut && isHex(c)
+		}
+		if cut {
+			return errCut
+		}
+	}
+	return s.fail("bad \\u escape")
 }
 
 // tooDeep is the error for the array or object at s.i, nested deeper than
@@ -175,7 +231,7 @@ func (s *skimmer) array() error {
 		if !s.unbounded {
 			return s.tooDeep()
 		}
-		return s.skipDeep(false)
+		return s.skipDeep(s.partial)
 	}
 	s.depth++
 	s.i++
@@ -191,7 +247,7 @@ func (s *skimmer) array() error {
 		}
 		s.ws()
 		if s.i >= len(s.b) {
-			return s.fail("unterminated array")
+			return s.end("unterminated array")
 		}
 		switch s.b[s.i] {
 		case ',':
@@ -214,7 +270,7 @@ func (s *skimmer) pickObject(out [][]byte, n *pathNode, fold bool) error {
 			return s.tooDeep()
 		}
 		if n == nil {
-			return s.skipDeep(false)
+			return s.skipDeep(s.partial)
 		}
 		// A path deeper than MaxDepth: the recursion is the path's.
 	}
@@ -229,7 +285,7 @@ func (s *skimmer) pickObject(out [][]byte, n *pathNode, fold bool) error {
 	for {
 		s.ws()
 		if s.i >= len(s.b) || s.b[s.i] != '"' {
-			return s.fail("expected a member name")
+			return s.bad("expected a member name")
 		}
 		k0 := s.i
 		if err := s.str(); err != nil {
@@ -238,7 +294,7 @@ func (s *skimmer) pickObject(out [][]byte, n *pathNode, fold bool) error {
 		key := s.b[k0:s.i]
 		s.ws()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return s.fail("expected :")
+			return s.bad("expected :")
 		}
 		s.i++
 		s.ws()
@@ -263,6 +319,9 @@ func (s *skimmer) pickObject(out [][]byte, n *pathNode, fold bool) error {
 			err = s.value()
 		}
 		if err != nil {
+			if _, cut := err.(cutError); cut && kid != nil {
+				return s.cutIn(out, kid)
+			}
 			return err
 		}
 		if kid != nil {
@@ -272,7 +331,7 @@ func (s *skimmer) pickObject(out [][]byte, n *pathNode, fold bool) error {
 		}
 		s.ws()
 		if s.i >= len(s.b) {
-			return s.fail("unterminated object")
+			return s.end("unterminated object")
 		}
 		switch s.b[s.i] {
 		case ',':
@@ -287,13 +346,29 @@ func (s *skimmer) pickObject(out [][]byte, n *pathNode, fold bool) error {
 	}
 }
 
+// cutIn is errCut for the value of kid's member, which the prefix ended
+// inside: the paths that end at the member are started, and an earlier
+// member's value, which this one replaces, is gone. It returns errCut
+// rather than have pickObject keep err, which would cost every level of
+// its recursion a bigger frame.
+func (s *skimmer) cutIn(out [][]byte, kid *pathKid) error {
+	for _, q := range kid.leaves {
+		out[q], s.started[q] = nil, true
+	}
+	return errCut
+}
+
 // pickInto is Pick with the hand-written skimmer, into out (len set.n,
-// cleared).
+// cleared). In the partial mode it is errCut when the prefix ends inside
+// the object, nil when the prefix holds it whole.
 func (s *skimmer) pickInto(out [][]byte, set *Paths) error {
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
 		// Valid JSON of another kind, or not JSON at all?
-		if err := s.value(); err != nil {
+		blank := s.i >= len(s.b)
+		if err := s.value(); err == errCut && !blank {
+			return ErrNotObject // the prefix of another kind of value
+		} else if err != nil {
 			return err
 		}
 		s.ws()
@@ -316,10 +391,10 @@ func (s *skimmer) pickInto(out [][]byte, set *Paths) error {
 // of value, without recursion and so without a nesting limit: it keeps the
 // kind of each level it has open as one bit (set for an object), so that n
 // levels take n/8 bytes (nothing up to 256 levels; the bits are allocated
-// doubling, so n/4 bytes in all). With cut, the input is the prefix of a
-// message, and its end is errCut (as for the prefixScanner), not a syntax
-// error.
+// doubling, so n/4 bytes in all). cut sets the partial mode (the scanner
+// passes its own; the tests drive skipDeep alone).
 func (s *skimmer) skipDeep(cut bool) error {
+	s.partial = cut
 	const (
 		value  = iota // a value begins
 		member        // a member begins: its name, a colon
@@ -335,10 +410,7 @@ func (s *skimmer) skipDeep(cut bool) error {
 		}
 		s.ws()
 		if s.i >= len(s.b) {
-			if cut {
-				return errCut
-			}
-			return s.fail("unexpected end")
+			return s.end("unexpected end")
 		}
 		c := s.b[s.i]
 		switch state {
@@ -374,11 +446,7 @@ func (s *skimmer) skipDeep(cut bool) error {
 				}
 				continue
 			case c == '"':
-				if cut {
-					err = s.strCut()
-				} else {
-					err = s.str()
-				}
+				err = s.str()
 			case c == 't' || c == 'f' || c == 'n':
 				w := "true"
 				if c == 'f' {
@@ -386,17 +454,9 @@ func (s *skimmer) skipDeep(cut bool) error {
 				} else if c == 'n' {
 					w = "null"
 				}
-				if cut {
-					err = s.litCut(w)
-				} else {
-					err = s.lit(w)
-				}
+				err = s.lit(w)
 			case c == '-' || (c >= '0' && c <= '9'):
-				if cut {
-					err = s.numberCut()
-				} else {
-					err = s.number()
-				}
+				err = s.number()
 			default:
 				return s.fail("unexpected character")
 			}
@@ -408,13 +468,7 @@ func (s *skimmer) skipDeep(cut bool) error {
 			if c != '"' {
 				return s.fail("expected a member name")
 			}
-			var err error
-			if cut {
-				err = s.strCut()
-			} else {
-				err = s.str()
-			}
-			if err != nil {
+			if err := s.str(); err != nil {
 				return err
 			}
 			s.ws()

@@ -1,7 +1,5 @@
 package skim
 
-import "errors"
-
 // Prefix is what PickPrefix reads from the first bytes of a message.
 type Prefix struct {
 	// Values holds, for each path of the set in the order compiled, the
@@ -20,8 +18,15 @@ type Prefix struct {
 	Whole bool
 }
 
-// errCut is the scanner's signal that the prefix ended inside a value.
-var errCut = errors.New("skim: the prefix ended")
+// errCut is the skimmer's signal, in the partial mode, that the prefix
+// ended inside a value. It has a type of its own so that pickObject tells
+// it with a type check: comparing two errors is a call, which would make
+// every level of its recursion take a bigger frame.
+var errCut error = cutError{}
+
+type cutError struct{}
+
+func (cutError) Error() string { return "skim: the prefix ended" }
 
 // PickPrefix reads the head of a message too long to read whole: prefix is
 // its first bytes, cut anywhere. It validates the prefix as the beginning
@@ -55,328 +60,23 @@ func PickPrefixUnbounded(head []byte, set *Paths) (Prefix, error) {
 	return pickPrefix(head, set, true)
 }
 
+// pickPrefix is Pick's skimmer in the partial mode.
 func pickPrefix(prefix []byte, set *Paths, unbounded bool) (Prefix, error) {
-	s := prefixScanner{
-		skimmer: skimmer{b: prefix, unbounded: unbounded},
-		fold:    set.fold,
-		pre:     Prefix{Values: make([][]byte, set.n), Started: make([]bool, set.n)},
-	}
-	err := s.top(set)
-	if err == errCut {
-		err = nil
-	}
-	if err != nil {
+	pre := Prefix{Values: make([][]byte, set.n), Started: make([]bool, set.n)}
+	s := skimmer{b: prefix, unbounded: unbounded, partial: true, started: pre.Started}
+	switch err := s.pickInto(pre.Values, set); err {
+	case nil:
+		pre.Whole = true
+	case errCut:
+	default:
 		return Prefix{}, err
 	}
-	return s.pre, nil
-}
-
-// prefixScanner is the skimmer for a prefix: it tells a value the prefix
-// cut (errCut) from an invalid one (a syntaxError).
-type prefixScanner struct {
-	skimmer
-	fold bool
-	pre  Prefix
-}
-
-func (s *prefixScanner) top(set *Paths) error {
-	s.ws()
-	if s.i >= len(s.b) {
-		return errCut
-	}
-	if s.b[s.i] != '{' {
-		// Another kind of value, or not JSON at all?
-		if err := s.value(); err != nil && err != errCut {
-			return err
-		}
-		if err := s.trailing(); err != nil && err != errCut {
-			return err
-		}
-		return ErrNotObject
-	}
-	if err := s.object(set.root); err != nil {
-		return err
-	}
-	if err := s.trailing(); err != nil {
-		return err
-	}
-	s.pre.Whole = true
-	return nil
-}
-
-// trailing checks that only whitespace follows the value.
-func (s *prefixScanner) trailing() error {
-	s.ws()
-	if s.i != len(s.b) {
-		return s.fail("data after the value")
-	}
-	return nil
-}
-
-// value checks and skips one value, or reports that the prefix cut it.
-func (s *prefixScanner) value() error {
-	s.ws()
-	if s.i >= len(s.b) {
-		return errCut
-	}
-	switch c := s.b[s.i]; {
-	case c == '{':
-		return s.object(nil)
-	case c == '[':
-		return s.array()
-	case c == '"':
-		return s.strCut()
-	case c == 't':
-		return s.litCut("true")
-	case c == 'f':
-		return s.litCut("false")
-	case c == 'n':
-		return s.litCut("null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		return s.numberCut()
-	}
-	return s.fail("unexpected character")
-}
-
-func (s *skimmer) litCut(w string) error {
-	for k := 0; k < len(w); k++ {
-		if s.i+k >= len(s.b) {
-			s.i = len(s.b)
-			return errCut
-		}
-		if s.b[s.i+k] != w[k] {
-			return s.fail("bad literal")
+	// The skimmer marked the members the prefix cut; a complete one is
+	// started too.
+	for q, v := range pre.Values {
+		if v != nil {
+			pre.Started[q] = true
 		}
 	}
-	s.i += len(w)
-	return nil
-}
-
-// numberCut checks and skips a number in a prefix. One that reaches the
-// end of the prefix is cut: more digits may follow.
-func (s *skimmer) numberCut() error {
-	more := func() error {
-		if s.i >= len(s.b) {
-			return errCut
-		}
-		return nil
-	}
-	if s.b[s.i] == '-' {
-		s.i++
-		if err := more(); err != nil {
-			return err
-		}
-	}
-	if s.b[s.i] == '0' {
-		s.i++
-	} else if s.digits() == 0 {
-		return s.fail("bad number")
-	}
-	if err := more(); err != nil {
-		return err
-	}
-	if s.b[s.i] == '.' {
-		s.i++
-		n := s.digits()
-		if err := more(); err != nil {
-			return err
-		}
-		if n == 0 {
-			return s.fail("bad fraction")
-		}
-	}
-	if s.b[s.i] == 'e' || s.b[s.i] == 'E' {
-		s.i++
-		if err := more(); err != nil {
-			return err
-		}
-		if s.b[s.i] == '+' || s.b[s.i] == '-' {
-			s.i++
-		}
-		n := s.digits()
-		if err := more(); err != nil {
-			return err
-		}
-		if n == 0 {
-			return s.fail("bad exponent")
-		}
-	}
-	return nil
-}
-
-// strCut checks and skips a string in a prefix; s.b[s.i] is its opening
-// quote.
-func (s *skimmer) strCut() error {
-	b := s.b
-	for i := s.i + 1; i < len(b); {
-		c := b[i]
-		if strPlain[c] {
-			i++
-			continue
-		}
-		switch c {
-		case '"':
-			s.i = i + 1
-			return nil
-		case '\\':
-			if i+1 >= len(b) {
-				s.i = len(b)
-				return errCut
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				for k := i + 2; k < i+6; k++ {
-					if k >= len(b) {
-						s.i = len(b)
-						return errCut
-					}
-					if !isHex(b[k]) {
-						s.i = i
-						return s.fail("bad \\u escape")
-					}
-				}
-				i += 6
-			default:
-				s.i = i
-				return s.fail("bad escape")
-			}
-		default:
-			s.i = i
-			return s.fail("control character in string")
-		}
-	}
-	s.i = len(b)
-	return errCut
-}
-
-func (s *prefixScanner) array() error {
-	if s.depth >= MaxDepth {
-		if !s.unbounded {
-			return s.tooDeep()
-		}
-		return s.skipDeep(true)
-	}
-	s.depth++
-	s.i++
-	s.ws()
-	if s.i >= len(s.b) {
-		return errCut
-	}
-	if s.b[s.i] == ']' {
-		s.i++
-		s.depth--
-		return nil
-	}
-	for {
-		if err := s.value(); err != nil {
-			return err
-		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return errCut
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			s.depth--
-			return nil
-		default:
-			return s.fail("expected , or ]")
-		}
-	}
-}
-
-// object checks and skips an object, s.b[s.i] being its '{', recording the
-// members of the paths n holds (none when n is nil).
-func (s *prefixScanner) object(n *pathNode) error {
-	if s.depth >= MaxDepth {
-		if !s.unbounded {
-			return s.tooDeep()
-		}
-		if n == nil {
-			return s.skipDeep(true)
-		}
-	}
-	s.depth++
-	s.i++
-	s.ws()
-	if s.i >= len(s.b) {
-		return errCut
-	}
-	if s.b[s.i] == '}' {
-		s.i++
-		s.depth--
-		return nil
-	}
-	out, started := s.pre.Values, s.pre.Started
-	for {
-		s.ws()
-		if s.i >= len(s.b) {
-			return errCut
-		}
-		if s.b[s.i] != '"' {
-			return s.fail("expected a member name")
-		}
-		k0 := s.i
-		if err := s.strCut(); err != nil {
-			return err
-		}
-		key := s.b[k0:s.i]
-		s.ws()
-		if s.i >= len(s.b) {
-			return errCut
-		}
-		if s.b[s.i] != ':' {
-			return s.fail("expected :")
-		}
-		s.i++
-		var kid *pathKid
-		if n != nil {
-			kid = n.match(key, s.fold)
-		}
-		if kid != nil {
-			// A repeated member replaces whatever an earlier one held,
-			// below it and at it.
-			for _, q := range kid.below {
-				out[q], started[q] = nil, false
-			}
-			for _, q := range kid.leaves {
-				out[q], started[q] = nil, true
-			}
-		}
-		s.ws()
-		v0 := s.i
-		var err error
-		if kid != nil && kid.node != nil && s.i < len(s.b) && s.b[s.i] == '{' {
-			err = s.object(kid.node)
-		} else {
-			err = s.value()
-		}
-		if err != nil {
-			return err
-		}
-		if kid != nil {
-			for _, q := range kid.leaves {
-				out[q] = s.b[v0:s.i]
-			}
-		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return errCut
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			s.depth--
-			return nil
-		default:
-			return s.fail("expected , or }")
-		}
-	}
+	return pre, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -185,4 +186,80 @@ func repeatsOnPaths(msg []byte, n *pathNode, fold bool) bool {
 		seen[kid] = true
 	})
 	return repeats
+}
+
+// TestPickPrefixCutsInsideTokens: the prefix cut inside each kind of
+// token, and a repeated member cut on its way, as the partial mode of
+// Pick's skimmer reads them.
+func TestPickPrefixCutsInsideTokens(t *testing.T) {
+	set := Compile([]string{"a"}, []string{"a", "b"}, []string{"c"})
+	for _, tc := range []struct {
+		prefix  string
+		values  []string // "" is nil
+		started []bool
+		whole   bool
+		err     error
+	}{
+		{prefix: `{"a":"x\u0`, values: []string{"", "", ""}, started: []bool{true, false, false}},
+		{prefix: `{"a":"x\u0G`, err: ErrSyntax},
+		{prefix: `{"a":fals`, values: []string{"", "", ""}, started: []bool{true, false, false}},
+		{prefix: `{"a":nulx`, err: ErrSyntax},
+		{prefix: `{"a":0`, values: []string{"", "", ""}, started: []bool{true, false, false}},
+		{prefix: `{"a":0 `, values: []string{"0", "", ""}, started: []bool{true, false, false}},
+		{prefix: `{"a":1E`, values: []string{"", "", ""}, started: []bool{true, false, false}},
+		{prefix: `{"a":-0.5e+1}`, values: []string{"-0.5e+1", "", ""}, started: []bool{true, false, false}, whole: true},
+		{prefix: `{"c":[tru`, values: []string{"", "", ""}, started: []bool{false, false, true}},
+		{prefix: `{"a":{"b":1}`, values: []string{`{"b":1}`, "1", ""}, started: []bool{true, true, false}},
+		{prefix: `{"a":{"b":1},"a":`, values: []string{"", "", ""}, started: []bool{true, false, false}},
+		{prefix: `{"a":{"b":1},"a":{"b":`, values: []string{"", "", ""}, started: []bool{true, true, false}},
+		{prefix: `{"a":{"b":1},"a":{"b":2,`, values: []string{"", "2", ""}, started: []bool{true, true, false}},
+		{prefix: `{"c":1,"a":{"b":"\u00e9"},"c":`, values: []string{`{"b":"\u00e9"}`, `"\u00e9"`, ""}, started: []bool{true, true, true}},
+		{prefix: "\t\n", values: []string{"", "", ""}, started: []bool{false, false, false}},
+		{prefix: `1`, err: ErrNotObject},
+		{prefix: ` tr`, err: ErrNotObject},
+		{prefix: `"\u0`, err: ErrNotObject},
+		{prefix: `tx`, err: ErrSyntax},
+	} {
+		pre, err := PickPrefix([]byte(tc.prefix), set)
+		if tc.err != nil {
+			if !errors.Is(err, tc.err) {
+				t.Errorf("%q: error %v, want %v", tc.prefix, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.prefix, err)
+			continue
+		}
+		for q, want := range tc.values {
+			if got := pre.Values[q]; string(got) != want || (got == nil) != (want == "") {
+				t.Errorf("%q: value %d: got %q, want %q", tc.prefix, q, got, want)
+			}
+		}
+		if !slices.Equal(pre.Started, tc.started) {
+			t.Errorf("%q: started: got %v, want %v", tc.prefix, pre.Started, tc.started)
+		}
+		if pre.Whole != tc.whole {
+			t.Errorf("%q: whole: got %v, want %v", tc.prefix, pre.Whole, tc.whole)
+		}
+	}
+}
+
+// TestPickPrefixErrorsArePicks: a prefix that is invalid before its end is
+// read by Pick's grammar, so PickPrefix reports Pick's error for it, at the
+// same byte.
+func TestPickPrefixErrorsArePicks(t *testing.T) {
+	set := Compile([]string{"a"}, []string{"a", "b"})
+	for _, msg := range []string{
+		`{"a":1,,`, `{"a":tx`, `{"a":"\u00G`, `{"a":01`, `{"a":1.x`, `{"a":1ex`, `{"a":-x`, `{1`, `{"a"1`,
+		"{\"a\":\"\x01", `{"a":"\q`, `{"a":[1}`, `{"a":{"b":1]`, `{}x`, `x`, `[}`, `{"a":nul `,
+		strings.Repeat(`{"a":`, MaxDepth+1),
+	} {
+		var p Picker
+		_, want := p.Pick([]byte(msg), set)
+		_, got := PickPrefix([]byte(msg), set)
+		if want == nil || got == nil || got.Error() != want.Error() {
+			t.Errorf("%q: PickPrefix error %v, Pick's %v", msg, got, want)
+		}
+	}
 }
