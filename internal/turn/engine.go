@@ -135,8 +135,8 @@ type session struct {
 	// runAfterEnd: a v2 running state came while a turn's end was being
 	// written; a turn begins when it is written.
 	runAfterEnd bool
-	active  bool     // a turn is under way
-	turn    uint64   // the number of the current (or last) turn
+	active      bool   // a turn is under way
+	turn        uint64 // the number of the current (or last) turn
 	// cancelled: the client cancelled the current turn.
 	cancelled bool
 	// ending is the number of a turn whose end is being settled and
