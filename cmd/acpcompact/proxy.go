@@ -296,15 +296,18 @@ func superviseAgent(ctx context.Context, px *proxy.Proxy, argv []string, stdin i
 	}
 	onSignal := func(s os.Signal) {
 		signalled = true
-		logger.Debug("forwarding signal to the agent", "signal", s.String())
-		_ = cmd.Process.Signal(s)
 		if s != os.Interrupt {
 			// SIGTERM, SIGHUP: the proxy is to end. SIGINT (Ctrl-C in a
 			// terminal, which reaches the client too) leaves the
 			// connection open, so that the client can still cancel the
-			// turn and read the answer.
+			// turn and read the answer. Marked before the signal goes
+			// on: an agent that exits at once ends its output, and what
+			// is open must then be settled as the connection closing,
+			// not as the agent crashing.
 			endConnection()
 		}
+		logger.Debug("forwarding signal to the agent", "signal", s.String())
+		_ = cmd.Process.Signal(s)
 		armKill()
 	}
 	for !runOver || !exited {
