@@ -36,33 +36,31 @@ func imports(t *testing.T) map[string][]string {
 
 func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
 
-func TestNoProductionPackageImportsTest(t *testing.T) {
+// noImportsFrom fails for every package outside dir that imports one
+// under it.
+func noImportsFrom(t *testing.T, dir, why string) {
+	t.Helper()
 	for pkg, deps := range imports(t) {
-		if under(pkg, "test") {
+		if under(pkg, dir) {
 			continue
 		}
 		for _, d := range deps {
-			if under(d, "test") {
-				t.Errorf("%s imports %s: production code never imports test/", pkg, d)
+			if under(d, dir) {
+				t.Errorf("%s imports %s: %s", pkg, d, why)
 			}
 		}
 	}
+}
+
+func TestNoProductionPackageImportsTest(t *testing.T) {
+	noImportsFrom(t, "test", "production code never imports test/")
 }
 
 // Examples only compose: a package the CLI or a library needs lives where
 // its role is visible (the scenario agent is internal/scenario), never
 // under examples/.
 func TestNothingImportsAnExample(t *testing.T) {
-	for pkg, deps := range imports(t) {
-		if under(pkg, "examples") {
-			continue
-		}
-		for _, d := range deps {
-			if under(d, "examples") {
-				t.Errorf("%s imports %s: examples only compose, nothing depends on them", pkg, d)
-			}
-		}
-	}
+	noImportsFrom(t, "examples", "examples only compose, nothing depends on them")
 }
 
 func TestImportsAreOneWay(t *testing.T) {
