@@ -14,6 +14,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/mod v0.41.0
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (

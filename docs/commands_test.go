@@ -25,6 +25,9 @@ import (
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/syntax"
+
 	"github.com/acpcompact/acpcompact/internal/acpschema"
 )
 
@@ -54,15 +57,15 @@ func TestDocShellBlocks(t *testing.T) {
 			if b.lang != "sh" {
 				continue
 			}
-			for _, ln := range shellLines(b) {
+			sl, err := shellLines(b)
+			if err != nil {
+				t.Errorf("%s:%d: the block does not parse as shell: %v", name, b.line, err)
+				continue
+			}
+			for _, ln := range sl {
 				lines++
 				where := fmt.Sprintf("%s:%d", name, ln.line)
-				cmds, err := parseShell(ln.text)
-				if err != nil {
-					t.Errorf("%s: %v\n\t%s", where, err, ln.text)
-					continue
-				}
-				for _, c := range cmds {
+				for _, c := range ln.cmds {
 					commands++
 					for _, p := range m.checkCommand(t, c) {
 						t.Errorf("%s: %s\n\t%s", where, p, ln.text)
@@ -173,27 +176,26 @@ func lineOf(text, s string) int {
 type shellLine struct {
 	text string
 	line int // in the markdown file
+	cmds []shellCmd
 }
 
-func shellLines(b block) []shellLine {
-	var out []shellLine
-	var cur strings.Builder
-	start := 0
-	for i, ln := range strings.Split(strings.TrimRight(b.text, "\n"), "\n") {
-		if cur.Len() == 0 {
-			start = b.line + 1 + i
-		}
-		if strings.HasSuffix(ln, `\`) {
-			cur.WriteString(strings.TrimSuffix(ln, `\`) + " ")
-			continue
-		}
-		cur.WriteString(ln)
-		if s := strings.TrimSpace(cur.String()); s != "" && !strings.HasPrefix(s, "#") {
-			out = append(out, shellLine{cur.String(), start})
-		}
-		cur.Reset()
+// shellLines parses a ```sh block as the shell does (mvdan.cc/sh) and
+// returns its command lines, each with its simple commands.
+func shellLines(b block) ([]shellLine, error) {
+	f, err := syntax.NewParser().Parse(strings.NewReader(b.text), "")
+	if err != nil {
+		return nil, err
 	}
-	return out
+	var out []shellLine
+	for _, st := range f.Stmts {
+		cmds, err := simpleCommands(st)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", b.line+int(st.Pos().Line()), err)
+		}
+		text := b.text[st.Pos().Offset():st.End().Offset()]
+		out = append(out, shellLine{text: text, line: b.line + int(st.Pos().Line()), cmds: cmds})
+	}
+	return out, nil
 }
 
 // shellCmd is one simple command of a line: its leading VAR=value
@@ -203,126 +205,67 @@ type shellCmd struct {
 	words []string
 }
 
-var envAssign = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
-
-// parseShell splits a command line into simple commands at |, ||, &&, ;
-// and &. It removes quotes (leaving $ expansions as written), a # comment
-// and redirections with their targets.
+// parseShell parses one command line into its simple commands (those
+// joined by |, ||, &&, ; and &), without # comments and redirections.
 func parseShell(line string) ([]shellCmd, error) {
-	var cmds []shellCmd
-	var words []string
-	var cur strings.Builder
-	inWord, redirect := false, false
-	flush := func() {
-		if !inWord {
-			return
-		}
-		w := cur.String()
-		cur.Reset()
-		inWord = false
-		if redirect {
-			redirect = false
-			return
-		}
-		words = append(words, w)
-	}
-	endCmd := func() error {
-		flush()
-		if redirect {
-			return errors.New("a redirection without a target")
-		}
-		if len(words) == 0 {
-			return errors.New("an empty command")
-		}
-		var c shellCmd
-		for len(words) > 0 && envAssign.MatchString(words[0]) {
-			name, _, _ := strings.Cut(words[0], "=")
-			c.env = append(c.env, name)
-			words = words[1:]
-		}
-		if len(words) == 0 {
-			return errors.New("a command of assignments only")
-		}
-		c.words = words
-		cmds = append(cmds, c)
-		words = nil
-		return nil
-	}
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case c == ' ' || c == '\t':
-			flush()
-		case c == '#' && !inWord:
-			i = len(line)
-		case c == '\'':
-			j := strings.IndexByte(line[i+1:], '\'')
-			if j < 0 {
-				return nil, errors.New("an unterminated ' quote")
-			}
-			cur.WriteString(line[i+1 : i+1+j])
-			inWord = true
-			i += j + 1
-		case c == '"':
-			inWord = true
-			for i++; ; i++ {
-				if i >= len(line) {
-					return nil, errors.New(`an unterminated " quote`)
-				}
-				if line[i] == '"' {
-					break
-				}
-				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`", line[i+1]) >= 0 {
-					i++
-				}
-				cur.WriteByte(line[i])
-			}
-		case c == '\\' && i+1 < len(line):
-			i++
-			cur.WriteByte(line[i])
-			inWord = true
-		case c == '>' || c == '<':
-			// A file descriptor number before it belongs to the operator.
-			if inWord && strings.Trim(cur.String(), "0123456789") == "" {
-				cur.Reset()
-				inWord = false
-			}
-			flush()
-			if i+1 < len(line) && line[i+1] == c {
-				i++
-			}
-			if i+1 < len(line) && line[i+1] == '&' { // 2>&1: no file
-				i++
-				for i+1 < len(line) && strings.IndexByte("0123456789-", line[i+1]) >= 0 {
-					i++
-				}
-				continue
-			}
-			redirect = true
-		case c == '&' && i+1 < len(line) && line[i+1] == '>':
-			flush()
-			i++
-			redirect = true
-		case c == '|' || c == '&' || c == ';':
-			if i+1 < len(line) && line[i+1] == c && c != ';' {
-				i++
-			}
-			if err := endCmd(); err != nil {
-				return nil, err
-			}
-		default:
-			cur.WriteByte(c)
-			inWord = true
-		}
-	}
-	flush()
-	if len(words) == 0 && len(cmds) == 0 && !redirect {
-		return nil, nil
-	}
-	if err := endCmd(); err != nil {
+	f, err := syntax.NewParser().Parse(strings.NewReader(line), "")
+	if err != nil {
 		return nil, err
 	}
+	var cmds []shellCmd
+	for _, st := range f.Stmts {
+		c, err := simpleCommands(st)
+		if err != nil {
+			return nil, err
+		}
+		cmds = append(cmds, c...)
+	}
 	return cmds, nil
+}
+
+// simpleCommands returns the simple commands of st in order. Words keep
+// their parameter expansions as written ($HOME, ${X:-y}), quotes removed.
+func simpleCommands(st *syntax.Stmt) ([]shellCmd, error) {
+	var cmds []shellCmd
+	var err error
+	syntax.Walk(st, func(n syntax.Node) bool {
+		call, ok := n.(*syntax.CallExpr)
+		if !ok || err != nil {
+			return err == nil
+		}
+		if len(call.Args) == 0 {
+			err = errors.New("a command of assignments only")
+			return false
+		}
+		var c shellCmd
+		for _, a := range call.Assigns {
+			c.env = append(c.env, a.Name.Value)
+		}
+		for _, w := range call.Args {
+			c.words = append(c.words, unquote(w.Parts))
+		}
+		cmds = append(cmds, c)
+		return false
+	})
+	return cmds, err
+}
+
+// unquote is a word without its quotes; expansions stay as written.
+func unquote(parts []syntax.WordPart) string {
+	var b strings.Builder
+	for _, p := range parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			b.WriteString(p.Value)
+		case *syntax.SglQuoted:
+			b.WriteString(p.Value)
+		case *syntax.DblQuoted:
+			b.WriteString(unquote(p.Parts))
+		default:
+			_ = syntax.NewPrinter().Print(&b, p)
+		}
+	}
+	return b.String()
 }
 
 // modInfo is what the checks know of this module.
@@ -831,12 +774,13 @@ func checkSchemaPrefix(t *testing.T, prefix string) []string {
 	}
 	var probs []string
 	for _, xdg := range []string{filepath.Join(t.TempDir(), "xdg"), ""} {
-		var got, want string
-		var err error
-		withEnv(map[string]string{"XDG_CACHE_HOME": xdg, "HOME": filepath.Join(t.TempDir(), "home")}, func() {
-			got = expandShell(prefix)
-			want, err = acpschema.CachePrefix()
-		})
+		env := map[string]string{"XDG_CACHE_HOME": xdg, "HOME": filepath.Join(t.TempDir(), "home")}
+		got, err := expandShell(prefix, env)
+		if err != nil {
+			return append(probs, fmt.Sprintf("npm install --prefix %s: %v", prefix, err))
+		}
+		var want string
+		withEnv(env, func() { want, err = acpschema.CachePrefix() })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -864,21 +808,17 @@ func withEnv(vars map[string]string, f func()) {
 	f()
 }
 
-var shellParam = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
-
-// expandShell expands $NAME, ${NAME} and ${NAME:-default} from the
-// environment.
-func expandShell(s string) string {
-	return shellParam.ReplaceAllStringFunc(s, func(x string) string {
-		m := shellParam.FindStringSubmatch(x)
-		if m[3] != "" {
-			return os.Getenv(m[3])
-		}
-		if v := os.Getenv(m[1]); v != "" || !strings.Contains(x, ":-") {
-			return v
-		}
-		return expandShell(m[2])
-	})
+// expandShell expands the parameters of s as the shell would, with env.
+func expandShell(s string, env map[string]string) (string, error) {
+	w, err := syntax.NewParser().Document(strings.NewReader(s))
+	if err != nil {
+		return "", err
+	}
+	var pairs []string
+	for k, v := range env {
+		pairs = append(pairs, k+"="+v)
+	}
+	return expand.Literal(&expand.Config{Env: expand.ListEnviron(pairs...)}, w)
 }
 
 // subcommandPrograms are the programs whose first argument is a
