@@ -90,9 +90,9 @@ func (l *Log) AppendRecord(rec emitter.Record) error {
 	line = append(line, kind...)
 	line = append(line, `","id":`...)
 	line = protocol.AppendJSONString(line, string(rec.ID))
-	if after := recordAfter(rec); after != "" {
+	if rec.After != "" {
 		line = append(line, `,"after":`...)
-		line = protocol.AppendJSONString(line, after)
+		line = protocol.AppendJSONString(line, rec.After)
 	}
 	line = append(line, `,"record":`...)
 	line, err := appendRecord(line, rec)

@@ -126,24 +126,18 @@ func (r *Reader) TornBytes() int64 { return r.torn }
 // Close closes the log's file.
 func (r *Reader) Close() error { return r.f.Close() }
 
-// readHeader reads and checks a log's first line; it returns the header
-// and the offset of the next line.
-func readHeader(f *os.File, path, sessionID string, maxLine int) (Header, int64, error) {
-	lr := newLineReader(io.NewSectionReader(f, 0, 1<<62), maxLine)
+// readHeader reads and checks a log's first line from lr, a reader at the
+// file's start; lr then stands at the next line.
+func readHeader(lr *lineReader, path, sessionID string) (Header, error) {
 	line, complete, err := lr.next()
 	if err != nil && !errors.Is(err, io.EOF) {
-		return Header{}, 0, headerReadError(path, err)
+		var tl errTooLong
+		if errors.As(err, &tl) {
+			return Header{}, fileError(path, 1, ErrForeign, nil, "no session log header in the first %d bytes", tl.max)
+		}
+		return Header{}, fmt.Errorf("sessionlog: %s: %w", path, err)
 	}
-	h, err := checkHeader(path, sessionID, line, complete)
-	return h, lr.off, err
-}
-
-func headerReadError(path string, err error) error {
-	var tl errTooLong
-	if errors.As(err, &tl) {
-		return fileError(path, 1, ErrForeign, nil, "no session log header in the first %d bytes", tl.max)
-	}
-	return fmt.Errorf("sessionlog: %s: %w", path, err)
+	return checkHeader(path, sessionID, line, complete)
 }
 
 func checkHeader(path, sessionID string, line []byte, complete bool) (Header, error) {
@@ -178,13 +172,11 @@ func checkHeader(path, sessionID string, line []byte, complete bool) (Header, er
 // compaction's entries are.
 func (r *Reader) index(sessionID string) error {
 	lr := newLineReader(io.NewSectionReader(r.f, 0, 1<<62), r.maxLine)
-	line, complete, err := lr.next()
-	if err != nil && !errors.Is(err, io.EOF) {
-		return headerReadError(r.path, err)
-	}
-	if r.header, err = checkHeader(r.path, sessionID, line, complete); err != nil {
+	h, err := readHeader(lr, r.path, sessionID)
+	if err != nil {
 		return err
 	}
+	r.header = h
 	r.start = lr.off
 	r.end = lr.off
 	for n := 2; ; n++ {
@@ -272,7 +264,7 @@ func (r *Reader) decodeRecord(raw json.RawMessage, line int) (emitter.Record, er
 	}
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		kind := ErrCorrupt
-		if isRecordVersion(err) {
+		if errors.Is(err, emitter.ErrRecordVersion) {
 			kind = ErrVersion
 		}
 		return rec, fileError(r.path, line, kind, err, "record")

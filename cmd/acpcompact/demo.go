@@ -261,7 +261,7 @@ func (d demo) startProcess(ctx context.Context, exe string, capable bool) (resta
 	if err := cmd.Start(); err != nil {
 		return restarted{}, nil, err
 	}
-	cl := client.New(ctx, processPipes{r: stdout, w: stdin})
+	cl := client.New(ctx, duplex{stdout, stdin})
 	stop := func() error {
 		_ = stdin.Close() // the end of its input: the agent answers what it read and exits
 		<-cl.Done()
@@ -276,16 +276,6 @@ func (d demo) startProcess(ctx context.Context, exe string, capable bool) (resta
 	}
 	return restarted{cl: cl, stop: stop}, cmd, nil
 }
-
-// processPipes joins a child's stdout and stdin into one connection.
-type processPipes struct {
-	r io.Reader
-	w io.WriteCloser
-}
-
-func (p processPipes) Read(b []byte) (int, error)  { return p.r.Read(b) }
-func (p processPipes) Write(b []byte) (int, error) { return p.w.Write(b) }
-func (p processPipes) Close() error                { return p.w.Close() }
 
 // demoConnect serves a new connection of agent over net.Pipe and
 // initializes a v1 client on it.

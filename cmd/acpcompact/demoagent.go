@@ -44,7 +44,7 @@ func runDemoAgent(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		fmt.Fprintf(stderr, "acpcompact %s: %v\n", demoAgentCommand, err)
 		return 2
 	}
-	err = a.Serve(ctx, stdioConn{stdin, stdout})
+	err = a.Serve(ctx, duplex{stdin, stdout})
 	if cerr := a.Close(); err == nil {
 		err = cerr
 	}
@@ -55,18 +55,21 @@ func runDemoAgent(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	return 0
 }
 
-// stdioConn is the agent's end of the connection on stdin and stdout.
-type stdioConn struct {
+// duplex joins a reader and a writer into one connection: the agent's
+// stdin and stdout in demo-agent, the new agent process's stdout and stdin
+// in the demo's client.
+type duplex struct {
 	r io.Reader
 	w io.Writer
 }
 
-func (s stdioConn) Read(p []byte) (int, error)  { return s.r.Read(p) }
-func (s stdioConn) Write(p []byte) (int, error) { return s.w.Write(p) }
+func (d duplex) Read(p []byte) (int, error)  { return d.r.Read(p) }
+func (d duplex) Write(p []byte) (int, error) { return d.w.Write(p) }
 
-// Close closes stdout, which tells the client the agent is gone.
-func (s stdioConn) Close() error {
-	if c, ok := s.w.(io.Closer); ok {
+// Close closes the writer, which tells the peer this end is gone; the
+// reader is left to its owner (the process, or exec.Cmd.Wait).
+func (d duplex) Close() error {
+	if c, ok := d.w.(io.Closer); ok {
 		return c.Close()
 	}
 	return nil

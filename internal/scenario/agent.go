@@ -246,21 +246,6 @@ func (a *Agent) Close() error {
 	return errors.Join(errs...)
 }
 
-// Serve serves one connection with a fresh Agent configured by cfg; see
-// Agent.Serve. Its sessions end with it (so session/load can only replay
-// sessions created on this connection), unless cfg.StateDir keeps them.
-func Serve(ctx context.Context, rwc io.ReadWriteCloser, cfg Config) error {
-	a, err := New(cfg)
-	if err != nil {
-		return err
-	}
-	err = a.Serve(ctx, rwc)
-	if cerr := a.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // DrainTimeout bounds how long Serve keeps a connection open for the
 // requests in flight when its input ends.
 const DrainTimeout = 5 * time.Second

@@ -110,11 +110,11 @@ func (s *session) closeLogLocked() {
 // answers with: unknown session for none, a state file error naming the
 // file for a log it cannot read.
 func (a *Agent) restored(sessionID string) (*session, error) {
-	if s := a.session(sessionID); s != nil || a.store == nil {
-		if s == nil {
-			return nil, errUnknownSession(sessionID)
-		}
+	if s := a.session(sessionID); s != nil {
 		return s, nil
+	}
+	if a.store == nil {
+		return nil, errUnknownSession(sessionID)
 	}
 	a.restoring.Lock()
 	defer a.restoring.Unlock()

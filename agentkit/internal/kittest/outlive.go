@@ -128,24 +128,9 @@ func (o *outlive) check(t testing.TB, evs []Event, version int) {
 	if got, want := Statuses(evs, "cmp_turn"), []string{"in_progress", "failed"}; !slices.Equal(got, want) {
 		t.Errorf("cmp_turn: %v, want %v\n%s", got, want, Dump(evs))
 	}
-	if got := Statuses(evs, "cmp_late"); len(got) != 0 {
-		t.Errorf("cmp_late reached the client: %v", got)
-	}
-	if got, want := Statuses(evs, "cmp_bg"), []string{"completed"}; !slices.Equal(got, want) {
-		t.Errorf("cmp_bg: %v, want %v (terminal-first)\n%s", got, want, Dump(evs))
-	}
-	prompts := 0
-	for _, e := range evs {
-		switch {
-		case e.Sent && e.Method == "session/prompt":
-			prompts++
-		case e.CompactionID == "cmp_bg":
-			if prompts != 2 {
-				t.Errorf("cmp_bg arrived in turn %d, want the second", prompts)
-			}
-			if !SameJSON(Field(e, "summary"), `[{"type":"text","text":"## Retained"},{"type":"text","text":" context"}]`) {
-				t.Errorf("cmp_bg summary %s, want what it streamed", Field(e, "summary"))
-			}
+	for _, e := range checkLateAndBackground(t, evs) {
+		if !SameJSON(Field(e, "summary"), `[{"type":"text","text":"## Retained"},{"type":"text","text":" context"}]`) {
+			t.Errorf("cmp_bg summary %s, want what it streamed", Field(e, "summary"))
 		}
 	}
 }
@@ -215,19 +200,33 @@ func checkOutsideTheTurn(t testing.TB, evs []Event) {
 	if got, want := Statuses(evs, "cmp_1"), []string{"in_progress", "completed"}; !slices.Equal(got, want) {
 		t.Errorf("cmp_1: %v, want %v\n%s", got, want, Dump(evs))
 	}
+	checkLateAndBackground(t, evs)
+}
+
+// checkLateAndBackground checks what the runtime reported after its turn
+// ended: cmp_late never reached the client, and cmp_bg did once,
+// completed (terminal-first), in the second turn. It returns cmp_bg's
+// events.
+func checkLateAndBackground(t testing.TB, evs []Event) []Event {
+	t.Helper()
 	if got := Statuses(evs, "cmp_late"); len(got) != 0 {
 		t.Errorf("cmp_late reached the client: %v", got)
 	}
 	if got, want := Statuses(evs, "cmp_bg"), []string{"completed"}; !slices.Equal(got, want) {
-		t.Errorf("cmp_bg: %v, want %v\n%s", got, want, Dump(evs))
+		t.Errorf("cmp_bg: %v, want %v (terminal-first)\n%s", got, want, Dump(evs))
 	}
+	var bg []Event
 	prompts := 0
 	for _, e := range evs {
 		switch {
 		case e.Sent && e.Method == "session/prompt":
 			prompts++
-		case e.CompactionID == "cmp_bg" && prompts != 2:
-			t.Errorf("cmp_bg arrived in turn %d, want the second", prompts)
+		case e.CompactionID == "cmp_bg":
+			if prompts != 2 {
+				t.Errorf("cmp_bg arrived in turn %d, want the second", prompts)
+			}
+			bg = append(bg, e)
 		}
 	}
+	return bg
 }

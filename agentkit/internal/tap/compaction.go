@@ -128,12 +128,3 @@ func (t *Tap) Replay(ctx context.Context, sessionID string, rec emitter.Record) 
 	}
 	return t.session(em, sessionID).Replay(ctx, rec)
 }
-
-// Open returns how many compactions of the session are open.
-func (t *Tap) Open(sessionID string) int {
-	em := t.Emitter()
-	if em == nil || !t.known(sessionID) {
-		return 0
-	}
-	return em.Session(sessionID).Open()
-}

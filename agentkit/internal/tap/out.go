@@ -140,8 +140,8 @@ func (q *outQueue) writeObject(v any) error {
 }
 
 // writeUpdate queues the session/update notification of sessionID that
-// carries update (marshalled): what UpdateLine returns, encoded straight
-// into the queue's buffer on a byte transport.
+// carries update (marshalled), encoded straight into the queue's buffer
+// on a byte transport.
 func (q *outQueue) writeUpdate(sessionID string, update []byte) error {
 	var line []byte
 	if q.object != nil {

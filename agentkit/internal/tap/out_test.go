@@ -365,6 +365,17 @@ func TestCloseFlushesWhatIsQueued(t *testing.T) {
 	}
 }
 
+// UpdateLine returns the session/update notification carrying update, as
+// Tap.notify and outQueue.writeUpdate encode it: protocol.MarshalUpdate's
+// encoding of update in protocol.AppendNotification's envelope.
+func UpdateLine(sessionID string, update any) ([]byte, error) {
+	u, err := protocol.MarshalUpdate(update)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.AppendNotification(nil, sessionID, u), nil
+}
+
 // UpdateLine writes exactly what the generic encoding writes.
 func TestUpdateLineMatchesGenericEncoding(t *testing.T) {
 	generic := func(sessionID string, update any) ([]byte, error) {

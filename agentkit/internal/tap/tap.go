@@ -17,8 +17,8 @@
 //   - compaction.go: the reporting calls a runtime makes, and the engine's
 //     turn guard, which every one of them passes as the emitter's gate;
 //   - close.go: the connection's end, a panic, Flush;
-//   - line.go: UpdateLine, over protocol's session/update encoder;
-//   - out.go: the output queue.
+//   - out.go: the output queue, which frames each update with protocol's
+//     session/update encoder.
 //
 // Locks: the engine's (taken by its calls, never held when they return,
 // except the shared turn guard that Admit hands out, held across one

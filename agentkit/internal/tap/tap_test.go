@@ -19,6 +19,16 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// Open returns how many compactions of the session are open, without
+// creating the session's state in the emitter.
+func (t *Tap) Open(sessionID string) int {
+	em := t.Emitter()
+	if em == nil || !t.known(sessionID) {
+		return 0
+	}
+	return em.Session(sessionID).Open()
+}
+
 // TestPromptReadAsTheResponseIsWrittenBeginsANewTurn plays the fastest
 // client: it sends the next prompt and its cancel while the previous
 // response is still being written. The cancel must reach the new prompt.
