@@ -513,31 +513,33 @@ func (s *Session) Chunk(ctx context.Context, id protocol.ID, block protocol.Cont
 // Complete settles the open compaction id as completed (see
 // Compaction.Complete).
 func (s *Session) Complete(ctx context.Context, id protocol.ID, opts ...SettleOption) error {
-	release, err := s.e.admit(ctx, s.id)
-	if err != nil {
-		return err
-	}
-	defer release()
-	c, err := s.lookup(ctx, id, "completion")
-	if err != nil {
-		return err
-	}
-	return c.settle(ctx, protocol.Completed, nil, collect(opts))
+	return s.settleByID(ctx, id, "completion", protocol.Completed, nil, opts)
 }
 
 // Cancel settles the open compaction id as cancelled (see
 // Compaction.Cancel).
 func (s *Session) Cancel(ctx context.Context, id protocol.ID, opts ...SettleOption) error {
+	return s.settleByID(ctx, id, "cancel", protocol.Cancelled, ErrCancelled, opts)
+}
+
+// settleByID is a runtime's settlement of the open compaction id, through
+// the gate, as Compaction.report is by handle.
+func (s *Session) settleByID(ctx context.Context, id protocol.ID, what string, status protocol.Status, cause error, opts []SettleOption) error {
+	// Deferred first, so it runs once s.mu and the gate are released: the
+	// sink may call the emitter.
+	defer s.handOver()
 	release, err := s.e.admit(ctx, s.id)
 	if err != nil {
 		return err
 	}
 	defer release()
-	c, err := s.lookup(ctx, id, "cancel")
+	c, err := s.lookup(ctx, id, what)
 	if err != nil {
 		return err
 	}
-	return c.settle(ctx, protocol.Cancelled, ErrCancelled, collect(opts))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return c.settleLocked(ctx, status, cause, collect(opts))
 }
 
 func (s *Session) lookup(ctx context.Context, id protocol.ID, what string) (*Compaction, error) {
