@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -204,18 +205,12 @@ func (e *Emitter) CloseSession(ctx context.Context, sessionID string, reason err
 
 // SettleAll settles every open compaction of every session for reason (see
 // ErrCancelled), those started with Background included; it is what a
-// connection close calls. It returns how many
-// compactions it settled and the first delivery error.
+// connection close calls. It returns how many compactions it settled and
+// the first delivery error.
 func (e *Emitter) SettleAll(ctx context.Context, reason error) (int, error) {
-	e.mu.Lock()
-	ss := make([]*Session, 0, len(e.sessions))
-	for _, s := range e.sessions {
-		ss = append(ss, s)
-	}
-	e.mu.Unlock()
 	total := 0
 	var first error
-	for _, s := range ss {
+	for _, s := range e.all() {
 		n, err := s.settleAll(ctx, reason, true)
 		total += n
 		if first == nil {
@@ -223,6 +218,14 @@ func (e *Emitter) SettleAll(ctx context.Context, reason error) (int, error) {
 		}
 	}
 	return total, first
+}
+
+// all returns the sessions e keeps, so that they are gone through without
+// e.mu held.
+func (e *Emitter) all() []*Session {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Collect(maps.Values(e.sessions))
 }
 
 // admit passes a runtime's call in session sessionID through the host's
@@ -486,11 +489,16 @@ func (s *Session) Compaction(id protocol.ID) (*Compaction, error) {
 	if c := s.findOpen(id); c != nil {
 		return c, nil
 	}
-	sentinel := ErrNotOpen
+	return nil, fmt.Errorf("%w: session %s, compaction %s", s.notOpenLocked(id), s.id, id)
+}
+
+// notOpenLocked says why id is not open: ErrSettled when the session used
+// it, else ErrNotOpen.
+func (s *Session) notOpenLocked(id protocol.ID) error {
 	if s.used.has(id) {
-		sentinel = ErrSettled
+		return ErrSettled
 	}
-	return nil, fmt.Errorf("%w: session %s, compaction %s", sentinel, s.id, id)
+	return ErrNotOpen
 }
 
 // Chunk streams a summary block for the open compaction id. A chunk for an
@@ -548,11 +556,7 @@ func (s *Session) lookup(ctx context.Context, id protocol.ID, what string) (*Com
 	if c := s.findOpen(id); c != nil {
 		return c, nil
 	}
-	sentinel := ErrNotOpen
-	if s.used.has(id) {
-		sentinel = ErrSettled
-	}
-	err := fmt.Errorf("%w: %s dropped: session %s, compaction %s", sentinel, what, s.id, id)
+	err := fmt.Errorf("%w: %s dropped: session %s, compaction %s", s.notOpenLocked(id), what, s.id, id)
 	s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
 	return nil, err
 }
