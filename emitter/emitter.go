@@ -673,12 +673,8 @@ func (s *Session) Replay(ctx context.Context, rec Record) error {
 		Version: s.e.cfg.negotiation.Version, Details: rec.Details,
 		Err: errorText(rec.Error),
 	}
-	// Replay is the entity's first sight on this connection, so v1 and v2
-	// alike get the whole stored _meta.
-	ev.Meta = terminalMeta(1, rec.Meta, nil, s.e.cfg.recordKey, rec.Details)
-	if ev.Meta == nil && len(rec.Meta) > 0 {
-		ev.Meta = rec.Meta
-	}
+	// Replay is the entity's first sight on this connection.
+	ev.Meta = firstSightMeta(rec.Meta, nil, s.e.cfg.recordKey, rec.Details)
 	blocks, withheld := s.filterLocked(ctx, ev, rec.Summary, rec.Displayable)
 	ev.Withheld = withheld
 	if len(blocks) > 0 {
@@ -1055,13 +1051,10 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 	if c.shown {
 		ev.Meta = terminalMeta(ev.Version, c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
 	} else {
-		// The terminal update is the client's first sight of the entity:
-		// v1 and v2 alike get the whole _meta, as a replay does.
+		// The terminal update is the client's first sight of the entity,
+		// as a replay is.
 		ev.Unseen = true
-		ev.Meta = terminalMeta(1, c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
-		if ev.Meta == nil && len(c.meta) > 0 {
-			ev.Meta = c.meta
-		}
+		ev.Meta = firstSightMeta(c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
 	}
 	// The summary patch leaves the client holding exactly what the record
 	// keeps, so that a replay of Record reproduces it (live = replay):
