@@ -180,37 +180,34 @@ func ExampleParse() {
 // a newer version than the client asked for does not make a v1 client read
 // standard updates it never advertised.
 func TestTheClientsVersionDecidesTheGateNotTheAgentsAnswer(t *testing.T) {
-	v1NoCap := `{"protocolVersion":1,"clientCapabilities":{}}`
-	n := capability.Parse(json.RawMessage(v1NoCap), json.RawMessage(`{"protocolVersion":2}`))
-	if n.Version != capability.V1 {
-		t.Errorf("v1 without the capability: Version: got %d, want %d (the client asked for v1)", n.Version, capability.V1)
-	}
-	if n.Compaction {
-		t.Errorf("v1 without the capability: Compaction is true; a v1 client without the capability is gated")
-	}
-	if len(n.Diagnostics) == 0 {
-		t.Errorf("v1 without the capability: no diagnostics")
-	} else if msg := n.Diagnostics[0].Message; !strings.Contains(msg, "asked for 1") {
-		t.Errorf("v1 without the capability: Diagnostics[0].Message %q does not contain %q", msg, "asked for 1")
-	}
-
-	v1Cap := `{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}`
-	n = capability.Parse(json.RawMessage(v1Cap), json.RawMessage(`{"protocolVersion":2}`))
-	if n.Version != capability.V1 {
-		t.Errorf("v1 with the capability: Version: got %d, want %d", n.Version, capability.V1)
-	}
-	if !n.Compaction {
-		t.Errorf("v1 with the capability: Compaction is false; the v1 capability still counts")
-	}
-
-	n = capability.Parse(json.RawMessage(`{"clientCapabilities":{}}`), json.RawMessage(`{"protocolVersion":2}`))
-	if n.Version != capability.V1 {
-		t.Errorf("no version: Version: got %d, want %d (a client that names no version is taken to speak v1)", n.Version, capability.V1)
-	}
-	if n.Compaction {
-		t.Errorf("no version: Compaction is true")
-	}
-	if len(n.Diagnostics) == 0 {
-		t.Errorf("no version: no diagnostics")
+	for _, tc := range []struct {
+		name, req  string
+		compaction bool
+		why        string // why Version and Compaction are what they are
+		diagnosed  bool   // a diagnostic is expected
+		diagHas    string // what the first diagnostic says, when not ""
+	}{
+		{name: "v1 without the capability", req: `{"protocolVersion":1,"clientCapabilities":{}}`,
+			why: "the client asked for v1; a v1 client without the capability is gated", diagnosed: true, diagHas: "asked for 1"},
+		{name: "v1 with the capability", req: `{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}`,
+			compaction: true, why: "the v1 capability still counts"},
+		{name: "no version", req: `{"clientCapabilities":{}}`,
+			why: "a client that names no version is taken to speak v1", diagnosed: true},
+	} {
+		n := capability.Parse(json.RawMessage(tc.req), json.RawMessage(`{"protocolVersion":2}`))
+		if n.Version != capability.V1 {
+			t.Errorf("%s: Version: got %d, want %d (%s)", tc.name, n.Version, capability.V1, tc.why)
+		}
+		if n.Compaction != tc.compaction {
+			t.Errorf("%s: Compaction: got %v, want %v (%s)", tc.name, n.Compaction, tc.compaction, tc.why)
+		}
+		if !tc.diagnosed {
+			continue
+		}
+		if len(n.Diagnostics) == 0 {
+			t.Errorf("%s: no diagnostics", tc.name)
+		} else if msg := n.Diagnostics[0].Message; !strings.Contains(msg, tc.diagHas) {
+			t.Errorf("%s: Diagnostics[0].Message %q does not contain %q", tc.name, msg, tc.diagHas)
+		}
 	}
 }

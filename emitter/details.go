@@ -112,3 +112,17 @@ func terminalMeta(version int, start, settle protocol.Meta, recordKey string, d 
 	}
 	return out
 }
+
+// firstSightMeta is terminalMeta for a terminal update that is the
+// client's first sight of the compaction (a replay, or one that settled
+// unseen): there is no stored _meta to patch, so v1 and v2 alike get the
+// whole of it.
+func firstSightMeta(start, settle protocol.Meta, recordKey string, d *Details) protocol.Meta {
+	if m := terminalMeta(1, start, settle, recordKey, d); m != nil {
+		return m
+	}
+	if len(start) > 0 {
+		return start
+	}
+	return nil
+}

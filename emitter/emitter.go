@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -204,18 +205,12 @@ func (e *Emitter) CloseSession(ctx context.Context, sessionID string, reason err
 
 // SettleAll settles every open compaction of every session for reason (see
 // ErrCancelled), those started with Background included; it is what a
-// connection close calls. It returns how many
-// compactions it settled and the first delivery error.
+// connection close calls. It returns how many compactions it settled and
+// the first delivery error.
 func (e *Emitter) SettleAll(ctx context.Context, reason error) (int, error) {
-	e.mu.Lock()
-	ss := make([]*Session, 0, len(e.sessions))
-	for _, s := range e.sessions {
-		ss = append(ss, s)
-	}
-	e.mu.Unlock()
 	total := 0
 	var first error
-	for _, s := range ss {
+	for _, s := range e.all() {
 		n, err := s.settleAll(ctx, reason, true)
 		total += n
 		if first == nil {
@@ -223,6 +218,14 @@ func (e *Emitter) SettleAll(ctx context.Context, reason error) (int, error) {
 		}
 	}
 	return total, first
+}
+
+// all returns the sessions e keeps, so that they are gone through without
+// e.mu held.
+func (e *Emitter) all() []*Session {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Collect(maps.Values(e.sessions))
 }
 
 // admit passes a runtime's call in session sessionID through the host's
@@ -486,11 +489,16 @@ func (s *Session) Compaction(id protocol.ID) (*Compaction, error) {
 	if c := s.findOpen(id); c != nil {
 		return c, nil
 	}
-	sentinel := ErrNotOpen
+	return nil, fmt.Errorf("%w: session %s, compaction %s", s.notOpenLocked(id), s.id, id)
+}
+
+// notOpenLocked says why id is not open: ErrSettled when the session used
+// it, else ErrNotOpen.
+func (s *Session) notOpenLocked(id protocol.ID) error {
 	if s.used.has(id) {
-		sentinel = ErrSettled
+		return ErrSettled
 	}
-	return nil, fmt.Errorf("%w: session %s, compaction %s", sentinel, s.id, id)
+	return ErrNotOpen
 }
 
 // Chunk streams a summary block for the open compaction id. A chunk for an
@@ -513,31 +521,33 @@ func (s *Session) Chunk(ctx context.Context, id protocol.ID, block protocol.Cont
 // Complete settles the open compaction id as completed (see
 // Compaction.Complete).
 func (s *Session) Complete(ctx context.Context, id protocol.ID, opts ...SettleOption) error {
-	release, err := s.e.admit(ctx, s.id)
-	if err != nil {
-		return err
-	}
-	defer release()
-	c, err := s.lookup(ctx, id, "completion")
-	if err != nil {
-		return err
-	}
-	return c.settle(ctx, protocol.Completed, nil, collect(opts))
+	return s.settleByID(ctx, id, "completion", protocol.Completed, nil, opts)
 }
 
 // Cancel settles the open compaction id as cancelled (see
 // Compaction.Cancel).
 func (s *Session) Cancel(ctx context.Context, id protocol.ID, opts ...SettleOption) error {
+	return s.settleByID(ctx, id, "cancel", protocol.Cancelled, ErrCancelled, opts)
+}
+
+// settleByID is a runtime's settlement of the open compaction id, through
+// the gate, as Compaction.report is by handle.
+func (s *Session) settleByID(ctx context.Context, id protocol.ID, what string, status protocol.Status, cause error, opts []SettleOption) error {
+	// Deferred first, so it runs once s.mu and the gate are released: the
+	// sink may call the emitter.
+	defer s.handOver()
 	release, err := s.e.admit(ctx, s.id)
 	if err != nil {
 		return err
 	}
 	defer release()
-	c, err := s.lookup(ctx, id, "cancel")
+	c, err := s.lookup(ctx, id, what)
 	if err != nil {
 		return err
 	}
-	return c.settle(ctx, protocol.Cancelled, ErrCancelled, collect(opts))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return c.settleLocked(ctx, status, cause, collect(opts))
 }
 
 func (s *Session) lookup(ctx context.Context, id protocol.ID, what string) (*Compaction, error) {
@@ -546,11 +556,7 @@ func (s *Session) lookup(ctx context.Context, id protocol.ID, what string) (*Com
 	if c := s.findOpen(id); c != nil {
 		return c, nil
 	}
-	sentinel := ErrNotOpen
-	if s.used.has(id) {
-		sentinel = ErrSettled
-	}
-	err := fmt.Errorf("%w: %s dropped: session %s, compaction %s", sentinel, what, s.id, id)
+	err := fmt.Errorf("%w: %s dropped: session %s, compaction %s", s.notOpenLocked(id), what, s.id, id)
 	s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
 	return nil, err
 }
@@ -667,12 +673,8 @@ func (s *Session) Replay(ctx context.Context, rec Record) error {
 		Version: s.e.cfg.negotiation.Version, Details: rec.Details,
 		Err: errorText(rec.Error),
 	}
-	// Replay is the entity's first sight on this connection, so v1 and v2
-	// alike get the whole stored _meta.
-	ev.Meta = terminalMeta(1, rec.Meta, nil, s.e.cfg.recordKey, rec.Details)
-	if ev.Meta == nil && len(rec.Meta) > 0 {
-		ev.Meta = rec.Meta
-	}
+	// Replay is the entity's first sight on this connection.
+	ev.Meta = firstSightMeta(rec.Meta, nil, s.e.cfg.recordKey, rec.Details)
 	blocks, withheld := s.filterLocked(ctx, ev, rec.Summary, rec.Displayable)
 	ev.Withheld = withheld
 	if len(blocks) > 0 {
@@ -1049,13 +1051,10 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 	if c.shown {
 		ev.Meta = terminalMeta(ev.Version, c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
 	} else {
-		// The terminal update is the client's first sight of the entity:
-		// v1 and v2 alike get the whole _meta, as a replay does.
+		// The terminal update is the client's first sight of the entity,
+		// as a replay is.
 		ev.Unseen = true
-		ev.Meta = terminalMeta(1, c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
-		if ev.Meta == nil && len(c.meta) > 0 {
-			ev.Meta = c.meta
-		}
+		ev.Meta = firstSightMeta(c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
 	}
 	// The summary patch leaves the client holding exactly what the record
 	// keeps, so that a replay of Record reproduces it (live = replay):

@@ -19,14 +19,8 @@ func SessionCount(e *Emitter) int {
 
 // OpenCount returns the number of open compactions across e's sessions.
 func OpenCount(e *Emitter) int {
-	e.mu.Lock()
-	ss := make([]*Session, 0, len(e.sessions))
-	for _, s := range e.sessions {
-		ss = append(ss, s)
-	}
-	e.mu.Unlock()
 	n := 0
-	for _, s := range ss {
+	for _, s := range e.all() {
 		n += s.Open()
 	}
 	return n

@@ -169,3 +169,43 @@ func TestCompactionByIDRefusesWhatIsNotOpen(t *testing.T) {
 		t.Errorf("Compaction of a settled ID: got %v, want ErrSettled", err)
 	}
 }
+
+// TestFinalRecordHandedOverOutsideTheGate: the final record of a runtime's
+// settlement reaches OnFinalRecord's sink once the call has released the
+// host's gate, by handle as by ID, so that a sink that calls the emitter
+// does not pass the gate while its own call still holds it (the kits'
+// gate is a read lock, which a waiting turn end makes non-reentrant).
+func TestFinalRecordHandedOverOutsideTheGate(t *testing.T) {
+	ctx := context.Background()
+	for name, settle := range map[string]func(s *emitter.Session, c *emitter.Compaction) error{
+		"Compaction.Complete": func(_ *emitter.Session, c *emitter.Compaction) error { return c.Complete(ctx) },
+		"Compaction.Fail":     func(_ *emitter.Session, c *emitter.Compaction) error { return c.Fail(ctx, errors.New("boom")) },
+		"Compaction.Cancel":   func(_ *emitter.Session, c *emitter.Compaction) error { return c.Cancel(ctx) },
+		"Session.Complete":    func(s *emitter.Session, c *emitter.Compaction) error { return s.Complete(ctx, c.ID()) },
+		"Session.Fail":        func(s *emitter.Session, c *emitter.Compaction) error { return s.Fail(ctx, c.ID(), errors.New("boom")) },
+		"Session.Cancel":      func(s *emitter.Session, c *emitter.Compaction) error { return s.Cancel(ctx, c.ID()) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := &gate{}
+			sunk := 0
+			sink := func(context.Context, string, emitter.Record) {
+				sunk++
+				if passed, released := g.counts(); released != passed {
+					t.Errorf("gate at the sink: %d admitted, %d released; want every admission released", passed, released)
+				}
+			}
+			em, _, _ := newCapable(t, emitter.WithGate(g.admit), emitter.OnFinalRecord(sink))
+			s := em.Session("s1")
+			c, err := s.Start(ctx, emitter.WithID("a"))
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			if err := settle(s, c); err != nil {
+				t.Fatalf("settle: %v", err)
+			}
+			if sunk != 1 {
+				t.Errorf("final records handed over: got %d, want 1", sunk)
+			}
+		})
+	}
+}

@@ -22,18 +22,40 @@ var ErrRecordVersion = errors.New("emitter: unsupported record version")
 // recordV1 is version 1 of Record's JSON form. The field names are ACP's
 // where ACP has one (compactionId, status, summary, error, _meta), camelCase
 // otherwise. Changing a name or a meaning is a new version; adding an
-// optional field is not (readers ignore what they do not know).
+// optional field is not (readers ignore what they do not know). Its head
+// and tail are apart because MarshalJSON writes the summary between them
+// itself.
 type recordV1 struct {
-	V           int                     `json:"v"`
-	ID          protocol.ID             `json:"compactionId"`
-	Status      protocol.Status         `json:"status"`
-	Trigger     protocol.Trigger        `json:"trigger,omitempty"`
-	After       string                  `json:"after,omitempty"`
-	Displayable bool                    `json:"userDisplayable,omitempty"`
-	Summary     []protocol.ContentBlock `json:"summary,omitempty"`
-	Error       string                  `json:"error,omitempty"`
-	Meta        protocol.Meta           `json:"_meta,omitempty"`
-	Details     *Details                `json:"details,omitempty"`
+	recordHead
+	Summary []protocol.ContentBlock `json:"summary,omitempty"`
+	recordTail
+}
+
+type recordHead struct {
+	V           int              `json:"v"`
+	ID          protocol.ID      `json:"compactionId"`
+	Status      protocol.Status  `json:"status"`
+	Trigger     protocol.Trigger `json:"trigger,omitempty"`
+	After       string           `json:"after,omitempty"`
+	Displayable bool             `json:"userDisplayable,omitempty"`
+}
+
+type recordTail struct {
+	Error   string        `json:"error,omitempty"`
+	Meta    protocol.Meta `json:"_meta,omitempty"`
+	Details *Details      `json:"details,omitempty"`
+}
+
+// checkRecord refuses a record without what a replay needs, written or
+// read.
+func checkRecord(id protocol.ID, status protocol.Status) error {
+	if id == "" {
+		return fmt.Errorf("emitter: record: %w", protocol.ErrInvalidID)
+	}
+	if status == "" {
+		return errors.New("emitter: record: status must be a non-empty string")
+	}
+	return nil
 }
 
 // MarshalJSON writes the record's versioned JSON form, for stores:
@@ -55,11 +77,8 @@ type recordV1 struct {
 // (OnFinalRecord's sessionID), and Session.Replay replays it into the
 // session it is called on.
 func (r Record) MarshalJSON() ([]byte, error) {
-	if r.ID == "" {
-		return nil, fmt.Errorf("emitter: record: %w", protocol.ErrInvalidID)
-	}
-	if r.Status == "" {
-		return nil, errors.New("emitter: record: status must be a non-empty string")
+	if err := checkRecord(r.ID, r.Status); err != nil {
+		return nil, err
 	}
 	head, err := json.Marshal(recordHead{V: recordVersion, ID: r.ID, Status: r.Status, Trigger: r.Trigger, After: r.After, Displayable: r.Displayable})
 	if err != nil {
@@ -86,23 +105,6 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		out = append(out, tail[1:len(tail)-1]...)
 	}
 	return append(out, '}'), nil
-}
-
-// recordHead and recordTail are recordV1 as MarshalJSON writes it, less
-// the summary, which goes between them.
-type recordHead struct {
-	V           int              `json:"v"`
-	ID          protocol.ID      `json:"compactionId"`
-	Status      protocol.Status  `json:"status"`
-	Trigger     protocol.Trigger `json:"trigger,omitempty"`
-	After       string           `json:"after,omitempty"`
-	Displayable bool             `json:"userDisplayable,omitempty"`
-}
-
-type recordTail struct {
-	Error   string        `json:"error,omitempty"`
-	Meta    protocol.Meta `json:"_meta,omitempty"`
-	Details *Details      `json:"details,omitempty"`
 }
 
 // summaryBytes estimates the encoded size of blocks, so that the buffer
@@ -154,11 +156,8 @@ func (r *Record) readV1(data []byte) error {
 	if err := json.Unmarshal(data, &v); err != nil {
 		return fmt.Errorf("emitter: record: %w", err)
 	}
-	if v.ID == "" {
-		return fmt.Errorf("emitter: record: %w", protocol.ErrInvalidID)
-	}
-	if v.Status == "" {
-		return errors.New("emitter: record: status must be a non-empty string")
+	if err := checkRecord(v.ID, v.Status); err != nil {
+		return err
 	}
 	out := Record{ID: v.ID, Status: v.Status, Trigger: v.Trigger, After: v.After, Displayable: v.Displayable,
 		Error: v.Error, Details: v.Details}

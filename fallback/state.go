@@ -23,8 +23,9 @@ func keyOf(ev emitter.Event) streamKey {
 // that must show a summary the terminal event leaves omitted ("keep what
 // was streamed"). The emitter hands renderers no accumulated summary (it
 // keeps chunks only for OnFinalRecord's records, and only when asked), so
-// a renderer that shows the summary keeps it. Entries live from the first chunk to the
-// terminal event; the emitter guarantees that event, so nothing leaks.
+// a renderer that shows the summary keeps it. Entries live from the first
+// chunk to the terminal event; the emitter guarantees that event, so
+// nothing leaks.
 type streams struct {
 	mu sync.Mutex
 	m  map[streamKey][]protocol.ContentBlock

@@ -121,20 +121,7 @@ func BenchmarkDeepUnbounded(b *testing.B) {
 		{"objects-1000000", strings.Repeat(`{"a":`, 1000000) + "1" + strings.Repeat("}", 1000000)},
 	} {
 		msg := []byte(`{"params":{"update":{"sessionUpdate":"plan","_meta":` + tc.value + `}},"id":7}`)
-		b.Run(tc.name, func(b *testing.B) {
-			p := Picker{Unbounded: true}
-			b.SetBytes(int64(len(msg)))
-			b.ReportAllocs()
-			c0 := cpuNow()
-			for b.Loop() {
-				v, err := p.Pick(msg, agentSet)
-				if err != nil {
-					b.Fatal(err)
-				}
-				benchSink = v
-			}
-			reportCPU(b, c0)
-		})
+		b.Run(tc.name, func(b *testing.B) { benchPicker(b, &Picker{Unbounded: true}, msg) })
 	}
 }
 
@@ -249,7 +236,11 @@ var prefixLines = sync.OnceValue(func() []benchLine {
 func BenchmarkPickLiterals(b *testing.B) {
 	msg := []byte(`{"jsonrpc":"2.0","id":3,"method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call","rawInput":[` +
 		strings.Repeat(`true,false,null,{"a":true,"b":null},`, 40) + `null]}}}`)
-	var p Picker
+	benchPicker(b, &Picker{}, msg)
+}
+
+// benchPicker measures p picking agentSet from msg.
+func benchPicker(b *testing.B, p *Picker, msg []byte) {
 	b.SetBytes(int64(len(msg)))
 	b.ReportAllocs()
 	c0 := cpuNow()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -446,7 +447,7 @@ func (e *Engine) response(m *Msg) Effect {
 		return Effect{}
 	}
 	eff := Effect{Request: r.method, Session: r.session}
-	if s := e.sessions[r.session]; s != nil && e.v2Locked() && r.method == MethodPrompt && !m.Failed && !s.active && indexOf(s.queue, m.ID) >= 0 {
+	if s := e.sessions[r.session]; s != nil && e.v2Locked() && r.method == MethodPrompt && !m.Failed && !s.active && slices.Contains(s.queue, m.ID) {
 		// A v2 prompt waiting for the end before it is answered as its
 		// turn begins: it keeps its place, and its handler runs on.
 		r.answered = true
@@ -475,7 +476,7 @@ func (e *Engine) response(m *Msg) Effect {
 		if s == nil {
 			break
 		}
-		if i := indexOf(s.queue, m.ID); i >= 0 {
+		if i := slices.Index(s.queue, m.ID); i >= 0 {
 			// Answered before its turn came (an agent that rejects a
 			// prompt sent while another runs): it ends nothing.
 			s.queue = append(s.queue[:i], s.queue[i+1:]...)
@@ -605,19 +606,23 @@ func (e *Engine) Ended(end *End) {
 		// prompt sent during a turn does; one answered already hands its
 		// handler to the turn.
 		for _, id := range s.queue {
-			if r := e.requests[id]; r != nil && r.answered {
-				s.binds = append(s.binds, r.binds...)
-				delete(e.requests, id)
-			}
+			e.adoptAnsweredLocked(s, id)
 		}
-		if r := e.requests[s.running]; r != nil && r.answered {
-			s.binds = append(s.binds, r.binds...)
-			delete(e.requests, s.running)
-		}
+		e.adoptAnsweredLocked(s, s.running)
 		s.queue = nil
 	}
 	s.runAfterEnd = false
 	e.dropIdleLocked(s)
+}
+
+// adoptAnsweredLocked hands the handler of prompt id, if it was answered
+// while it waited for the end before it (v2), to s's turn, and forgets the
+// request: it is no longer in flight.
+func (e *Engine) adoptAnsweredLocked(s *session, id string) {
+	if r := e.requests[id]; r != nil && r.answered {
+		s.binds = append(s.binds, r.binds...)
+		delete(e.requests, id)
+	}
 }
 
 // Bind ties a prompt handler's context to the prompt request id (by JSON
@@ -840,12 +845,3 @@ func (e *Engine) Close(reason error) (live map[string]bool, endHandlers func()) 
 // Wait waits for grace callbacks already running to return. The host calls
 // it after Close without holding any lock that OnGrace takes.
 func (e *Engine) Wait() { e.timersLive.Wait() }
-
-func indexOf(ids []string, id string) int {
-	for i, x := range ids {
-		if x == id {
-			return i
-		}
-	}
-	return -1
-}
