@@ -219,7 +219,6 @@ func (s trSet) has(t Translator) bool { return s&trBit(t) != 0 }
 // translation is the connection's translators, as its profile (and
 // WithTranslators) chose them, arranged for the hot path.
 type translation struct {
-	prof   *Profile
 	on     trSet
 	quirks quirk
 	// byKind lists, per sessionUpdate kind, the translators whose update
@@ -252,7 +251,7 @@ func (tl *translation) readers(kind string) []*translatorDef {
 }
 
 func newTranslation(p *Profile, on trSet) translation {
-	tl := translation{prof: p, on: on}
+	tl := translation{on: on}
 	if p != nil {
 		tl.quirks = p.quirks
 	}
