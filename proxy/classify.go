@@ -562,28 +562,25 @@ func (v view) replayedStandard(d *decision, k trackKey, isUpdate bool, status pr
 	if json.Unmarshal(env.v[aUpdate], &u) != nil || u.Summary != nil {
 		return // it says what its summary is
 	}
-	if out, ok := withSummary(msg, chunks); ok {
+	if out := withSummary(msg, chunks); out != nil {
 		d.fate, d.out = fateRewrite, out
 	}
 }
 
-// withSummary returns msg, a compaction_update, with summary set to blocks.
-func withSummary(msg []byte, blocks []json.RawMessage) ([]byte, bool) {
-	var top, params, upd map[string]json.RawMessage
-	if json.Unmarshal(msg, &top) != nil || json.Unmarshal(top["params"], &params) != nil || json.Unmarshal(params["update"], &upd) != nil {
-		return nil, false
-	}
-	list := []byte{'['}
-	for i, b := range blocks {
-		if i > 0 {
-			list = append(list, ',')
+// withSummary returns msg, a compaction_update, with summary set to blocks
+// (nil when msg cannot be read so).
+func withSummary(msg []byte, blocks []json.RawMessage) []byte {
+	return editUpdate(msg, func(upd map[string]json.RawMessage) bool {
+		list := []byte{'['}
+		for i, b := range blocks {
+			if i > 0 {
+				list = append(list, ',')
+			}
+			list = append(list, b...)
 		}
-		list = append(list, b...)
-	}
-	upd["summary"] = append(list, ']')
-	params["update"] = marshalRaw(upd)
-	top["params"] = marshalRaw(params)
-	return marshalRaw(top), true
+		upd["summary"] = append(list, ']')
+		return true
+	})
 }
 
 // ---- legacy signals ----

@@ -170,8 +170,7 @@ func (c *conn) clientMessage(n int, msg []byte) (m turn.Msg, ok bool) {
 	env.read(v, cMethod, cSession, &c.csid)
 	if c.tooDeep(&c.cdepth, msg) {
 		// The checker follows the turn from a stand-in of what was read.
-		c.check.observe(conformance.FromClient, sideClient, n, makeStandIn(
-			"id", v[cID], "method", v[cMethod], "params", makeStandIn("sessionId", v[cSession], "requestId", v[cRequestID], "replayFrom", v[cReplayFrom])))
+		c.check.observe(conformance.FromClient, sideClient, n, clientStandIn(v, clientParamsStandIn(v)))
 	} else {
 		c.check.observe(conformance.FromClient, sideClient, n, msg)
 	}
@@ -206,9 +205,9 @@ func (c *conn) foldClient(n int, msg []byte) {
 		// from a stand-in of the message as the agent reads it.
 		params := v[cParams]
 		if c.tooDeep(&c.cdepth, params) {
-			params = makeStandIn("sessionId", v[cSession], "requestId", v[cRequestID], "replayFrom", v[cReplayFrom])
+			params = clientParamsStandIn(v)
 		}
-		c.check.observe(conformance.FromClient, sideClient, n, makeStandIn("id", v[cID], "method", v[cMethod], "params", params))
+		c.check.observe(conformance.FromClient, sideClient, n, clientStandIn(v, params))
 	}
 }
 
@@ -235,11 +234,22 @@ func (c *conn) clientHead(l *line) {
 	}
 	if c.check != nil && m.Method != "" {
 		// The checker follows the turn from a stand-in of what was read.
-		v := pre.Values
-		c.check.observe(conformance.FromClient, sideClient, n, makeStandIn(
-			"id", v[cID], "method", v[cMethod], "params", makeStandIn("sessionId", v[cSession], "requestId", v[cRequestID], "replayFrom", v[cReplayFrom])))
+		c.check.observe(conformance.FromClient, sideClient, n, clientStandIn(pre.Values, clientParamsStandIn(pre.Values)))
 	}
 	c.e.Client(&m)
+}
+
+// clientStandIn is a client message for the checker, made of the id and
+// method of v (values of clientSet or clientFoldSet, which index alike)
+// and params.
+func clientStandIn(v [][]byte, params []byte) []byte {
+	return makeStandIn("id", v[cID], "method", v[cMethod], "params", params)
+}
+
+// clientParamsStandIn is, of a client message's params, what the engine
+// follows: the members the checker needs to follow the turn.
+func clientParamsStandIn(v [][]byte) []byte {
+	return makeStandIn("sessionId", v[cSession], "requestId", v[cRequestID], "replayFrom", v[cReplayFrom])
 }
 
 // makeStandIn is a JSON object of the raw members given as name, value pairs,

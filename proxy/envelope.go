@@ -82,9 +82,6 @@ type envelope struct {
 	// member begins in the head.
 	response bool
 	failed   bool // a response with a non-null error
-	// head: read from the head of an over-long line; values the head cut
-	// are nil.
-	head bool
 }
 
 // read fills env from the values of one pick.
@@ -95,14 +92,14 @@ func (env *envelope) read(v [][]byte, methodAt, sessionAt int, sid *sidCache) {
 }
 
 // readAgent fills env from an agent message's values; started is nil for
-// a whole message (see skim.Prefix).
+// a whole message, and set for the head of an over-long line, whose
+// values the head cut are nil (see skim.Prefix).
 func (env *envelope) readAgent(v [][]byte, started []bool, sid *sidCache) {
 	env.read(v, aMethod, aSession, sid)
-	env.head = started != nil
 	env.kind, _ = skim.String(v[aKind])
 	switch {
 	case env.hasMethod:
-	case env.head:
+	case started != nil:
 		env.response = v[aID] != nil && (started[aResult] || started[aError])
 		env.failed = started[aError] && !(v[aError] != nil && skim.IsNull(v[aError]))
 	default:

@@ -46,14 +46,17 @@ func (c *conn) tick() {
 	if c.deliverBegun() {
 		_ = c.out.flush() // a failure is sticky: the agent pump reports it
 	}
-	// Only a session in a turn has a client waiting on its compactions:
-	// nothing about compaction is sent between turns. One that outlives
-	// its turn is not shown until it settled.
-	open := slices.DeleteFunc(c.router.open(), func(o openTrack) bool { return o.t.background || !c.e.InTurn(o.k.session) })
-	if len(open) == 0 && len(c.router.open()) == 0 {
+	open := c.router.open()
+	if len(open) == 0 {
 		hb.timer = nil // armed again by the next compaction
 		return
 	}
+	// Only a session in a turn has a client waiting on its compactions:
+	// nothing about compaction is sent between turns. One that outlives
+	// its turn is not shown until it settled. Either still keeps the
+	// ticks going: a held one is shown once its session's next turn
+	// begins.
+	open = slices.DeleteFunc(open, func(o openTrack) bool { return o.t.background || !c.e.InTurn(o.k.session) })
 	active := c.out.at != hb.line
 	hb.line = c.out.at
 	if hb.clock.Tick(time.Now(), active) {

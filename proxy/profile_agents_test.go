@@ -316,32 +316,7 @@ func TestProfileQwenBefore0242(t *testing.T) {
 	// record, the same in every load.
 	replayed := qwenChunk(qwenOldStart+"  \n"+qwenOldDone,
 		`{"source":"slash_command","timestamp":1,"qwenTranscript":{"sourceRecordIds":["rec-1"],"segmentId":"rec-1:0"}}`)
-	var ids []string
-	for range 2 {
-		h := startProfiled(t)
-		h.handshakeAgent(v1Capable, qwenCode, "0.24.0")
-		h.load(5)
-		h.agent(upd("s1", replayed))
-		var got struct {
-			Params struct {
-				Update struct {
-					ID     string `json:"compactionId"`
-					Status string `json:"status"`
-				} `json:"update"`
-			} `json:"params"`
-		}
-		line := h.next()
-		_ = json.Unmarshal(line, &got)
-		if got.Params.Update.Status != "completed" || !strings.Contains(string(line), `"tokensAfter":72`) {
-			t.Fatalf("client got %s, want one terminal-first completed update with its counts", line)
-		}
-		ids = append(ids, got.Params.Update.ID)
-		h.relay(`{"jsonrpc":"2.0","id":5,"result":{}}`)
-		h.end()
-	}
-	if ids[0] != ids[1] {
-		t.Errorf("two loads gave IDs %q and %q: want one, from the transcript record", ids[0], ids[1])
-	}
+	wantStableQwenReplay(t, "0.24.0", replayed, `"tokensAfter":72`)
 }
 
 // The old Claude package reports nothing live; its session/load replays the

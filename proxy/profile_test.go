@@ -578,10 +578,24 @@ func TestProfileQwenCompressionBecomesCompactions(t *testing.T) {
 func TestProfileQwenReplayIsTerminalFirstWithAStableID(t *testing.T) {
 	replayed := qwenChunk("Compressing context...  \nContext compressed (100 -> ~72).",
 		`{"source":"slash_command","contextCompression":{"phase":"done","originalTokenCount":100,"newTokenCount":72},"timestamp":1,"qwenTranscript":{"sourceRecordIds":["rec-1"],"segmentId":"rec-1:0"}}`)
+	wantStableQwenReplay(t, "0.24.4", replayed, "")
+	// Without the capability (and no fallback) the lines pass unchanged.
+	h := startProfiled(t)
+	h.handshakeAgent(v1Plain, qwenCode, "0.24.4")
+	h.load(5)
+	h.relay(upd("s1", replayed))
+}
+
+// wantStableQwenReplay loads session s1 on two connections to Qwen Code
+// release version, which replays line replayed each time: the client must
+// get one terminal-first completed update (holding want, when not ""),
+// with the same ID both times, since a replay names its transcript record.
+func wantStableQwenReplay(t *testing.T, version, replayed, want string) {
+	t.Helper()
 	var ids []string
 	for range 2 {
 		h := startProfiled(t)
-		h.handshakeAgent(v1Capable, qwenCode, "0.24.4")
+		h.handshakeAgent(v1Capable, qwenCode, version)
 		h.load(5)
 		h.agent(upd("s1", replayed))
 		var got struct {
@@ -594,8 +608,8 @@ func TestProfileQwenReplayIsTerminalFirstWithAStableID(t *testing.T) {
 		}
 		line := h.next()
 		_ = json.Unmarshal(line, &got)
-		if got.Params.Update.Status != "completed" {
-			t.Fatalf("client got %s, want one terminal-first completed update", line)
+		if got.Params.Update.Status != "completed" || !strings.Contains(string(line), want) {
+			t.Fatalf("client got %s, want one terminal-first completed update holding %q", line, want)
 		}
 		ids = append(ids, got.Params.Update.ID)
 		h.relay(`{"jsonrpc":"2.0","id":5,"result":{}}`)
@@ -604,11 +618,6 @@ func TestProfileQwenReplayIsTerminalFirstWithAStableID(t *testing.T) {
 	if ids[0] != ids[1] {
 		t.Errorf("two loads gave IDs %q and %q: want one, from the transcript record", ids[0], ids[1])
 	}
-	// Without the capability (and no fallback) the lines pass unchanged.
-	h := startProfiled(t)
-	h.handshakeAgent(v1Plain, qwenCode, "0.24.4")
-	h.load(5)
-	h.relay(upd("s1", replayed))
 }
 
 // --- heartbeat ---

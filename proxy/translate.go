@@ -219,7 +219,6 @@ func (s trSet) has(t Translator) bool { return s&trBit(t) != 0 }
 // translation is the connection's translators, as its profile (and
 // WithTranslators) chose them, arranged for the hot path.
 type translation struct {
-	prof   *Profile
 	on     trSet
 	quirks quirk
 	// byKind lists, per sessionUpdate kind, the translators whose update
@@ -252,7 +251,7 @@ func (tl *translation) readers(kind string) []*translatorDef {
 }
 
 func newTranslation(p *Profile, on trSet) translation {
-	tl := translation{prof: p, on: on}
+	tl := translation{on: on}
 	if p != nil {
 		tl.quirks = p.quirks
 	}
@@ -1175,18 +1174,29 @@ func continuationSummary(text string) []protocol.ContentBlock {
 // nil when the update carries nothing else (the peers' marker is an update
 // of its own, but the key may ride on a real session_info_update).
 func withoutMetaKey(msg []byte, key string) []byte {
-	var top, params, upd, meta map[string]json.RawMessage
+	return editUpdate(msg, func(upd map[string]json.RawMessage) bool {
+		var meta map[string]json.RawMessage
+		if json.Unmarshal(upd["_meta"], &meta) != nil {
+			return false
+		}
+		delete(meta, key)
+		if len(meta) == 0 {
+			delete(upd, "_meta")
+		} else {
+			upd["_meta"] = marshalRaw(meta)
+		}
+		return len(upd) > 1
+	})
+}
+
+// editUpdate returns msg, a session/update, with its params.update as
+// edit leaves it; nil when msg cannot be read so, or when edit reports
+// that nothing is left to send. Only the objects on the way to the update
+// are decoded: every other member keeps its value as it came.
+func editUpdate(msg []byte, edit func(upd map[string]json.RawMessage) bool) []byte {
+	var top, params, upd map[string]json.RawMessage
 	if json.Unmarshal(msg, &top) != nil || json.Unmarshal(top["params"], &params) != nil ||
-		json.Unmarshal(params["update"], &upd) != nil || json.Unmarshal(upd["_meta"], &meta) != nil {
-		return nil
-	}
-	delete(meta, key)
-	if len(meta) == 0 {
-		delete(upd, "_meta")
-	} else {
-		upd["_meta"] = marshalRaw(meta)
-	}
-	if len(upd) <= 1 {
+		json.Unmarshal(params["update"], &upd) != nil || !edit(upd) {
 		return nil
 	}
 	params["update"] = marshalRaw(upd)

@@ -54,7 +54,9 @@ func (c *conn) turnBegan(sid string) {
 }
 
 // deliverBegun delivers what the sessions whose turn began held, and
-// reports whether it wrote anything. Callers hold emu.
+// reports whether any turn began, for the caller to flush: the delivery
+// may have written (out.made cannot tell when a line of the proxy's was
+// already queued). Callers hold emu.
 func (c *conn) deliverBegun() bool {
 	if !c.beganAny.Load() {
 		return false
@@ -67,11 +69,10 @@ func (c *conn) deliverBegun() bool {
 	if c.em == nil {
 		return false
 	}
-	made := c.out.made
 	for _, sid := range began {
 		if err := c.em.Session(sid).Deliver(context.Background()); err != nil {
 			c.log.Debug("held compaction updates not delivered", "session", sid, "error", err)
 		}
 	}
-	return c.out.made != made || len(began) > 0
+	return len(began) > 0
 }
