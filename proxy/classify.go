@@ -221,6 +221,12 @@ func (v view) message(msg []byte, whole bool, d *decision) {
 		return
 	}
 	if !whole {
+		if env.isCompaction() && !c.inTurn(env.sessionID) {
+			// Unfollowed inside a batch, so it cannot be held either:
+			// forwarded, it would reach the client between turns.
+			d.fate = fateDrop
+			d.note = warn("dropped a compaction update inside a batch sent between turns: it can be neither followed nor held", "session", env.sessionID)
+		}
 		return
 	}
 	d.batchable = env.batchable()
@@ -367,6 +373,12 @@ func (v view) classifyHead(l *line) (d decision, standIn []byte) {
 	case !v.knownCapable():
 		d.fate = fateDrop
 		d.note = warn("dropped a compaction update longer than the inspection limit: the client may lack the capability, and it cannot be rewritten unread",
+			"limit", limit, "session", env.sessionID)
+	case !c.inTurn(env.sessionID):
+		// Unread, it cannot be held for the next turn; forwarded, it
+		// would reach the client between turns.
+		d.fate = fateDrop
+		d.note = warn("dropped a compaction update longer than the inspection limit sent between turns: it can be neither read nor held",
 			"limit", limit, "session", env.sessionID)
 	default:
 		id, _ := skim.String(pre.Values[aCompactionID])

@@ -139,3 +139,41 @@ func TestProxyNumericIDsMatchByValue(t *testing.T) {
 		})
 	}
 }
+
+// A compaction update the proxy cannot hold, because it cannot read it
+// whole (longer than the inspection limit) or cannot follow it (inside a
+// JSON-RPC batch), is dropped and logged between turns, even for a capable
+// client: forwarded, it would reach the client outside a turn.
+func TestProxyDropsBetweenTurnsWhatItCannotHold(t *testing.T) {
+	t.Run("longer than the inspection limit", func(t *testing.T) {
+		h := start(t, proxy.WithMaxLineBytes(256))
+		h.handshake(v1Capable, 1)
+		id := h.prompt("s1")
+		h.relay(promptResponse(id, "end_turn"))
+		h.agent(upd("s1", cmpUpdate("cmp_big", "completed", `"summary":[{"type":"text","text":"`+repeat("s", 200000)+`"}]`)))
+		h.relay(upd("s1", text("idle")))
+		if !contains(h.logs.String(), "dropped a compaction update longer than the inspection limit sent between turns", "side=agent", "line=4") {
+			t.Errorf("the drop is not logged:\n%s", h.logs.String())
+		}
+	})
+	t.Run("longer than the inspection limit, in a turn", func(t *testing.T) {
+		h := start(t, proxy.WithMaxLineBytes(256))
+		h.handshake(v1Capable, 1)
+		h.prompt("s1")
+		big := upd("s1", cmpUpdate("cmp_big", "completed", `"summary":[{"type":"text","text":"`+repeat("s", 200000)+`"}]`))
+		h.relay(big)
+	})
+	t.Run("inside a batch", func(t *testing.T) {
+		h := start(t)
+		h.handshake(v1Capable, 1)
+		id := h.prompt("s1")
+		h.relay(promptResponse(id, "end_turn"))
+		before := upd("s1", text("before"))
+		h.agent("[" + before + "," + upd("s1", cmpUpdate("cmp_b", "in_progress")) + "," + upd("s1", cmpUpdate("cmp_b", "completed")) + "]")
+		h.emitted("[" + before + "]")
+		h.relay(upd("s1", text("idle")))
+		if !contains(h.logs.String(), "dropped a compaction update inside a batch sent between turns", "side=agent", "line=4") {
+			t.Errorf("the drop is not logged:\n%s", h.logs.String())
+		}
+	})
+}
