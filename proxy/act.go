@@ -17,6 +17,7 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/lines"
 	"github.com/acpcompact/acpcompact/internal/skim"
 	"github.com/acpcompact/acpcompact/internal/turn"
 	"github.com/acpcompact/acpcompact/protocol"
@@ -25,7 +26,7 @@ import (
 // handleAgent carries one agent line through classify and act. werr is a
 // failed write to the client, rerr a failed read of the remainder of an
 // overlong line.
-func (c *conn) handleAgent(ctx context.Context, lr *lineReader, raw []byte, long bool) (werr, rerr error) {
+func (c *conn) handleAgent(ctx context.Context, lr *lines.Reader, raw []byte, long bool) (werr, rerr error) {
 	c.emu.Lock()
 	defer c.emu.Unlock()
 	if c.stopped.Load() {
@@ -34,12 +35,12 @@ func (c *conn) handleAgent(ctx context.Context, lr *lineReader, raw []byte, long
 	// A turn that began since the last line gets what was held for it
 	// first: before this line, which may be the one that ends it.
 	c.deliverBegun()
-	l := readLine(lr.n, raw, long)
+	l := readLine(lr.Lines(), raw, long)
 	return c.actLine(ctx, lr, &l)
 }
 
 // actLine is handleAgent for a line read; callers hold emu.
-func (c *conn) actLine(ctx context.Context, lr *lineReader, l *line) (werr, rerr error) {
+func (c *conn) actLine(ctx context.Context, lr *lines.Reader, l *line) (werr, rerr error) {
 	c.out.at = l.n
 	if l.long {
 		return c.actHead(ctx, lr, l)
@@ -59,7 +60,7 @@ func (c *conn) actLine(ctx context.Context, lr *lineReader, l *line) (werr, rerr
 	// The client sees this line, and any the proxy made for it, as soon as
 	// no further agent line is at hand, or at once when it may be waiting
 	// on it. lr.ready is asked last: reading it costs a scan.
-	if !d.batchable || c.out.made || !lr.ready() {
+	if !d.batchable || c.out.made || !lr.Ready() {
 		if err := c.out.flush(); err != nil {
 			return c.clientErr(err), nil
 		}
@@ -211,7 +212,7 @@ func (c *conn) observe(ctx context.Context, ev emitter.Event) {
 // actHead carries a line longer than the inspection limit through: its
 // head is classified (classifyHead) and, unless it is dropped, written at
 // once, and the rest streams through as it comes.
-func (c *conn) actHead(ctx context.Context, lr *lineReader, l *line) (werr, rerr error) {
+func (c *conn) actHead(ctx context.Context, lr *lines.Reader, l *line) (werr, rerr error) {
 	c.releaseHeld()
 	d, standIn := view{c}.classifyHead(l)
 	c.logNote(l.n, d.note)
@@ -225,7 +226,7 @@ func (c *conn) actHead(ctx context.Context, lr *lineReader, l *line) (werr, rerr
 	}
 	defer c.e.Ended(end)
 	if d.fate == fateDrop {
-		return nil, lr.copyRest(func([]byte) error { return nil })
+		return nil, lr.CopyRest(func([]byte) error { return nil })
 	}
 	// The rest may be slow to come: what precedes it leaves first.
 	if err := c.out.forward(l.raw); err != nil {
@@ -234,7 +235,7 @@ func (c *conn) actHead(ctx context.Context, lr *lineReader, l *line) (werr, rerr
 	if err := c.out.flush(); err != nil {
 		return c.clientErr(err), nil
 	}
-	rerr = lr.copyRest(c.out.forward)
+	rerr = lr.CopyRest(c.out.forward)
 	if err := c.out.flush(); err != nil {
 		return c.clientErr(err), nil
 	}

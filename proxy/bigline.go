@@ -34,7 +34,7 @@ const (
 // decodeUpdate decodes a compaction update or summary chunk as
 // protocol.UnmarshalUpdate does, with each long string value copied at
 // most once. own reports whether raw's memory is the caller's to keep
-// (see lineReader.detach); then a long string that needs no unescaping is
+// (see lines.Reader.Detach); then a long string that needs no unescaping is
 // not copied at all, but made over the line's bytes, which nobody writes
 // to again.
 func decodeUpdate(raw []byte, own func([]byte) bool) (any, error) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/acpcompact/acpcompact/internal/lines"
 	"github.com/acpcompact/acpcompact/internal/skim"
 	"github.com/acpcompact/acpcompact/internal/turn"
 )
@@ -21,9 +22,9 @@ import (
 // pumpClient forwards client lines to the agent unchanged, noting each
 // with the engine first. It never writes to the client.
 func (c *conn) pumpClient(ctx context.Context, r io.Reader) {
-	lr := newLineReader(r, c.p.cfg.maxLine)
+	lr := lines.NewReader(r, c.p.cfg.maxLine)
 	for {
-		raw, long, rerr := lr.next()
+		raw, long, rerr := lr.Next()
 		if c.stopped.Load() {
 			return
 		}
@@ -37,7 +38,7 @@ func (c *conn) pumpClient(ctx context.Context, r io.Reader) {
 			if !ok {
 				return
 			}
-			if lr.release() && huge {
+			if lr.Release() && huge {
 				// As for the agent's lines (conn.releaseLine).
 				c.cpick, c.cfpick, c.cenv, c.cfenv = newPicker(), newPicker(), envelope{}, envelope{}
 				runtime.GC()
@@ -45,7 +46,7 @@ func (c *conn) pumpClient(ctx context.Context, r io.Reader) {
 		}
 		if rerr != nil {
 			if !errors.Is(rerr, io.EOF) {
-				c.log.Warn("reading the client failed", "side", sideClient, "line", lr.n, "error", rerr)
+				c.log.Warn("reading the client failed", "side", sideClient, "line", lr.Lines(), "error", rerr)
 			}
 			// Before the agent can learn of it: the end of its output
 			// that follows is the connection closing.
@@ -59,19 +60,19 @@ func (c *conn) pumpClient(ctx context.Context, r io.Reader) {
 // clientLine notes a client line with the engine and forwards it. ok is
 // false once the agent's input is closed; err is a failed read of the
 // remainder of an overlong line.
-func (c *conn) clientLine(lr *lineReader, raw []byte, long bool) (ok bool, err error) {
-	l := readLine(lr.n, raw, long)
+func (c *conn) clientLine(lr *lines.Reader, raw []byte, long bool) (ok bool, err error) {
+	l := readLine(lr.Lines(), raw, long)
 	if !l.long {
 		// Holding the line back costs nothing when the next one is
 		// already here, and saves a write.
-		hold := c.fromClient(&l) && lr.ready()
+		hold := c.fromClient(&l) && lr.Ready()
 		return c.ain.write(l.raw, !hold) == nil, nil
 	}
 	c.clientHead(&l)
 	if c.ain.write(l.raw, false) != nil {
 		return false, nil
 	}
-	err = lr.copyRest(func(b []byte) error { return c.ain.write(b, false) })
+	err = lr.CopyRest(func(b []byte) error { return c.ain.write(b, false) })
 	return c.ain.write(nil, true) == nil, err
 }
 
@@ -148,7 +149,7 @@ func (c *conn) fromClient(l *line) (batchable bool) {
 	if isBlank(msg) {
 		return false
 	}
-	if turn.IsBatch(msg) { // msg is trimmed (peerMessage): its first byte decides
+	if turn.IsBatch(msg) { // msg is trimmed (lines.Message): its first byte decides
 		if !turn.Batch(msg, func(elem []byte) { c.clientMessage(n, elem) }) {
 			c.log.Warn("malformed line; forwarded as is", "side", sideClient, "line", n, "error", "invalid batch", "text", clip(msg))
 		}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/lines"
 	"github.com/acpcompact/acpcompact/internal/skim"
 	"github.com/acpcompact/acpcompact/internal/turn"
 )
@@ -98,13 +99,13 @@ type conn struct {
 		turn     turnView
 		reading  reading
 	}
-	alr *lineReader // the agent pump's reader
+	alr *lines.Reader // the agent pump's reader
 }
 
 // ownAgentLine hands the memory of b, a part of the agent line being
 // handled, over to the caller, when the reader can let it go (see
-// lineReader.detach). Only the agent pump calls it.
-func (c *conn) ownAgentLine(b []byte) bool { return c.alr != nil && c.alr.detach(b) }
+// lines.Reader.Detach). Only the agent pump calls it.
+func (c *conn) ownAgentLine(b []byte) bool { return c.alr != nil && c.alr.Detach(b) }
 
 func newConn(p *Proxy, clientOut io.Writer, agentIn io.Writer) *conn {
 	cout := &clientWriter{w: clientOut}
@@ -144,15 +145,15 @@ func (c *conn) graceRanOut(g turn.Grace) {
 // pumpAgent forwards agent lines to the client, correcting compaction
 // reporting, and settles what is open when the agent's output ends.
 func (c *conn) pumpAgent(ctx context.Context, r io.Reader) error {
-	lr := newLineReader(r, c.p.cfg.maxLine)
+	lr := lines.NewReader(r, c.p.cfg.maxLine)
 	c.alr = lr
 	for {
-		raw, long, rerr := lr.next()
+		raw, long, rerr := lr.Next()
 		if len(raw) > 0 {
 			huge := len(raw) >= collectAfter
 			werr, err := c.handleAgent(ctx, lr, raw, long)
 			raw = nil
-			if lr.release() && huge {
+			if lr.Release() && huge {
 				c.releaseLine()
 			}
 			if werr != nil {
@@ -180,7 +181,7 @@ func (c *conn) pumpAgent(ctx context.Context, r io.Reader) error {
 			if errors.Is(rerr, io.EOF) {
 				return nil
 			}
-			return fmt.Errorf("%w: line %d: %w", ErrAgentOutput, lr.n, rerr)
+			return fmt.Errorf("%w: line %d: %w", ErrAgentOutput, lr.Lines(), rerr)
 		}
 	}
 }

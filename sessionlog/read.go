@@ -1,7 +1,6 @@
 package sessionlog
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"os"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/lines"
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
@@ -171,16 +171,16 @@ func checkHeader(path, sessionID string, line []byte, complete bool) (Header, er
 // index is the first pass: it checks every line and learns where each
 // compaction's entries are.
 func (r *Reader) index(sessionID string) error {
-	lr := newLineReader(io.NewSectionReader(r.f, 0, 1<<62), r.maxLine)
+	lr := newLineReader(r.f, 0, 1<<62, r.maxLine)
 	h, err := readHeader(lr, r.path, sessionID)
 	if err != nil {
 		return err
 	}
 	r.header = h
-	r.start = lr.off
-	r.end = lr.off
+	r.start = lr.off()
+	r.end = lr.off()
 	for n := 2; ; n++ {
-		off := lr.off
+		off := lr.off()
 		line, _, err := lr.next()
 		if errors.Is(err, io.EOF) {
 			if len(line) > 0 {
@@ -198,7 +198,7 @@ func (r *Reader) index(sessionID string) error {
 		if err := r.indexLine(line, span{off: off, n: len(line), line: n}); err != nil {
 			return err
 		}
-		r.end = lr.off
+		r.end = lr.off()
 	}
 }
 
@@ -290,10 +290,9 @@ func (r *Reader) Entries() iter.Seq2[Entry, error] {
 			e, err := r.compaction(c)
 			return yield(e, err) && err == nil
 		}
-		lr := newLineReader(io.NewSectionReader(r.f, r.start, r.end-r.start), r.maxLine)
-		lr.off = r.start
+		lr := newLineReader(r.f, r.start, r.end-r.start, r.maxLine)
 		for n := 2; ; n++ {
-			off := lr.off
+			off := lr.off()
 			line, _, err := lr.next()
 			if errors.Is(err, io.EOF) {
 				return
@@ -369,12 +368,13 @@ func (r *Reader) compaction(c *comp) (Entry, error) {
 	return Entry{Kind: KindCompaction, Line: sp.line, Record: rec, Interrupted: interrupted}, nil
 }
 
-// lineReader reads lines of at most max bytes.
+// lineReader reads a log's lines of at most max bytes (newline
+// excluded) with the shared framer; base is the file offset its stream
+// begins at.
 type lineReader struct {
-	br  *bufio.Reader
-	off int64 // offset of the next line
-	max int
-	buf []byte
+	lr   *lines.Reader
+	base int64
+	max  int
 }
 
 // errTooLong is a line longer than the limit.
@@ -382,35 +382,26 @@ type errTooLong struct{ max int }
 
 func (e errTooLong) Error() string { return fmt.Sprintf("a line longer than %d bytes", e.max) }
 
-func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10), max: max}
+// newLineReader reads the file f from offset base.
+func newLineReader(f io.ReaderAt, base, size int64, max int) *lineReader {
+	return &lineReader{lr: lines.NewReader(io.NewSectionReader(f, base, size), max+1), base: base, max: max}
 }
+
+// off is the file offset of the next line.
+func (r *lineReader) off() int64 { return r.base + r.lr.Offset() }
 
 // next returns the next line without its newline and whether it had one.
 // At the end it returns io.EOF with what follows the last newline (a torn
 // line, or nothing). The line is valid until the next call.
-func (lr *lineReader) next() (line []byte, complete bool, err error) {
-	lr.buf = lr.buf[:0]
-	for {
-		frag, err := lr.br.ReadSlice('\n')
-		if len(lr.buf)+len(frag) > lr.max+1 {
-			return nil, false, errTooLong{lr.max}
-		}
-		switch {
-		case err == nil:
-			lr.off += int64(len(lr.buf) + len(frag))
-			if len(lr.buf) == 0 {
-				return frag[:len(frag)-1], true, nil
-			}
-			lr.buf = append(lr.buf, frag...)
-			return lr.buf[:len(lr.buf)-1], true, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			lr.buf = append(lr.buf, frag...)
-		case errors.Is(err, io.EOF):
-			lr.buf = append(lr.buf, frag...)
-			return lr.buf, false, io.EOF
-		default:
-			return nil, false, err
-		}
+func (r *lineReader) next() (line []byte, complete bool, err error) {
+	raw, long, err := r.lr.Next()
+	switch {
+	case long || len(raw) > r.max+1:
+		return nil, false, errTooLong{r.max}
+	case errors.Is(err, io.EOF):
+		return raw, false, io.EOF
+	case err != nil:
+		return nil, false, err
 	}
+	return raw[:len(raw)-1], true, nil
 }

@@ -223,7 +223,7 @@ func (s *Store) Append(sessionID string) (*Log, error) {
 	if err != nil {
 		return nil, notFound(sessionID, err)
 	}
-	if _, err := readHeader(newLineReader(io.NewSectionReader(f, 0, 1<<62), s.cfg.maxLine), path, sessionID); err != nil {
+	if _, err := readHeader(newLineReader(f, 0, 1<<62, s.cfg.maxLine), path, sessionID); err != nil {
 		f.Close()
 		return nil, err
 	}
