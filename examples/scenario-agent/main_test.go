@@ -218,9 +218,9 @@ func TestScenarioAgentCancelGraceFlag(t *testing.T) {
 		atLeast time.Duration
 		why     string
 	}{
-		{"0", 0, "cancel grace expired"},
-		{"300ms", 300 * time.Millisecond, "cancel grace expired"},
-		{"-1s", 0, "turn ended"},
+		{"0", 0, "the cancel grace period ended"},
+		{"300ms", 300 * time.Millisecond, "the cancel grace period ended"},
+		{"-1s", 0, "the agent answered session/prompt"},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
 			cmd := exec.CommandContext(ctx, bin, "--cancel-grace", tc.flag, "--compaction-timeout", "0", "--heartbeat", "0")
@@ -273,7 +273,7 @@ func TestScenarioAgentCancelGraceFlag(t *testing.T) {
 				t.Errorf("agent exit: %v", err)
 			}
 			if logs := stderr.String(); !strings.Contains(logs, `why="`+tc.why+`"`) {
-				t.Errorf("the compaction was not settled because the %s:\n%s", tc.why, logs)
+				t.Errorf("the compaction was not settled with why=%q:\n%s", tc.why, logs)
 			}
 			var transcript bytes.Buffer
 			if err := cl.WriteTranscript(&transcript); err != nil {

@@ -65,22 +65,7 @@ func (t *Tap) Shutdown(ctx context.Context, reason error) error {
 	t.onClose = nil
 	t.mu.Unlock()
 
-	live, endHandlers := t.e.Close(reason)
-	if em := t.Emitter(); em != nil {
-		ctx := context.Background()
-		for sid, cancelled := range live {
-			if cancelled {
-				t.settle(sid, emitter.ErrCancelled, emitter.TraceContext{}, "connection closed")
-			}
-		}
-		n, err := em.SettleAll(ctx, reason)
-		if n > 0 {
-			t.log.Info(t.cfg.Name+": settled open compactions", "count", n, "why", "connection closed", "reason", reason.Error())
-		}
-		if err != nil {
-			t.log.Debug(t.cfg.Name+": settlement not delivered on a closing connection", "error", err)
-		}
-	}
+	endHandlers := t.h.Close(context.Background(), reason)
 	endHandlers()
 	for _, f := range hooks {
 		f()
@@ -99,7 +84,7 @@ func (t *Tap) Detach(err error) { t.out.fail(err) }
 // Crash settles every open compaction as failed because the agent
 // panicked; the caller lets the panic go on.
 func (t *Tap) Crash() {
-	em := t.Emitter()
+	em := t.h.Emitter()
 	if em == nil {
 		_ = t.out.flush()
 		return

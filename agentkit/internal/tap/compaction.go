@@ -73,9 +73,10 @@ func (t *Tap) turnContext(ctx context.Context, sessionID string) context.Context
 	return ctx
 }
 
-// emitterFor returns the connection's emitter, or the public package's
-// error for a connection that has closed or not yet answered initialize.
-func (t *Tap) emitterFor(sessionID string) (*emitter.Emitter, error) {
+// ready returns the emitter of a connection that reports compactions, or
+// the public package's error for one that has closed or not yet answered
+// initialize.
+func (t *Tap) ready(sessionID string) (*emitter.Emitter, error) {
 	if t.Closed() {
 		return nil, fmt.Errorf("%w: session %s", t.cfg.ErrClosed, sessionID)
 	}
@@ -90,28 +91,24 @@ func (t *Tap) emitterFor(sessionID string) (*emitter.Emitter, error) {
 // return a handle and an error together (emitter.ErrUndeliverable: the
 // compaction is open, its start did not reach the client).
 func (t *Tap) Start(ctx context.Context, sessionID string, opts ...emitter.StartOption) (*emitter.Compaction, error) {
-	em, err := t.emitterFor(sessionID)
-	if err != nil {
+	if _, err := t.ready(sessionID); err != nil {
 		return nil, err
 	}
-	c, err := t.session(em, sessionID).Start(t.turnContext(ctx, sessionID), opts...)
-	if c != nil {
-		// In a cancelled turn whose grace already ran out, the compaction
-		// gets a grace of its own rather than waiting for a watchdog.
-		t.e.Started(sessionID)
-	}
-	return c, err
+	// In a cancelled turn whose grace already ran out, the compaction
+	// gets a grace of its own rather than waiting for a watchdog (the
+	// host's Start).
+	return t.h.Start(t.turnContext(ctx, sessionID), sessionID, opts...)
 }
 
 // Compaction returns the handle of the open compaction id in sessionID; see
 // emitter.Session.Compaction. Its calls pass the turn guard as every
 // handle's do.
 func (t *Tap) Compaction(sessionID string, id protocol.ID) (*emitter.Compaction, error) {
-	em, err := t.emitterFor(sessionID)
+	em, err := t.ready(sessionID)
 	if err != nil {
 		return nil, err
 	}
-	if !t.known(sessionID) {
+	if !t.h.Known(sessionID) {
 		// Nothing was ever opened in it: no state is created for a lookup.
 		return nil, fmt.Errorf("%w: session %s, compaction %s", emitter.ErrNotOpen, sessionID, id)
 	}
@@ -122,9 +119,8 @@ func (t *Tap) Compaction(sessionID string, id protocol.ID) (*emitter.Compaction,
 // emitter.Session.Replay. It is not turn-guarded: a replay answers
 // session/load (or a replaying session/resume), not a prompt.
 func (t *Tap) Replay(ctx context.Context, sessionID string, rec emitter.Record) error {
-	em, err := t.emitterFor(sessionID)
-	if err != nil {
+	if _, err := t.ready(sessionID); err != nil {
 		return err
 	}
-	return t.session(em, sessionID).Replay(ctx, rec)
+	return t.h.Session(sessionID).Replay(ctx, rec)
 }

@@ -32,12 +32,12 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/internal/host"
 	"github.com/acpcompact/acpcompact/internal/turn"
 	"github.com/acpcompact/acpcompact/protocol"
 )
@@ -68,24 +68,15 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config { return Config{CancelGrace: DefaultCancelGrace} }
 
-// Tap is one connection's host of the wire engine. It is safe for
+// Tap is one connection's host of the wire engine (through
+// internal/host, which it shares with the proxy). It is safe for
 // concurrent use.
 type Tap struct {
 	cfg Config
 	log *slog.Logger
 	out *outQueue // every message leaves whole, in one order (see out.go)
-	e   *turn.Engine
-	em  atomic.Pointer[emitter.Emitter] // created by the initialize answer
-
-	// touched holds the sessions the tap has asked the emitter for (a
-	// string set): the only ones the emitter keeps state for, unless the
-	// host has the emitter itself (shared). A turn's end settles a session
-	// only then, so that a turn without compactions, or a prompt for a
-	// session the agent does not know, leaves nothing behind in the
-	// emitter. A session's entry goes with the session (closeSession) or
-	// with the connection.
-	touched sync.Map
-	shared  atomic.Bool
+	h   *host.Host
+	e   *turn.Engine // h's
 
 	mu      sync.Mutex
 	closed  bool
@@ -141,38 +132,31 @@ func newTap(cfg Config, q *outQueue) *Tap {
 		l = slog.Default()
 	}
 	t := &Tap{cfg: cfg, log: l, out: q}
-	t.e = turn.New(turn.Config{CancelGrace: cfg.CancelGrace, OnGrace: t.onGrace, OnBegin: t.onBegin})
+	t.h = host.New(host.Config{
+		Name: cfg.Name, Logger: l, CancelGrace: cfg.CancelGrace,
+		Notifier: emitter.NotifierFunc(t.notify),
+		// Nothing about compaction between turns: a start from a goroutine
+		// that outlived its prompt is refused (emitter.ErrOutsideTurn)
+		// unless it was started with emitter.Background, which shows it
+		// when it settles. Every reporting call of the runtime, by handle
+		// or through the kit's Session, passes the engine's turn guard
+		// (see gate).
+		Outside: emitter.RefuseOutsideTurn,
+		Gate:    t.gate,
+		Options: t.emitterOptions,
+		Hooks:   host.Hooks{Negotiated: t.negotiated},
+	})
+	t.e = t.h.Engine()
 	return t
 }
 
 // Emitter returns the connection's emitter, or nil before initialize.
-func (t *Tap) Emitter() *emitter.Emitter { return t.em.Load() }
+func (t *Tap) Emitter() *emitter.Emitter { return t.h.Emitter() }
 
 // SharedEmitter is Emitter for the host (Kit.Emitter): from then on the
 // tap settles every session at its turn's end, since the host may open
 // compactions in any session without the tap seeing it.
-func (t *Tap) SharedEmitter() *emitter.Emitter {
-	t.shared.Store(true)
-	return t.em.Load()
-}
-
-// session returns em's tracker of sessionID, which the emitter keeps from
-// now on until the session closes.
-func (t *Tap) session(em *emitter.Emitter, sessionID string) *emitter.Session {
-	if _, ok := t.touched.Load(sessionID); !ok {
-		t.touched.Store(sessionID, struct{}{})
-	}
-	return em.Session(sessionID)
-}
-
-// known reports whether the emitter may keep state for sessionID.
-func (t *Tap) known(sessionID string) bool {
-	if t.shared.Load() {
-		return true
-	}
-	_, ok := t.touched.Load(sessionID)
-	return ok
-}
+func (t *Tap) SharedEmitter() *emitter.Emitter { return t.h.Share() }
 
 // Inbound is what Receive read of one inbound message.
 type Inbound struct {
@@ -196,7 +180,7 @@ func (t *Tap) Receive(msg []byte) Inbound {
 		if !ok {
 			return
 		}
-		in.Cancelled = append(in.Cancelled, t.e.Client(&m)...)
+		in.Cancelled = append(in.Cancelled, t.h.Client(&m)...)
 		if !batch && m.Method == turn.MethodPrompt && m.ID != "" && m.SessionID != "" {
 			in.Prompt = m.ID
 		}
@@ -226,7 +210,8 @@ func (t *Tap) BindPrompt(ctx context.Context, key string) context.Context {
 func (t *Tap) Pass(v any) error { return t.out.writeObject(v) }
 
 // Send writes one message of the agent's own, after showing it to the
-// engine. The initialize answer creates the emitter before it is written.
+// engine (through the host). The initialize answer creates the emitter
+// before it is written.
 // A message that ends a turn (the response to the running v1
 // session/prompt, a v2 idle state_update) is written only after every
 // compaction of its session still open has been settled. A notification may
@@ -238,119 +223,30 @@ func (t *Tap) Send(msg []byte) error {
 	if !ok {
 		return t.out.write(msg, true) // not understood: written in place
 	}
-	eff := t.e.Agent(&m)
-	switch {
-	case eff.Negotiated != nil:
-		t.negotiated(*eff.Negotiated)
-	case eff.Request == turn.MethodInitialize && m.Failed && t.Emitter() == nil:
-		t.log.Warn(t.cfg.Name + ": initialize failed; compaction stays off until one succeeds")
-	}
+	eff := t.h.Agent(context.Background(), &m, nil)
 	if eff.End != nil || eff.Closed != "" {
-		return t.endTurn(eff, msg)
+		// The turn it ends is settled (or the session it closes
+		// forgotten) before it is written; then the engine is told.
+		err := t.out.write(msg, true)
+		t.h.Written(eff)
+		return err
 	}
 	notification := m.Method != "" && m.ID == ""
 	return t.out.write(msg, !notification)
 }
 
-// endTurn settles the session of the turn eff ends, and forgets a session
-// eff closes, before it writes msg, the message that does it; then it tells
-// the engine the end is written.
-func (t *Tap) endTurn(eff turn.Effect, msg []byte) error {
-	if end := eff.End; end != nil {
-		t.settle(end.Session, end.Reason, end.Trace, "turn ended")
-	}
-	if eff.Closed != "" {
-		t.closeSession(eff.Closed)
-	}
-	err := t.out.write(msg, true)
-	if eff.End != nil {
-		t.e.Ended(eff.End)
-	}
-	return err
-}
-
-// closeSession ends a session the agent closed (its answer to
-// session/close): what is still open in it, which no turn holds, is
-// settled as cancelled, since closing ends its work as a cancel does, and
-// the emitter forgets it, so that its memory is bounded by the live
-// sessions.
-func (t *Tap) closeSession(sessionID string) {
-	em := t.Emitter()
-	if em == nil {
-		return
-	}
-	n, err := em.CloseSession(context.Background(), sessionID, emitter.ErrCancelled)
-	t.touched.Delete(sessionID)
-	if n > 0 {
-		t.log.Info(t.cfg.Name+": settled open compactions", "session", sessionID, "count", n, "why", "session closed", "reason", emitter.ErrCancelled.Error())
-	}
-	if err != nil {
-		t.log.Warn(t.cfg.Name+": settlement not delivered", "session", sessionID, "error", err)
-	}
-}
-
-// onGrace is the engine's OnGrace: a cancelled turn's grace ran out, and
-// what the runtime left open is settled as cancelled, since the client
-// asked to stop and must not wait on a runtime that does not.
-func (t *Tap) onGrace(g turn.Grace) {
-	if !t.e.GraceDue(g) {
-		return
-	}
-	tr, _ := t.e.Trace(g.Session)
-	t.settle(g.Session, emitter.ErrCancelled, tr, "cancel grace expired")
-}
-
-// onBegin is the engine's OnBegin: a session's turn began, and the
-// background compactions that settled between turns are delivered to it.
-func (t *Tap) onBegin(sessionID string) {
-	em := t.Emitter()
-	if em == nil || !t.known(sessionID) {
-		return
-	}
-	if err := em.Session(sessionID).Deliver(context.Background()); err != nil {
-		t.log.Warn(t.cfg.Name+": held compaction updates not delivered", "session", sessionID, "error", err)
-	}
-}
-
-// settle settles the open compactions of one session for reason.
-func (t *Tap) settle(sessionID string, reason error, tr emitter.TraceContext, why string) {
-	em := t.Emitter()
-	if em == nil || !t.known(sessionID) {
-		return // nothing was ever opened in it
-	}
-	// Marked as the settlement's, so that a start its observer attempts
-	// is refused rather than made to wait for the end it belongs to.
-	ctx := turn.Settling(context.Background())
-	if tr.Traceparent != "" {
-		ctx = emitter.WithTrace(ctx, tr)
-	}
-	n, err := em.Session(sessionID).SettleAll(ctx, reason)
-	if n > 0 {
-		t.log.Info(t.cfg.Name+": settled open compactions", "session", sessionID, "count", n, "why", why, "reason", reason.Error())
-	}
-	if err != nil {
-		t.log.Warn(t.cfg.Name+": settlement not delivered", "session", sessionID, "error", err)
-	}
-}
-
-// negotiated creates the connection's emitter from the initialize
-// exchange.
-func (t *Tap) negotiated(n capability.Negotiation) {
-	for _, d := range n.Diagnostics {
-		t.log.Warn(t.cfg.Name+": initialize", "path", d.Path, "diagnostic", d.Message)
-	}
-	// Nothing about compaction between turns: a start from a goroutine that
-	// outlived its prompt is refused (emitter.ErrOutsideTurn) unless it was
-	// started with emitter.Background, which shows it when it settles.
-	// Every reporting call of the runtime, by handle or through the kit's
-	// Session, passes the engine's turn guard (see gate).
-	opts := []emitter.Option{emitter.WithNegotiation(n), emitter.WithTurns(t.e.InTurn, emitter.RefuseOutsideTurn), emitter.WithGate(t.gate)}
+// emitterOptions are the emitter's options beyond the host's: the
+// fallback, then the kit's (which may override it).
+func (t *Tap) emitterOptions(capability.Negotiation) []emitter.Option {
+	var opts []emitter.Option
 	if r := t.fallback(); r != nil {
 		opts = append(opts, emitter.WithFallback(r))
 	}
-	opts = append(opts, t.cfg.EmitterOptions...)
-	em := emitter.New(emitter.NotifierFunc(t.notify), opts...)
-	t.em.Store(em)
+	return append(opts, t.cfg.EmitterOptions...)
+}
+
+// negotiated logs the mode the initialize exchange chose.
+func (t *Tap) negotiated(n capability.Negotiation, em *emitter.Emitter) {
 	t.log.Info(t.cfg.Name+": compaction negotiated", "version", em.Negotiation().Version, "mode", em.Mode().String(), "clientCapability", n.Compaction)
 }
 

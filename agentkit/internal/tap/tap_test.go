@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // creating the session's state in the emitter.
 func (t *Tap) Open(sessionID string) int {
 	em := t.Emitter()
-	if em == nil || !t.known(sessionID) {
+	if em == nil || !t.h.Known(sessionID) {
 		return 0
 	}
 	return em.Session(sessionID).Open()

@@ -1,0 +1,194 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/skim"
+	"github.com/acpcompact/acpcompact/protocol"
+)
+
+// The "Compact conversation" tool call: a form two families share (Claude
+// ACP from 0.75 to a client without the capability, codex-acp
+// TypeScript), and this project's own tool call fallback.
+
+// ToolCall: a tool_call titled "Compact conversation" (or whose
+// _meta.claudeCode.toolName is "compact") and its tool_call_updates
+// (Claude Agent ACP 0.75+, codex-acp TypeScript).
+const ToolCall Translator = "toolcall"
+
+const (
+	compactToolTitle = "Compact conversation"
+	compactToolName  = "compact"
+	toolFailedPrefix = "Compaction failed: "
+	toolFailedBare   = "Compaction failed"
+	toolCancelled    = "Compaction cancelled"
+)
+
+func init() {
+	register([]Def{{
+		Name: ToolCall, Kinds: []string{"tool_call", "tool_call_update", "agent_message_chunk"},
+		Update: toolCallSignal, Synth: toolCallSynth{}, ToolCall: true,
+	}})
+}
+
+type toolContent struct {
+	Type    string `json:"type"`
+	Content struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+// claudeRawOutput is the rawOutput Claude ACP sends with its compaction
+// tool call: the facts after completion.
+type claudeRawOutput struct {
+	Trigger    string `json:"trigger"`
+	PreTokens  int64  `json:"preTokens"`
+	PostTokens int64  `json:"postTokens"`
+	DurationMs *int64 `json:"durationMs"`
+}
+
+// toolCallSignal reads the compaction tool call ("Compact conversation")
+// and its updates; in a message chunk, the provider's error text said
+// while one is open (ErrorText).
+func toolCallSignal(s State, u *Update) (Signal, Verdict) {
+	if u.Kind == "agent_message_chunk" {
+		if u.Quirks&ErrorText == 0 {
+			return Signal{}, NotMine
+		}
+		if text, ok := toolErrorText(s, u); ok {
+			return Signal{Kind: Note, Reason: text}, Noted
+		}
+		return Signal{}, NotMine
+	}
+	toolID, _ := skim.String(u.ToolCallID)
+	if toolID == "" {
+		return Signal{}, NotMine
+	}
+	sig := Signal{ID: protocol.ID(toolID)}
+	if u.Kind == "tool_call" {
+		title, _ := skim.String(u.Title)
+		name, _ := skim.String(u.ToolName)
+		sig.NewTool = title == compactToolTitle || name == compactToolName
+	}
+	if !sig.NewTool && !s.IsTool(toolID) {
+		return Signal{}, NotMine
+	}
+	// A compaction tool call's updates are few: read them whole, for what
+	// a rewriting must keep.
+	var m struct {
+		Meta      json.RawMessage `json:"_meta"`
+		RawOutput json.RawMessage `json:"rawOutput"`
+		Content   []toolContent   `json:"content"`
+	}
+	_ = json.Unmarshal(u.Raw, &m) // what is unreadable is simply not kept
+	sig.ToolMeta = m.Meta
+	if len(m.RawOutput) > 0 && !skim.IsNull(m.RawOutput) {
+		sig.RawOutput = m.RawOutput
+		var ro claudeRawOutput
+		if json.Unmarshal(m.RawOutput, &ro) == nil {
+			switch ro.Trigger {
+			case "manual":
+				sig.Trigger = protocol.Manual
+			case "auto", "automatic":
+				sig.Trigger = protocol.Auto
+			}
+			if ro.PreTokens > 0 || ro.PostTokens > 0 || ro.DurationMs != nil {
+				sig.Facts = &Facts{TokensBefore: ro.PreTokens, TokensAfter: ro.PostTokens, DurationMs: ro.DurationMs}
+			}
+		}
+	}
+	switch status, _ := skim.String(u.Status); status {
+	case "completed":
+		sig.Kind = Completed
+		sig.FactsFollow = u.Quirks&RawOutputFollows != 0
+	case "failed":
+		sig.Kind, sig.Reason = Failed, toolFailure(m.Content)
+		if sig.Reason == toolCancelled || sig.Reason == toolCancelled+"." {
+			// This project's tool call fallback (and an agent built on
+			// it) says a cancel so, since ACP tool calls have no
+			// cancelled status.
+			sig.Kind, sig.Reason = Aborted, ""
+		}
+	default:
+		sig.Kind = Progress
+		if u.Kind == "tool_call" {
+			sig.Kind = Start
+		}
+	}
+	return sig, Found
+}
+
+// toolErrorText reads the text of a message chunk said while a compaction
+// tool call of the session is open (ErrorText): codex-acp's provider
+// error, which a failure the proxy settles then carries.
+func toolErrorText(s State, u *Update) (string, bool) {
+	raw := u.ContentText
+	if len(raw) < 3 || len(raw) > MaxSignalBytes || HasMessageID(u.Raw) || !s.ToolOpen() {
+		return "", false
+	}
+	text, _ := skim.String(raw)
+	text = strings.TrimSpace(text)
+	return text, text != ""
+}
+
+// toolFailure extracts <err> from the peers' "Compaction failed: <err>".
+func toolFailure(content []toolContent) string {
+	for _, tc := range content {
+		if tc.Content.Type != "text" {
+			continue
+		}
+		t := strings.TrimSpace(tc.Content.Text)
+		if t == toolFailedBare || t == toolFailedBare+"." {
+			return ""
+		}
+		return strings.TrimSpace(strings.TrimPrefix(t, toolFailedPrefix))
+	}
+	return ""
+}
+
+// toolCallSynth renders the terminal form the proxy adds to an agent's own
+// "Compact conversation" tool call: a tool_call_update of the agent's tool
+// call ID (the compaction ID here) to failed, since ACP tool calls have no
+// cancelled status; and, while it is open, an in_progress update as its
+// heartbeat.
+type toolCallSynth struct{}
+
+type toolCallUpdate struct {
+	SessionUpdate string            `json:"sessionUpdate"`
+	ToolCallID    string            `json:"toolCallId"`
+	Status        string            `json:"status"`
+	Content       []toolCallContent `json:"content,omitempty"`
+}
+
+type toolCallContent struct {
+	Type    string                `json:"type"`
+	Content protocol.ContentBlock `json:"content"`
+}
+
+// Render implements emitter.Renderer.
+func (toolCallSynth) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
+	switch ev.Kind {
+	case emitter.EventHeartbeat:
+		return n.Notify(ctx, ev.SessionID, toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: string(ev.ID), Status: "in_progress"})
+	case emitter.EventSettled:
+	default:
+		return nil
+	}
+	u := toolCallUpdate{SessionUpdate: "tool_call_update", ToolCallID: string(ev.ID), Status: "completed"}
+	if ev.Status != protocol.Completed {
+		text := toolCancelled
+		if ev.Status != protocol.Cancelled {
+			text = toolFailedBare
+			if e, _ := ev.Error.Get(); e != "" && e != toolFailedBare {
+				text = toolFailedPrefix + e
+			}
+		}
+		u.Status = "failed"
+		u.Content = []toolCallContent{{Type: "content", Content: protocol.Text(text)}}
+	}
+	return n.Notify(ctx, ev.SessionID, u)
+}
