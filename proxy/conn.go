@@ -10,10 +10,13 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/host"
 	"github.com/acpcompact/acpcompact/internal/lines"
 	"github.com/acpcompact/acpcompact/internal/skim"
 	"github.com/acpcompact/acpcompact/internal/turn"
+	"github.com/acpcompact/acpcompact/proxy/agents"
 )
 
 // Side names for log positions.
@@ -25,18 +28,11 @@ const (
 
 // conn is one connection: its two line paths, and the state they share.
 //
-// The agent's lines go read -> classify -> act: read.go frames a line as
-// the client reads it, classify.go decides what becomes of it from the
-// line and the state (and changes nothing), act.go carries the decision
-// out (the engine told, compactions opened and settled, the line written,
-// held or dropped, the log and the checker shown what happened). The
-// client's lines are only read, noted with the engine and forwarded
-// (client.go).
-//
 // The wire state (negotiation, requests in flight, turns, cancels and
-// their grace, history replays) is the engine's (package turn); the
+// their grace, history replays) is the engine's (package turn), hosted by
+// internal/host, which also carries out the turn rules on the emitter; the
 // proxy keeps none of its own, only what it shows the client: the
-// emitter, the router and the translators' state.
+// router's tracks and the translators' bookkeeping.
 //
 // Two goroutines share it. The client pump only reads client lines, notes
 // each with the engine and writes it to the agent; it never writes to the
@@ -49,7 +45,8 @@ const (
 type conn struct {
 	p   *Proxy
 	log *slog.Logger
-	e   *turn.Engine
+	h   *host.Host
+	e   *turn.Engine // h's
 
 	emu  sync.Mutex
 	out  clientStream
@@ -62,19 +59,19 @@ type conn struct {
 	// agent's output that follows is the connection closing, not the
 	// agent crashing.
 	clientEnded atomic.Bool
-	em          *emitter.Emitter
-	capable     bool
-	router      *router
-	trans       map[string]*transState
+	// em is the host's emitter, and mode how the client takes compaction
+	// (capability.DefaultPolicy's), both set by the initialize exchange.
+	em     *emitter.Emitter
+	mode   capability.Mode
+	router *router
+	trans  map[string]*transState
 	// tl is the agent's translators, as its profile chose them.
-	tl translation
+	tl *agents.Set
 	// held is the agent line act holds back, if any (hold.go).
 	held *heldLine
 	hb   heartbeat
-	// began are the sessions whose turn began since the last delivery
-	// (turns.go); beganAny says whether there are any, without the lock.
-	// ending is the session whose turn end feed is settling (inTurn).
-	ending   atomic.Pointer[string]
+	// began are the sessions whose turn began since the last delivery;
+	// beganAny says whether there are any, without the lock.
 	beganMu  sync.Mutex
 	began    []string
 	beganAny atomic.Bool
@@ -97,7 +94,8 @@ type conn struct {
 	scratch       struct {
 		decision decision
 		turn     turnView
-		reading  reading
+		state    sessionView
+		update   agents.Update
 	}
 	alr *lines.Reader // the agent pump's reader
 }
@@ -119,7 +117,17 @@ func newConn(p *Proxy, clientOut io.Writer, agentIn io.Writer) *conn {
 	}
 	c.apick, c.fpick, c.cpick, c.cfpick = newPicker(), newPicker(), newPicker(), newPicker()
 	c.out.lineWriter = newLineWriter(cout)
-	c.e = turn.New(turn.Config{CancelGrace: p.cfg.cancelGrace, OnGrace: c.graceRanOut, OnBegin: c.turnBegan})
+	c.h = host.New(host.Config{
+		Name: "proxy", Logger: p.cfg.logger, CancelGrace: p.cfg.cancelGrace,
+		Notifier: c, Options: c.emitterOptions,
+		// Nothing about compaction between turns: what the agent reports
+		// then is held until the session's next turn.
+		Outside:       emitter.HoldOutsideTurn,
+		TurnEndReason: p.cfg.turnReason, CloseReason: p.cfg.turnReason,
+		OnBegin: c.turnBegan, Serialize: c.serialize,
+		Hooks: host.Hooks{Before: c.beforeSettle, After: c.afterSettle, Negotiated: c.negotiated},
+	})
+	c.e = c.h.Engine()
 	if p.cfg.checker != nil {
 		c.check = &checkState{ch: p.cfg.checker, which: p.cfg.checked, log: c.log}
 		c.out.check = c.check
@@ -127,16 +135,15 @@ func newConn(p *Proxy, clientOut io.Writer, agentIn io.Writer) *conn {
 	return c
 }
 
-// graceRanOut is the engine's cancel-grace callback: a cancelled turn's
-// compactions still open are settled as cancelled, since the agent did not
-// settle them in time.
-func (c *conn) graceRanOut(g turn.Grace) {
+// serialize runs a timer's work under emu, in the order of the agent
+// pump's writes, and then lets what it wrote go.
+func (c *conn) serialize(f func()) {
 	c.emu.Lock()
 	defer c.emu.Unlock()
-	if !c.e.GraceDue(g) || c.stopped.Load() || c.em == nil {
+	if c.stopped.Load() {
 		return
 	}
-	c.settleSession(context.Background(), g.Session, emitter.ErrCancelled, "the cancel grace period ended")
+	f()
 	_ = c.out.flush() // a failure is sticky: the agent pump reports it
 }
 
@@ -220,7 +227,7 @@ func (c *conn) releaseLine() {
 	c.emu.Lock()
 	c.apick, c.fpick = newPicker(), newPicker()
 	c.aenv = envelope{}
-	c.scratch.reading, c.scratch.decision = reading{}, decision{}
+	c.scratch.state, c.scratch.update, c.scratch.decision = sessionView{}, agents.Update{}, decision{}
 	c.emu.Unlock()
 	runtime.GC()
 }
@@ -263,18 +270,21 @@ func (c *conn) finishLocked(ctx context.Context, reason error) {
 	if c.stopped.Swap(true) {
 		return
 	}
-	live, endHandlers := c.e.Close(reason)
-	defer endHandlers()
 	if c.em == nil || c.out.err != nil {
+		// Nothing can be settled, or reach the client.
+		_, endHandlers := c.e.Close(reason)
+		endHandlers()
 		return
 	}
+	const why = "the agent's output ended"
 	for _, sid := range c.router.openSessions() {
 		r := reason
-		if live[sid] {
+		if c.e.Cancelled(sid) {
 			r = emitter.ErrCancelled
 		}
-		c.settleSession(ctx, sid, r, "the agent's output ended")
+		c.beforeSettle(ctx, sid, r, why)
 	}
+	c.h.Close(ctx, reason, why)()
 }
 
 func (c *conn) closeChecker() { c.check.close() }

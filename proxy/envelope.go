@@ -33,7 +33,7 @@ var (
 		[]string{"params", "update", "compactionId"}, []string{"params", "update", "status"},
 		[]string{"params", "update", "toolCallId"}, []string{"params", "update", "title"},
 		[]string{"params", "update", "_meta", "claudeCode", "toolName"},
-		[]string{"params", "update", "_meta", opencodeMarkerKey},
+		[]string{"params", "update", "_meta", "opencode/compaction"},
 	)
 )
 

@@ -86,7 +86,7 @@ func (c *conn) beat(o openTrack) {
 	case o.t.source == sourceStandard:
 		err = emitter.Standard{}.Render(ctx, ev, c)
 	case o.t.toolID != "":
-		err = toolCallSynth{}.Render(ctx, ev, c)
+		err = o.t.r.Render(ctx, ev, c) // the agent's form's synth: an in_progress tool_call_update
 	}
 	if err != nil {
 		c.log.Debug("heartbeat not sent", "session", o.k.session, "compaction", string(o.k.id), "error", err)

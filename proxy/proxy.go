@@ -16,6 +16,7 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/turn"
+	"github.com/acpcompact/acpcompact/proxy/agents"
 )
 
 // Sentinel errors. Errors returned by this package that stem from one of
@@ -46,75 +47,28 @@ const DefaultMaxLineBytes = conformance.MaxLineBytes
 // otherwise: the agent kits' default too.
 const DefaultCancelGrace = turn.DefaultCancelGrace
 
-// Translator names one recogniser of a legacy compaction signal.
-type Translator string
+// Translator names one recogniser of a legacy compaction signal; package
+// agents (proxy/agents) defines and documents each, with the profiles of
+// the agents that send it.
+type Translator = agents.Translator
 
-// The translators, each recognising one peer's legacy signal (see the
-// docs/proxy.md for the exact wire forms).
+// The translators (see package agents for the exact wire forms).
 const (
-	// ClaudeText: agent_message_chunk text "Compacting...", then
-	// "\n\nCompacting completed.", "\n\nCompacting failed: <err>" or
-	// "\n\nCompacting failed." (Claude Agent ACP up to 0.74 and Go
-	// adapters modelled on it).
-	ClaudeText Translator = "claude-text"
-	// ToolCall: a tool_call titled "Compact conversation" (or whose
-	// _meta.claudeCode.toolName is "compact") and its tool_call_updates
-	// (Claude Agent ACP 0.75+, codex-acp TypeScript).
-	ToolCall Translator = "toolcall"
-	// OpencodeMarker: a session_info_update whose _meta carries
-	// "opencode/compaction" (opencode).
-	OpencodeMarker Translator = "opencode-marker"
-	// CodexText: agent_message_chunk text "Context compacted\n", sent
-	// after the fact and followed at once by codex's "Heads up: Long
-	// threads and multiple compactions…" warning (codex-acp, Rust): the
-	// same text from the model, without the warning behind it, is prose.
-	CodexText Translator = "codex-text"
-	// CodexNotice: a notice update titled "Context compacted", or
-	// agent_message_chunk text "*Context compacted to fit the model's
-	// context window.*\n\n", sent after the fact (described for
-	// codex-acp TypeScript; 2.6.0 never sent either).
-	CodexNotice Translator = "codex-notice"
-	// Qwen: Qwen Code's agent_message_chunks whose
-	// _meta.contextCompression.phase is "progress", "done" or "noop", its
-	// automatic "IMPORTANT: This conversation approached the input token
-	// limit…" text, and a prompt error about a failed automatic
-	// compression.
-	Qwen Translator = "qwen"
-	// ClaudeContinuation: on session/load, Claude ACP's replayed
-	// "This session is being continued from a previous conversation…"
-	// user message, which stands for the compaction it does not replay.
-	ClaudeContinuation Translator = "claude-continuation"
-	// QwenText: Qwen Code's /compress texts before 0.24.2, marked only by
-	// _meta.source "slash_command": "Compressing context...", then
-	// "Context compressed (N -> ~M)." (or, for /compress-fast, "No
-	// compression needed."), and their replay as one chunk.
-	QwenText Translator = "qwen-text"
-	// ClaudeLocalCommand: on session/load, the old Claude package's
-	// (@zed-industries/claude-code-acp) replayed /compact results:
-	// "<local-command-stdout>Compacted …</local-command-stdout>" and
-	// "<local-command-stderr>Error: …</local-command-stderr>".
-	ClaudeLocalCommand Translator = "claude-local-command"
-	// Kimi: Kimi Code's texts: in a /compact turn "Context compaction
-	// started — it runs in the background…" (a compaction that outlives
-	// its turn); automatic "Compacting conversation context…" confirmed by
-	// "Compaction is blocked by the current turn…"; then "Compaction
-	// completed.\n- Messages compacted: N…" or "Compaction cancelled.";
-	// on session/load its summary message.
-	Kimi Translator = "kimi"
-	// Copilot: Copilot CLI's /compact results, in a /compact turn:
-	// "Compacted conversation history and removed …" and "Failed to run
-	// /compact: Error: <err>", both after the fact.
-	Copilot Translator = "copilot"
+	ClaudeText         = agents.ClaudeText
+	ToolCall           = agents.ToolCall
+	OpencodeMarker     = agents.OpencodeMarker
+	CodexText          = agents.CodexText
+	CodexNotice        = agents.CodexNotice
+	Qwen               = agents.Qwen
+	ClaudeContinuation = agents.ClaudeContinuation
+	QwenText           = agents.QwenText
+	ClaudeLocalCommand = agents.ClaudeLocalCommand
+	Kimi               = agents.Kimi
+	Copilot            = agents.Copilot
 )
 
 // Translators returns every translator, in the order flags list them.
-func Translators() []Translator {
-	out := make([]Translator, len(translatorTable))
-	for i := range translatorTable {
-		out[i] = translatorTable[i].name
-	}
-	return out
-}
+func Translators() []Translator { return agents.Translators() }
 
 // ParseTranslators reads a comma-separated list of translator names, as
 // given to a command-line flag. Names are matched case-insensitively; empty
@@ -352,8 +306,8 @@ func New(opts ...Option) (*Proxy, error) {
 	switch strings.ToLower(c.profile) {
 	case "", "auto", "none":
 	default:
-		if _, ok := profileByName(c.profile); !ok {
-			return nil, fmt.Errorf("%w %q (known: auto, none, %s)", ErrUnknownProfile, c.profile, profileList())
+		if _, ok := agents.ByName(c.profile); !ok {
+			return nil, fmt.Errorf("%w %q (known: auto, none, %s)", ErrUnknownProfile, c.profile, agents.Names())
 		}
 	}
 	if c.summaryPolicy == nil {

@@ -11,7 +11,9 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/internal/jsonedit"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/acpcompact/acpcompact/proxy/agents"
 )
 
 type trackKey struct {
@@ -43,7 +45,7 @@ type track struct {
 	// guessed).
 	trigger protocol.Trigger
 	// facts are the token counts and duration it reported (nil: none).
-	facts *facts
+	facts *agents.Facts
 	// record is the compaction record the agent sent itself under the
 	// record key; it is kept as sent.
 	record json.RawMessage
@@ -57,6 +59,8 @@ type track struct {
 	// which a tool call fallback renders in place of its own.
 	toolID              string
 	toolMeta, rawOutput json.RawMessage
+	// h is the emitter's handle of the compaction (nil for a replay's).
+	h *emitter.Compaction
 }
 
 // trackStatus is how far a followed compaction got.
@@ -73,11 +77,15 @@ const (
 // connection, but the proxy shows each compaction in the form its source
 // calls for, so the router looks the compaction up and delegates. It
 // knows nothing of the connection: who settled a compaction comes with
-// the settlement (settledByProxy), and the proxy's settlements go back to
-// their caller in the settling the context carries.
+// the settlement (the host's settlements, or a settlement made in
+// byProxy), and the proxy's settlements wait in done for the host's
+// After hook (conn.afterSettle).
 type router struct {
 	mu     sync.Mutex
 	tracks map[trackKey]*track
+	// proxy: a settlement in progress is the proxy's own (byProxy).
+	proxy bool
+	done  []settled
 }
 
 func newRouter() *router { return &router{tracks: map[trackKey]*track{}} }
@@ -115,51 +123,93 @@ func (r *router) remove(k trackKey) {
 	delete(r.tracks, k)
 }
 
-// rendered reports whether compaction k, the agent's own standard one, is
-// shown through the emitter rather than verbatim (it was held between
-// turns), so that its later updates go the same way.
-func (r *router) rendered(k trackKey) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t, ok := r.tracks[k]
-	return ok && t.source == sourceStandard && !t.verbatim
-}
-
-// status reports how far compaction k got.
-func (r *router) status(k trackKey) trackStatus {
+// shown reports how far compaction k got, and whether, the agent's own
+// standard one, it is shown through the emitter rather than verbatim (it
+// was held between turns), so that its later updates go the same way.
+func (r *router) shown(k trackKey) (trackStatus, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t, ok := r.tracks[k]
 	switch {
 	case !ok:
-		return trackNone
+		return trackNone, false
 	case !t.settled:
-		return trackOpen
+		return trackOpen, t.source == sourceStandard && !t.verbatim
 	case t.byProxy:
-		return trackByProxy
+		return trackByProxy, t.source == sourceStandard && !t.verbatim
 	}
-	return trackByAgent
+	return trackByAgent, t.source == sourceStandard && !t.verbatim
+}
+
+// status reports how far compaction k got.
+func (r *router) status(k trackKey) trackStatus {
+	st, _ := r.shown(k)
+	return st
+}
+
+// setHandle keeps the emitter's handle of open compaction k.
+func (r *router) setHandle(k trackKey, h *emitter.Compaction) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.tracks[k]; ok {
+		t.h = h
+	}
+}
+
+// handle is the emitter's handle of compaction k; a nil handle's calls
+// fail with emitter.ErrNotOpen.
+func (r *router) handle(k trackKey) *emitter.Compaction {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.tracks[k]; ok {
+		return t.h
+	}
+	return nil
+}
+
+// byProxy runs f, a settlement of the proxy's own made through the
+// runtime's calls (a failure with the agent's own error text), as one.
+func (r *router) byProxy(f func()) {
+	r.mu.Lock()
+	r.proxy = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.proxy = false
+		r.mu.Unlock()
+	}()
+	f()
+}
+
+// takeSettled returns the compactions the proxy settled since the last
+// call.
+func (r *router) takeSettled() []settled {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.done
+	r.done = nil
+	return d
 }
 
 // learn keeps what a later signal of open compaction k says about it.
-func (r *router) learn(k trackKey, sig signal) {
+func (r *router) learn(k trackKey, sig agents.Signal) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t, ok := r.tracks[k]
 	if !ok {
 		return
 	}
-	if sig.trigger != "" {
-		t.trigger = sig.trigger
+	if sig.Trigger != "" {
+		t.trigger = sig.Trigger
 	}
-	if sig.facts != nil {
-		t.facts = sig.facts
+	if sig.Facts != nil {
+		t.facts = sig.Facts
 	}
-	if sig.toolMeta != nil {
-		t.toolMeta = sig.toolMeta
+	if sig.ToolMeta != nil {
+		t.toolMeta = sig.ToolMeta
 	}
-	if sig.rawOutput != nil {
-		t.rawOutput = sig.rawOutput
+	if sig.RawOutput != nil {
+		t.rawOutput = sig.RawOutput
 	}
 }
 
@@ -252,16 +302,16 @@ func (r *router) Render(ctx context.Context, ev emitter.Event, n emitter.Notifie
 	}
 	byProxy := false
 	if ev.Kind == emitter.EventSettled {
-		byProxy = settledByProxy(ctx, ev)
+		// The host's settlements are the emitter's own (SettleAll); a
+		// runtime call is the agent's, unless made in byProxy.
+		byProxy = ev.SettledBy != emitter.SettledByRuntime || r.proxy
 		t.settled, t.byProxy = true, byProxy
+		if byProxy {
+			r.done = append(r.done, settled{ev: ev, source: t.source, idless: t.idless})
+		}
 	}
 	snap := *t
 	r.mu.Unlock()
-	if byProxy {
-		if s := settlingFrom(ctx); s != nil {
-			s.done = append(s.done, settled{ev: ev, source: snap.source, idless: snap.idless})
-		}
-	}
 	if snap.verbatim && !byProxy {
 		return nil
 	}
@@ -318,11 +368,11 @@ func (t *track) recordFor(ev *emitter.Event) json.RawMessage {
 	if f == nil {
 		return nil
 	}
-	rec := record{Trigger: t.trigger, Status: ev.Status, TokensBefore: f.tokensBefore, TokensAfter: f.tokensAfter, DurationMs: f.durationMs}
-	if f.messages > 0 {
-		rec.Source = &emitter.MessageRange{Count: f.messages}
+	rec := record{Trigger: t.trigger, Status: ev.Status, TokensBefore: f.TokensBefore, TokensAfter: f.TokensAfter, DurationMs: f.DurationMs}
+	if f.Messages > 0 {
+		rec.Source = &emitter.MessageRange{Count: f.Messages}
 	}
-	if d := ev.Details; d != nil && f.durationMs == nil && !t.afterFact && ev.Kind == emitter.EventSettled {
+	if d := ev.Details; d != nil && f.DurationMs == nil && !t.afterFact && ev.Kind == emitter.EventSettled {
 		started, ended, ms := d.StartedAt, d.EndedAt, d.DurationMs
 		rec.StartedAt, rec.EndedAt, rec.DurationMs = &started, &ended, &ms
 	}
@@ -382,7 +432,7 @@ func (k *toolCallKeeper) Notify(ctx context.Context, sid string, update any) err
 				}
 			}
 			if len(mine) > 0 {
-				u["_meta"] = marshalRaw(mine)
+				u["_meta"] = jsonedit.Marshal(mine)
 			}
 		}
 	}
@@ -391,5 +441,5 @@ func (k *toolCallKeeper) Notify(ctx context.Context, sid string, update any) err
 			u["rawOutput"] = bytes.Clone(k.rawOutput)
 		}
 	}
-	return k.n.Notify(ctx, sid, marshalRaw(u))
+	return k.n.Notify(ctx, sid, jsonedit.Marshal(u))
 }

@@ -1,18 +1,77 @@
 package proxy
 
-// What the translators keep of a session between its lines. classify reads
-// it (the methods that take a *transState that may be nil, and change
-// nothing); act changes it.
+// What the proxy keeps of a session's legacy forms between its lines: the
+// bookkeeping of ID-less compactions (their IDs, stable across a replay),
+// compaction tool calls, what waits for its facts, and replayed chunks.
+// classify and the recognisers read it (sessionView, and the methods that
+// take a *transState that may be nil, and change nothing); the lifecycle
+// changes it.
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"strconv"
 	"time"
 
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/acpcompact/acpcompact/proxy/agents"
 )
+
+// maxReplayChunks bounds the summary chunks of a replayed compaction kept
+// until its terminal update.
+const maxReplayChunks = 1 << 20
+
+// sessionView is what the recognisers read of one session
+// (agents.State): read only.
+type sessionView struct {
+	c    *conn
+	sid  string
+	turn *turnView
+}
+
+func (s *sessionView) Replaying() bool {
+	on, _ := s.turn.replay()
+	return on
+}
+
+func (s *sessionView) Command() string { return s.turn.command() }
+
+func (s *sessionView) Held() agents.Translator {
+	if h := s.c.held; h != nil && h.sid == s.sid {
+		return h.tr
+	}
+	return ""
+}
+
+func (s *sessionView) Open(t agents.Translator) int {
+	if ts := s.c.trans[s.sid]; ts != nil {
+		return len(ts.open[t])
+	}
+	return 0
+}
+
+func (s *sessionView) PendingReplay(t agents.Translator) bool {
+	_, epoch := s.turn.replay()
+	_, ok := s.c.trans[s.sid].pendingTop(t, epoch)
+	return ok
+}
+
+func (s *sessionView) IsTool(id string) bool {
+	ts := s.c.trans[s.sid]
+	return ts != nil && ts.tools[id]
+}
+
+func (s *sessionView) ToolOpen() bool {
+	ts := s.c.trans[s.sid]
+	if ts == nil {
+		return false
+	}
+	for id := range ts.tools {
+		if s.c.router.status(trackKey{s.sid, protocol.ID(id)}) == trackOpen {
+			return true
+		}
+	}
+	return false
+}
 
 // orphan is an ID-less compaction the proxy settled; its agent's outcome
 // may still come, until the session's next turn begins.
@@ -29,10 +88,10 @@ type transState struct {
 	epoch          uint64          // the replay the counts and buffers belong to (turn.Engine.Replaying)
 	tools          map[string]bool // tool call IDs recognised as compaction tool calls
 	// toolErr is the provider's error text said while a compaction tool
-	// call was open (quirkErrorText).
+	// call was open (agents.ErrorText).
 	toolErr string
 	// deferred are completed compaction tool calls waiting for their
-	// rawOutput (quirkRawOutput).
+	// rawOutput (agents.RawOutputFollows).
 	deferred map[protocol.ID]*time.Timer
 	// turns counts the session's turns that ended.
 	turns int
@@ -88,7 +147,7 @@ func (ts *transState) sync(replaying bool, epoch uint64) {
 // the last replayed one, so a replay that leaves a compaction out never
 // makes a live ID come round again.
 func (ts *transState) nextID(sid string, tr Translator, replaying bool, epoch uint64) protocol.ID {
-	return derivedID(sid, string(tr), strconv.Itoa(ts.ordinal(tr, replaying, epoch)))
+	return agents.DerivedID(sid, string(tr), strconv.Itoa(ts.ordinal(tr, replaying, epoch)))
 }
 
 func (ts *transState) ordinal(tr Translator, replaying bool, epoch uint64) int {
@@ -114,13 +173,7 @@ func (ts *transState) mint(sid string, tr Translator, replaying bool) protocol.I
 	} else {
 		ts.live[tr] = n
 	}
-	return derivedID(sid, string(tr), strconv.Itoa(n))
-}
-
-// derivedID is a stable compaction ID made of a session and a key.
-func derivedID(sid, kind, key string) protocol.ID {
-	sum := sha256.Sum256([]byte(sid + "\x00" + kind + "\x00" + key))
-	return protocol.ID("cmp_" + hex.EncodeToString(sum[:12]))
+	return agents.DerivedID(sid, string(tr), strconv.Itoa(n))
 }
 
 // pendingTop is the last ID-less start of tr seen in the replay in

@@ -1,32 +1,14 @@
 package proxy
 
-// Nothing about compaction between turns. The emitter is tied to the
-// engine's turns (emitter.WithTurns with HoldOutsideTurn): a compaction the
-// agent starts, streams or settles while the session has no turn running
-// is held, never sent and never lost, and the engine's OnBegin tells the
-// proxy when the session's next turn begins, which delivers it
-// (emitter.Session.Deliver): terminal-first if it settled meanwhile,
-// in_progress and its chunks if it still runs, after which that turn's
-// rules settle it. The agent's own standard updates, which a capable
-// client otherwise gets verbatim, go through the emitter for such a
-// compaction (classify's standard), and the heartbeat is for sessions in a
-// turn only.
+// Delivering at a turn's beginning what the emitter held between turns
+// (internal/host's rule): the engine may begin a turn on the client pump,
+// which never writes to the client, so the proxy notes it and delivers it
+// under emu, before the next agent line or on a goroutine of its own.
 
 import (
 	"context"
 	"slices"
 )
-
-// inTurn is the emitter's turn state (emitter.WithTurns): the engine's,
-// and the turn whose end the proxy is settling, which the engine already
-// counts as over but whose settlement (a failed prompt's after-the-fact
-// compaction among it) the client sees before the message that ends it.
-func (c *conn) inTurn(sid string) bool {
-	if s := c.ending.Load(); s != nil && *s == sid {
-		return true
-	}
-	return c.e.InTurn(sid)
-}
 
 // turnBegan is the engine's OnBegin, called on the client pump (a prompt)
 // or the agent pump (a v2 running state, a queued prompt whose turn
@@ -70,9 +52,7 @@ func (c *conn) deliverBegun() bool {
 		return false
 	}
 	for _, sid := range began {
-		if err := c.em.Session(sid).Deliver(context.Background()); err != nil {
-			c.log.Debug("held compaction updates not delivered", "session", sid, "error", err)
-		}
+		c.h.Deliver(context.Background(), sid)
 	}
 	return len(began) > 0
 }

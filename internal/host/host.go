@@ -85,8 +85,9 @@ type Hooks struct {
 	// After runs once the settlement is done (the proxy logs what it
 	// settled and forgets what waited for it).
 	After func(ctx context.Context, why string)
-	// Negotiated runs once the emitter is made.
-	Negotiated func(n capability.Negotiation, em *emitter.Emitter)
+	// Negotiated runs once the emitter is made, with the agent's
+	// initialize result.
+	Negotiated func(n capability.Negotiation, em *emitter.Emitter, result json.RawMessage)
 }
 
 // Host hosts one connection's wire engine.
@@ -186,10 +187,11 @@ func (h *Host) Agent(ctx context.Context, m *turn.Msg, failed func(sid string) e
 	eff := h.e.Agent(m)
 	switch {
 	case eff.Negotiated != nil:
-		h.negotiated(*eff.Negotiated)
-	case eff.Request == turn.MethodInitialize && h.Emitter() != nil:
+		h.negotiated(*eff.Negotiated, m.Result)
+	case eff.Request != turn.MethodInitialize:
+	case !m.Failed && h.Emitter() != nil:
 		h.log.Warn(h.cfg.Name + ": a second initialize exchange is ignored; the first one's mode stays")
-	case eff.Request == turn.MethodInitialize && m.Failed:
+	case m.Failed && h.Emitter() == nil:
 		h.log.Warn(h.cfg.Name + ": initialize failed; compaction stays off until one succeeds")
 	}
 	if end := eff.End; end != nil {
@@ -310,14 +312,14 @@ func (h *Host) closeSession(ctx context.Context, sid string) {
 
 // Close ends the connection: the engine refuses starts from now on, and
 // every open compaction is settled, cancelled in a session whose running
-// turn the client cancelled, otherwise for reason. (Hooks.Before is not
-// run for it: the caller does what it must before the close.) The caller calls
+// turn the client cancelled, otherwise for reason; why says when, for the
+// log. (Hooks.Before runs only for the cancelled sessions: the caller
+// does what it must for the others before the close.) The caller calls
 // endHandlers once what the settlement wrote is on its way: it ends the
 // prompt handlers' contexts with reason, so a runtime woken by its
 // context finds its compactions already settled.
-func (h *Host) Close(ctx context.Context, reason error) (endHandlers func()) {
+func (h *Host) Close(ctx context.Context, reason error, why string) (endHandlers func()) {
 	live, endHandlers := h.e.Close(reason)
-	const why = "the connection closed"
 	for sid, cancelled := range live {
 		if cancelled {
 			h.Settle(ctx, sid, emitter.ErrCancelled, why)
@@ -367,7 +369,7 @@ func (h *Host) serialize(f func()) {
 }
 
 // negotiated makes the connection's emitter from the initialize exchange.
-func (h *Host) negotiated(n capability.Negotiation) {
+func (h *Host) negotiated(n capability.Negotiation, result json.RawMessage) {
 	for _, d := range n.Diagnostics {
 		h.log.Warn(h.cfg.Name+": initialize: "+d.Message, "path", d.Path)
 	}
@@ -384,7 +386,7 @@ func (h *Host) negotiated(n capability.Negotiation) {
 	em := emitter.New(h.cfg.Notifier, opts...)
 	h.em.Store(em)
 	if f := h.cfg.Hooks.Negotiated; f != nil {
-		f(n, em)
+		f(n, em, result)
 	}
 }
 

@@ -65,7 +65,7 @@ func (t *Tap) Shutdown(ctx context.Context, reason error) error {
 	t.onClose = nil
 	t.mu.Unlock()
 
-	endHandlers := t.h.Close(context.Background(), reason)
+	endHandlers := t.h.Close(context.Background(), reason, "the connection closed")
 	endHandlers()
 	for _, f := range hooks {
 		f()

@@ -246,7 +246,7 @@ func (t *Tap) emitterOptions(capability.Negotiation) []emitter.Option {
 }
 
 // negotiated logs the mode the initialize exchange chose.
-func (t *Tap) negotiated(n capability.Negotiation, em *emitter.Emitter) {
+func (t *Tap) negotiated(n capability.Negotiation, em *emitter.Emitter, _ json.RawMessage) {
 	t.log.Info(t.cfg.Name+": compaction negotiated", "version", em.Negotiation().Version, "mode", em.Mode().String(), "clientCapability", n.Compaction)
 }
 
