@@ -80,8 +80,28 @@ var (
 // Notifier sends one session update to the client. update marshals to the
 // `update` object of session/update params. Implementations exist for
 // jsonrpc2 connections, the acp-go-sdk, the proxy and test recorders.
+//
+// A Notifier whose writes must be ordered with its host's own (one that is
+// called with a lock of the host's held, as the proxy's is) also has a
+// method Serialize(f func()): the emitter then runs the work of its
+// timers (WithHeartbeat, WithMaxDuration) as f, inside it, so that a
+// heartbeat or a watchdog's settlement takes the host's lock before the
+// emitter's, as every other call does.
 type Notifier interface {
 	Notify(ctx context.Context, sessionID string, update any) error
+}
+
+// serializer is the Notifier's optional Serialize (see Notifier).
+type serializer interface{ Serialize(f func()) }
+
+// timer runs f, the work of one of the emitter's timers, as its Notifier
+// orders it.
+func (e *Emitter) timer(f func()) {
+	if s, ok := e.n.(serializer); ok {
+		s.Serialize(f)
+		return
+	}
+	f()
 }
 
 // NotifierFunc adapts a function to Notifier.
@@ -468,12 +488,14 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 	}
 	if d := s.e.cfg.maxDuration; d > 0 {
 		c.watchdog = time.AfterFunc(d, func() {
-			c.settle(context.Background(), protocol.Failed, fmt.Errorf("%w after %s", ErrTimeout, d), settleOptions{by: SettledByWatchdog})
+			s.e.timer(func() {
+				_ = c.settle(context.Background(), protocol.Failed, fmt.Errorf("%w after %s", ErrTimeout, d), settleOptions{by: SettledByWatchdog})
+			})
 		})
 	}
 	if d := s.e.cfg.heartbeat; d > 0 {
 		c.heartbeat = &heartbeat{clock: pulse.Start(d, c.started)}
-		c.heartbeat.timer = time.AfterFunc(pulse.Period(d), c.beat)
+		c.heartbeat.timer = time.AfterFunc(pulse.Period(d), func() { s.e.timer(c.beat) })
 	}
 	return c, nil
 }
@@ -1161,7 +1183,7 @@ func (s *Session) usageLocked(ctx context.Context, d *Details) error {
 }
 
 // heartbeat is the ticking of one compaction's silence (pulse keeps the
-// rule, shared with the proxy). It is allocated only with WithHeartbeat,
+// rule). It is allocated only with WithHeartbeat,
 // so memory per open compaction stays as it was without it.
 type heartbeat struct {
 	timer *time.Timer

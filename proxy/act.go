@@ -31,7 +31,7 @@ func (c *conn) handleAgent(ctx context.Context, lr *lines.Reader, raw []byte, lo
 	}
 	// A turn that began since the last line gets what was held for it
 	// first: before this line, which may be the one that ends it.
-	c.deliverBegun()
+	c.h.DeliverBegun(ctx)
 	l := readLine(lr.Lines(), raw, long)
 	c.out.at = l.n
 	if l.long {
@@ -167,6 +167,9 @@ func (c *conn) emitterOptions(capability.Negotiation) []emitter.Option {
 		// what the proxy derives from its text goes through the policy.
 		emitter.WithSummaryPolicy(c.summaryPolicy),
 		emitter.WithObserver(emitter.ObserverFunc(c.observe)),
+		// While a compaction the client sees is silent, its progress is
+		// re-sent, in the form the client sees it in (router.Render).
+		emitter.WithHeartbeat(c.p.cfg.heartbeat),
 	}
 }
 

@@ -69,14 +69,7 @@ type conn struct {
 	tl *agents.Set
 	// held is the agent line act holds back, if any (hold.go).
 	held *heldLine
-	hb   heartbeat
-	// began are the sessions whose turn began since the last delivery;
-	// beganAny says whether there are any, without the lock.
-	beganMu  sync.Mutex
-	began    []string
-	beganAny atomic.Bool
-
-	ain *agentInput
+	ain  *agentInput
 
 	check *checkState
 
@@ -124,7 +117,7 @@ func newConn(p *Proxy, clientOut io.Writer, agentIn io.Writer) *conn {
 		// then is held until the session's next turn.
 		Outside:       emitter.HoldOutsideTurn,
 		TurnEndReason: p.cfg.turnReason, CloseReason: p.cfg.turnReason,
-		OnBegin: c.turnBegan, Serialize: c.serialize,
+		DeferBegin: true, Serialize: c.Serialize,
 		Hooks: host.Hooks{Before: c.beforeSettle, After: c.afterSettle, Negotiated: c.negotiated},
 	})
 	c.e = c.h.Engine()
@@ -135,9 +128,10 @@ func newConn(p *Proxy, clientOut io.Writer, agentIn io.Writer) *conn {
 	return c
 }
 
-// serialize runs a timer's work under emu, in the order of the agent
+// Serialize runs a timer's work (the host's cancel grace, the emitter's
+// heartbeat: see emitter.Notifier) under emu, in the order of the agent
 // pump's writes, and then lets what it wrote go.
-func (c *conn) serialize(f func()) {
+func (c *conn) Serialize(f func()) {
 	c.emu.Lock()
 	defer c.emu.Unlock()
 	if c.stopped.Load() {
@@ -266,7 +260,6 @@ func (c *conn) finishLocked(ctx context.Context, reason error) {
 	// leave now.
 	defer func() { _ = c.out.flush() }()
 	c.releaseHeld() // a text held for its confirmation still reaches the client
-	c.stopHeartbeat()
 	if c.stopped.Swap(true) {
 		return
 	}

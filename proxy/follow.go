@@ -410,7 +410,6 @@ func (c *conn) open(ctx context.Context, k trackKey, t *track, displayable bool,
 		return err
 	}
 	c.router.setHandle(k, h)
-	c.armHeartbeat()
 	return nil
 }
 

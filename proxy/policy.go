@@ -185,7 +185,9 @@ var rules = []rule{
 		fate: fateDrop, level: slog.LevelWarn,
 		msg: "dropped a compaction update %s sent between turns: it can be neither followed nor held"},
 	{name: "settled by the proxy, unread",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction && f.read == readHead && f.shown == trackByProxy },
+		when: func(f *lineFacts) bool {
+			return f.kind == kindCompaction && f.read == readHead && f.shown == trackByProxy
+		},
 		fate: fateDrop, level: slog.LevelInfo,
 		msg: "dropped the agent's update of a compaction the proxy already settled"},
 	{name: "unfollowable in a turn",

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"maps"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
-	"github.com/acpcompact/acpcompact/internal/jsonedit"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/acpcompact/acpcompact/proxy/agents"
 )
@@ -313,6 +311,19 @@ func (r *router) Render(ctx context.Context, ev emitter.Event, n emitter.Notifie
 	snap := *t
 	r.mu.Unlock()
 	if snap.verbatim && !byProxy {
+		if ev.Kind != emitter.EventHeartbeat {
+			return nil // the agent's own lines show it
+		}
+		// The agent's own lines have no progress form but its standard
+		// update's and its tool call's: the heartbeat is a field-less
+		// in_progress of either (a text or a marker has none that is not
+		// a new message).
+		switch {
+		case snap.source == sourceStandard:
+			return emitter.Standard{}.Render(ctx, ev, n)
+		case snap.toolID != "":
+			return snap.r.Render(ctx, ev, n)
+		}
 		return nil
 	}
 	snap.shape(&ev)
@@ -390,56 +401,5 @@ func (t *track) notifier(n emitter.Notifier, id protocol.ID) emitter.Notifier {
 	if t.toolID == "" {
 		return n
 	}
-	return &toolCallKeeper{n: n, from: fallback.ToolCallID("", id), to: t.toolID, meta: t.toolMeta, rawOutput: t.rawOutput}
-}
-
-// toolCallKeeper rewrites the tool call a fallback renders for a
-// compaction into the agent's own tool call.
-type toolCallKeeper struct {
-	n               emitter.Notifier
-	from, to        string
-	meta, rawOutput json.RawMessage
-}
-
-// Notify implements emitter.Notifier.
-func (k *toolCallKeeper) Notify(ctx context.Context, sid string, update any) error {
-	b, err := json.Marshal(update)
-	if err != nil {
-		return err
-	}
-	var u map[string]json.RawMessage
-	if json.Unmarshal(b, &u) != nil {
-		return k.n.Notify(ctx, sid, update)
-	}
-	var kind, id, status string
-	_ = json.Unmarshal(u["sessionUpdate"], &kind)
-	_ = json.Unmarshal(u["toolCallId"], &id)
-	_ = json.Unmarshal(u["status"], &status)
-	if (kind != "tool_call" && kind != "tool_call_update") || id != k.from {
-		return k.n.Notify(ctx, sid, update)
-	}
-	u["toolCallId"], _ = json.Marshal(k.to)
-	if len(k.meta) > 0 {
-		var agent, mine map[string]json.RawMessage
-		if json.Unmarshal(k.meta, &agent) == nil {
-			_ = json.Unmarshal(u["_meta"], &mine)
-			for key, v := range agent {
-				if _, ok := mine[key]; !ok {
-					if mine == nil {
-						mine = map[string]json.RawMessage{}
-					}
-					mine[key] = v
-				}
-			}
-			if len(mine) > 0 {
-				u["_meta"] = jsonedit.Marshal(mine)
-			}
-		}
-	}
-	if len(k.rawOutput) > 0 && (status == "completed" || status == "failed") {
-		if _, ok := u["rawOutput"]; !ok {
-			u["rawOutput"] = bytes.Clone(k.rawOutput)
-		}
-	}
-	return k.n.Notify(ctx, sid, jsonedit.Marshal(u))
+	return agents.KeepToolCall(n, fallback.ToolCallID("", id), t.toolID, t.toolMeta, t.rawOutput)
 }

@@ -25,6 +25,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,11 +64,14 @@ type Config struct {
 	// settles with; nil means emitter.ErrCancelled, since closing ends
 	// its work as a cancel does.
 	CloseReason error
-	// OnBegin, when set, is called in place of Deliver when a session's
-	// turn begins, for a caller that must deliver on a goroutine of its
-	// own (the proxy: the turn may begin on its client pump, which never
-	// writes to the client).
-	OnBegin func(sessionID string)
+	// DeferBegin: a turn's beginning is noted, and what was held for it
+	// is delivered by DeliverBegun, which the caller calls where its
+	// writes are ordered (the proxy: before the next agent line, since the
+	// turn may begin on its client pump, which never writes to the
+	// client), and which the host also runs through Serialize on a
+	// goroutine of its own, for an agent that is silent. Otherwise it is
+	// delivered at once, on the goroutine that began the turn.
+	DeferBegin bool
 	// Serialize runs a timer's work (the cancel grace) in the order of the
 	// caller's writes (the proxy takes its output lock); nil runs it as
 	// is.
@@ -108,6 +112,12 @@ type Host struct {
 	// leaves nothing behind in the emitter.
 	known sync.Map
 	all   atomic.Bool
+
+	// began are the sessions whose turn began since the last delivery
+	// (DeferBegin); beganAny says whether there are any, without the lock.
+	beganMu  sync.Mutex
+	began    []string
+	beganAny atomic.Bool
 }
 
 // New returns the host of a new connection.
@@ -353,11 +363,33 @@ func (h *Host) grace(g turn.Grace) {
 
 // begin is the engine's OnBegin.
 func (h *Host) begin(sid string) {
-	if f := h.cfg.OnBegin; f != nil {
-		f(sid)
+	if !h.cfg.DeferBegin {
+		h.Deliver(context.Background(), sid)
 		return
 	}
-	h.Deliver(context.Background(), sid)
+	h.beganMu.Lock()
+	if !slices.Contains(h.began, sid) {
+		h.began = append(h.began, sid)
+	}
+	h.beganMu.Unlock()
+	h.beganAny.Store(true)
+	go h.serialize(func() { h.DeliverBegun(context.Background()) })
+}
+
+// DeliverBegun delivers what the emitter held for the sessions whose turn
+// began since the last call (DeferBegin).
+func (h *Host) DeliverBegun(ctx context.Context) {
+	if !h.beganAny.Load() {
+		return
+	}
+	h.beganMu.Lock()
+	began := h.began
+	h.began = nil
+	h.beganAny.Store(false)
+	h.beganMu.Unlock()
+	for _, sid := range began {
+		h.Deliver(ctx, sid)
+	}
 }
 
 func (h *Host) serialize(f func()) {

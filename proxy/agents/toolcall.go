@@ -1,11 +1,13 @@
 package agents
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/jsonedit"
 	"github.com/acpcompact/acpcompact/internal/skim"
 	"github.com/acpcompact/acpcompact/protocol"
 )
@@ -191,4 +193,63 @@ func (toolCallSynth) Render(ctx context.Context, ev emitter.Event, n emitter.Not
 		u.Content = []toolCallContent{{Type: "content", Content: protocol.Text(text)}}
 	}
 	return n.Notify(ctx, ev.SessionID, u)
+}
+
+// KeepToolCall returns a Notifier that rewrites the tool call a fallback
+// renders for a compaction (tool call ID from) into the agent's own tool
+// call (ID to), keeping the agent's _meta (merged under the fallback's)
+// and, on its terminal update, its rawOutput.
+func KeepToolCall(n emitter.Notifier, from, to string, meta, rawOutput json.RawMessage) emitter.Notifier {
+	return &toolCallKeeper{n: n, from: from, to: to, meta: meta, rawOutput: rawOutput}
+}
+
+// toolCallKeeper rewrites the tool call a fallback renders for a
+// compaction into the agent's own tool call.
+type toolCallKeeper struct {
+	n               emitter.Notifier
+	from, to        string
+	meta, rawOutput json.RawMessage
+}
+
+// Notify implements emitter.Notifier.
+func (k *toolCallKeeper) Notify(ctx context.Context, sid string, update any) error {
+	b, err := json.Marshal(update)
+	if err != nil {
+		return err
+	}
+	var u map[string]json.RawMessage
+	if json.Unmarshal(b, &u) != nil {
+		return k.n.Notify(ctx, sid, update)
+	}
+	var kind, id, status string
+	_ = json.Unmarshal(u["sessionUpdate"], &kind)
+	_ = json.Unmarshal(u["toolCallId"], &id)
+	_ = json.Unmarshal(u["status"], &status)
+	if (kind != "tool_call" && kind != "tool_call_update") || id != k.from {
+		return k.n.Notify(ctx, sid, update)
+	}
+	u["toolCallId"], _ = json.Marshal(k.to)
+	if len(k.meta) > 0 {
+		var agent, mine map[string]json.RawMessage
+		if json.Unmarshal(k.meta, &agent) == nil {
+			_ = json.Unmarshal(u["_meta"], &mine)
+			for key, v := range agent {
+				if _, ok := mine[key]; !ok {
+					if mine == nil {
+						mine = map[string]json.RawMessage{}
+					}
+					mine[key] = v
+				}
+			}
+			if len(mine) > 0 {
+				u["_meta"] = jsonedit.Marshal(mine)
+			}
+		}
+	}
+	if len(k.rawOutput) > 0 && (status == "completed" || status == "failed") {
+		if _, ok := u["rawOutput"]; !ok {
+			u["rawOutput"] = bytes.Clone(k.rawOutput)
+		}
+	}
+	return k.n.Notify(ctx, sid, jsonedit.Marshal(u))
 }
