@@ -1,11 +1,7 @@
 package proxy
 
-// Acting on an agent line (read -> classify -> act; doc.go tells the
-// whole path): a decision carried out, in this order: the held line let
-// go or replaced, the decision's log line, the host told (a turn the
-// message ends is settled before the message is written), the lifecycle
-// step (which writes what the emitter renders), the line itself written,
-// held or not, and the checker shown what the client receives.
+// Acting on an agent line (doc.go, "How a line goes through"): the
+// decision carried out, in the order act's steps show.
 
 import (
 	"context"
@@ -41,7 +37,7 @@ func (c *conn) handleAgent(ctx context.Context, lr *lines.Reader, raw []byte, lo
 	view{c}.classify(&l, d)
 	var err error
 	if d.batch {
-		c.releaseHeld()
+		c.releaseAwaiting()
 		err = c.actBatch(ctx, &l)
 	} else {
 		err = c.act(ctx, &l, d)
@@ -66,10 +62,10 @@ func (c *conn) handleAgent(ctx context.Context, lr *lines.Reader, raw []byte, lo
 // act carries out decision d for agent line l. The error is a failed
 // write to the client.
 func (c *conn) act(ctx context.Context, l *line, d *decision) error {
-	if d.confirmsHeld {
-		c.dropHeld() // what it said is replaced
+	if d.confirmsAwaiting {
+		c.dropAwaiting() // what it said is replaced
 	} else {
-		c.releaseHeld()
+		c.releaseAwaiting()
 	}
 	c.logNote(l.n, d.note)
 	if d.checked != nil && c.check.agentSide() {
@@ -106,8 +102,8 @@ func (c *conn) act(ctx context.Context, l *line, d *decision) error {
 		if d.out != nil {
 			return c.out.make(d.out)
 		}
-	case fateHold:
-		c.hold(l, d.sig.sid, d.sig.def.Name)
+	case fateAwait:
+		c.await(l, d.sig.sid, d.sig.def.Name)
 	}
 	return nil
 }
@@ -185,7 +181,7 @@ func (c *conn) observe(ctx context.Context, ev emitter.Event) {
 // head is classified (classifyHead) and, unless it is dropped, written at
 // once, and the rest streams through as it comes.
 func (c *conn) actHead(ctx context.Context, lr *lines.Reader, l *line) (werr, rerr error) {
-	c.releaseHeld()
+	c.releaseAwaiting()
 	d, standIn := view{c}.classifyHead(l)
 	c.logNote(l.n, d.note)
 	if d.seen != nil {

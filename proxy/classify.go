@@ -1,10 +1,8 @@
 package proxy
 
-// Classifying an agent line (read -> classify -> act; doc.go tells the
-// whole path): what the line is, read from the line and the connection's
-// state, and what becomes of it, which the policy (policy.go) decides.
-// classify changes no state (its only writes are to the scratch memory it
-// reads members with): act carries the decision out.
+// Classifying an agent line (doc.go, "How a line goes through"): what the
+// line is, for the policy. classify changes no state (its only writes are
+// to the scratch memory it reads members with).
 
 import (
 	"errors"
@@ -58,9 +56,9 @@ type decision struct {
 	errMember []byte // a response's error member: the reason of a failed turn
 	// batchable: the line may wait in the output buffer for the next one.
 	batchable bool
-	// confirmsHeld: the line confirms the held line, which is replaced
+	// confirmsAwaiting: the line confirms the awaiting line, which is replaced
 	// rather than forwarded.
-	confirmsHeld bool
+	confirmsAwaiting bool
 	// toolErr is a provider's error text for act to keep (agents.ErrorText).
 	toolErr, toolErrSession string
 	// What the lifecycle works on: the agent's standard update (std), or
@@ -138,18 +136,26 @@ func (v view) turnOf(sid string) *turnView {
 	return t
 }
 
+// first reports whether question bit is asked for the first time on this
+// line, and notes that it is.
+func (t *turnView) first(bit uint8) bool {
+	f := t.asked&bit == 0
+	t.asked |= bit
+	return f
+}
+
 // running reports whether the session has a turn under way.
 func (t *turnView) running() bool {
-	if t.asked&askedInTurn == 0 {
-		t.inTurn, t.asked = t.e.InTurn(t.sid), t.asked|askedInTurn
+	if t.first(askedInTurn) {
+		t.inTurn = t.e.InTurn(t.sid)
 	}
 	return t.inTurn
 }
 
 // userCancelled reports whether the client cancelled the running turn.
 func (t *turnView) userCancelled() bool {
-	if t.asked&askedCancelled == 0 {
-		t.cancelled, t.asked = t.e.Cancelled(t.sid), t.asked|askedCancelled
+	if t.first(askedCancelled) {
+		t.cancelled = t.e.Cancelled(t.sid)
 	}
 	return t.cancelled
 }
@@ -157,8 +163,8 @@ func (t *turnView) userCancelled() bool {
 // justCancelled reports whether the session is between turns right after
 // a cancelled one.
 func (t *turnView) justCancelled() bool {
-	if t.asked&askedAfterCancel == 0 {
-		t.afterCancel, t.asked = t.e.AfterCancel(t.sid), t.asked|askedAfterCancel
+	if t.first(askedAfterCancel) {
+		t.afterCancel = t.e.AfterCancel(t.sid)
 	}
 	return t.afterCancel
 }
@@ -166,8 +172,8 @@ func (t *turnView) justCancelled() bool {
 // command is the slash command of the prompt that runs the session's
 // turn ("" for none, or no turn).
 func (t *turnView) command() string {
-	if t.asked&askedCommand == 0 {
-		t.cmd, t.asked = t.e.Command(t.sid), t.asked|askedCommand
+	if t.first(askedCommand) {
+		t.cmd = t.e.Command(t.sid)
 	}
 	return t.cmd
 }
@@ -175,9 +181,8 @@ func (t *turnView) command() string {
 // replay reports whether a history replay of the session is in flight,
 // and which.
 func (t *turnView) replay() (bool, uint64) {
-	if t.asked&askedReplaying == 0 {
+	if t.first(askedReplaying) {
 		t.replaying, t.epoch = t.e.Replaying(t.sid)
-		t.asked |= askedReplaying
 	}
 	return t.replaying, t.epoch
 }
@@ -475,17 +480,17 @@ func (v view) signal(d *decision, sid string, def *agents.Def, sig agents.Signal
 	switch {
 	case sig.StandIn:
 		f.kind = kindStandIn
-	case sig.Kind == agents.Hold:
-		f.kind = kindHeld
+	case sig.Kind == agents.Await:
+		f.kind = kindAwaits
 	}
-	if sig.Confirms && c.held != nil && c.held.sid == sid {
-		// Confirmed: the held text was the agent's signal.
-		d.confirmsHeld = true
+	if sig.Confirms && c.awaiting != nil && c.awaiting.sid == sid {
+		// Confirmed: the awaiting text was the agent's signal.
+		d.confirmsAwaiting = true
 	}
 	id, idless := sig.ID, sig.ID == ""
 	if idless {
 		switch sig.Kind {
-		case agents.Hold, agents.Absorb:
+		case agents.Await, agents.Absorb:
 		case agents.Start, agents.Done, agents.Continuation:
 			id, p.mint = ts.nextID(sid, name, replaying, epoch), true
 		default:

@@ -26,13 +26,8 @@ const (
 	sideProxy  = "proxy"
 )
 
-// conn is one connection: its two line paths, and the state they share.
-//
-// The wire state (negotiation, requests in flight, turns, cancels and
-// their grace, history replays) is the engine's (package turn), hosted by
-// internal/host, which also carries out the turn rules on the emitter; the
-// proxy keeps none of its own, only what it shows the client: the
-// router's tracks and the translators' bookkeeping.
+// conn is one connection: its two line paths, and the state they share
+// (the wire state is the host's: see doc.go).
 //
 // Two goroutines share it. The client pump only reads client lines, notes
 // each with the engine and writes it to the agent; it never writes to the
@@ -67,9 +62,9 @@ type conn struct {
 	trans  map[string]*transState
 	// tl is the agent's translators, as its profile chose them.
 	tl *agents.Set
-	// held is the agent line act holds back, if any (hold.go).
-	held *heldLine
-	ain  *agentInput
+	// awaiting is the agent line that waits for its confirmation, if any (await.go).
+	awaiting *awaitLine
+	ain      *agentInput
 
 	check *checkState
 
@@ -256,10 +251,10 @@ func (c *conn) stop(ctx context.Context, reason error) bool {
 
 // finishLocked is finish; callers hold emu.
 func (c *conn) finishLocked(ctx context.Context, reason error) {
-	// Nothing follows: what the agent pump held back and the settlement
+	// Nothing follows: what the agent pump kept back and the settlement
 	// leave now.
 	defer func() { _ = c.out.flush() }()
-	c.releaseHeld() // a text held for its confirmation still reaches the client
+	c.releaseAwaiting() // a text awaiting its confirmation still reaches the client
 	if c.stopped.Swap(true) {
 		return
 	}

@@ -102,7 +102,7 @@ func withSummary(msg []byte, blocks []json.RawMessage) []byte {
 func (c *conn) render(ctx context.Context, l *line, p *stdLine) {
 	sid := p.k.session
 	log := c.log.With("session", sid, "side", sideAgent, "line", l.n)
-	u, err := decodeUpdate(p.raw, c.ownAgentLine)
+	u, err := protocol.UnmarshalLongUpdate(p.raw, c.ownAgentLine)
 	if err != nil {
 		log.Warn("malformed compaction update dropped: the client lacks the capability and it cannot be rewritten", "error", err)
 		return
@@ -462,13 +462,13 @@ type settled struct {
 }
 
 // beforeSettle is the host's Hooks.Before: before the proxy settles what
-// is open in session sid for reason, a text held for its confirmation is
+// is open in session sid for reason, a text awaiting its confirmation is
 // forwarded, completions that waited for their facts complete (the agent
 // did complete them), and a compaction tool call whose provider error the
 // agent told in text fails with it. Callers hold emu.
 func (c *conn) beforeSettle(ctx context.Context, sid string, reason error, why string) {
-	if c.held != nil && c.held.sid == sid {
-		c.releaseHeld()
+	if c.awaiting != nil && c.awaiting.sid == sid {
+		c.releaseAwaiting()
 	}
 	ts, ok := c.trans[sid]
 	if !ok {

@@ -25,9 +25,9 @@ const (
 	// fateRewrite: the line is replaced by what the proxy makes of it (a
 	// message of its own, what the emitter renders, or nothing).
 	fateRewrite
-	// fateHold: the line waits for the next one, which says whether it was
+	// fateAwait: the line waits for the next one, which says whether it was
 	// the agent's signal (codex's text) or prose.
-	fateHold
+	fateAwait
 	// fateDrop: the line goes nowhere; the rule's note says why.
 	fateDrop
 )
@@ -55,8 +55,9 @@ const (
 	// client that reads compaction updates (Claude's continuation message,
 	// a replayed command result, Kimi's summary).
 	kindStandIn
-	// kindHeld: a text that the next line confirms as a signal or not.
-	kindHeld
+	// kindAwaits: a text that waits for the next line, which confirms it as
+	// a signal or not.
+	kindAwaits
 )
 
 // readAs is how much of the line the proxy read.
@@ -126,8 +127,8 @@ const (
 	// doSignal: the legacy signal's lifecycle step (the line's fate may
 	// still change where the emitter refuses the compaction).
 	doSignal
-	// doHold: the line is held for its confirmation.
-	doHold
+	// doAwait: the line waits for its confirmation.
+	doAwait
 )
 
 // rule is one row of the table: a condition, and what follows from it.
@@ -262,12 +263,12 @@ var rules = []rule{
 	// fallback, gets its form in place of the agent's line; any other
 	// gets the agent's own lines, and only the terminal form the agent
 	// never sent.
-	{name: "held text, legacy lines",
-		when: func(f *lineFacts) bool { return f.kind == kindHeld && f.mode == capability.Off },
+	{name: "awaiting text, legacy lines",
+		when: func(f *lineFacts) bool { return f.kind == kindAwaits && f.mode == capability.Off },
 		fate: fateForward},
-	{name: "held text",
-		when: func(f *lineFacts) bool { return f.kind == kindHeld },
-		fate: fateHold, do: doHold},
+	{name: "awaiting text",
+		when: func(f *lineFacts) bool { return f.kind == kindAwaits },
+		fate: fateAwait, do: doAwait},
 	{name: "legacy signal, legacy lines",
 		when: func(f *lineFacts) bool { return f.kind == kindSignal && f.mode == capability.Off },
 		fate: fateForward, do: doSignal},

@@ -35,8 +35,8 @@ func (s *sessionView) Replaying() bool {
 
 func (s *sessionView) Command() string { return s.turn.command() }
 
-func (s *sessionView) Held() agents.Translator {
-	if h := s.c.held; h != nil && h.sid == s.sid {
+func (s *sessionView) Awaiting() agents.Translator {
+	if h := s.c.awaiting; h != nil && h.sid == s.sid {
 		return h.tr
 	}
 	return ""

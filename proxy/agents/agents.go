@@ -55,9 +55,9 @@ const (
 	Completed
 	Failed
 	Aborted
-	// Hold: a line the next one confirms as the agent's signal or not
+	// Await: a line the next one confirms as the agent's signal or not
 	// (codex's text, Kimi's automatic start).
-	Hold
+	Await
 	// Continuation: a replayed message that stands for a compaction
 	// (Claude's continuation, Kimi's summary).
 	Continuation
@@ -117,7 +117,7 @@ type Signal struct {
 	// NewTool: the update is a tool call that makes ID a compaction tool
 	// call, whose later updates are its signals.
 	NewTool bool
-	// Confirms: the signal confirms the line held for it.
+	// Confirms: the signal confirms the line that awaits it.
 	Confirms bool
 	// FactsFollow: a completion whose facts the agent sends in its next
 	// update (RawOutputFollows): it waits for them, briefly.
@@ -176,9 +176,9 @@ type State interface {
 	// Command is the slash command of the prompt that runs the session's
 	// turn ("" for none, or no turn).
 	Command() string
-	// Held is the translator whose line the proxy holds back for this
+	// Awaiting is the translator whose line waits, for this
 	// session, waiting for the next line to confirm it ("" for none).
-	Held() Translator
+	Awaiting() Translator
 	// Open is how many compactions of t's ID-less forms are open in the
 	// session.
 	Open(t Translator) int

@@ -60,15 +60,15 @@ func init() {
 	)
 }
 
-// codexTextSignal: codex's "Context compacted\n" is held until the next
+// codexTextSignal: codex's "Context compacted\n" waits for the next
 // line, which confirms it when it is the warning codex sends after it for
 // the same session.
 func codexTextSignal(s State, _ *Update, text string) (Signal, bool) {
 	switch {
 	case text == codexText:
-		return Signal{Kind: Hold}, true
+		return Signal{Kind: Await}, true
 	case strings.HasPrefix(text, codexHeadsUp):
-		if s.Held() == CodexText {
+		if s.Awaiting() == CodexText {
 			return Signal{Kind: Done, Keep: true, Confirms: true}, true
 		}
 	}

@@ -59,7 +59,7 @@ func init() {
 //   - in a /compact turn, "Context compaction started — it runs in the
 //     background…" starts a manual compaction that outlives the turn
 //     (Background: the client sees it once it settled); the text stays;
-//   - "Compacting conversation context…" (automatic) is held until the
+//   - "Compacting conversation context…" (automatic) waits for the
 //     next line: Kimi's "Compaction is blocked by the current turn…"
 //     confirms it and starts the compaction; anything else lets it go as
 //     the prose it then is;
@@ -76,9 +76,9 @@ func kimiTextSignal(s State, _ *Update, text string) (Signal, bool) {
 		}
 		return Signal{Kind: Start, Trigger: protocol.Manual, Background: true, Keep: true}, true
 	case text == kimiAutoStart || strings.HasPrefix(text, kimiAutoWith):
-		return Signal{Kind: Hold}, true
+		return Signal{Kind: Await}, true
 	case text == kimiBlocked:
-		if s.Held() == Kimi {
+		if s.Awaiting() == Kimi {
 			return Signal{Kind: Start, Trigger: protocol.Auto, Confirms: true}, true
 		}
 	case text == kimiCancelled:

@@ -1,11 +1,10 @@
-package proxy
+package protocol
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/acpcompact/acpcompact/protocol"
 )
 
 func filled(n int, seed byte) []byte {
@@ -16,7 +15,7 @@ func filled(n int, seed byte) []byte {
 	return b
 }
 
-// decodeUpdate reads every long update exactly as protocol.UnmarshalUpdate
+// UnmarshalLongUpdate reads every long update exactly as UnmarshalUpdate
 // does, whatever its long strings hold and wherever they are.
 func TestDecodeUpdateMatchesUnmarshalUpdate(t *testing.T) {
 	long := string(filled(longUpdate, 1))
@@ -41,13 +40,13 @@ func TestDecodeUpdateMatchesUnmarshalUpdate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, own := range []bool{false, true} {
 				raw := []byte(tc.raw)
-				want, werr := protocol.UnmarshalUpdate(raw)
-				got, gerr := decodeUpdate(raw, func([]byte) bool { return own })
+				want, werr := UnmarshalUpdate(raw)
+				got, gerr := UnmarshalLongUpdate(raw, func([]byte) bool { return own })
 				if (werr == nil) != (gerr == nil) {
-					t.Fatalf("own %v: error %v, protocol.UnmarshalUpdate's %v", own, gerr, werr)
+					t.Fatalf("own %v: error %v, UnmarshalUpdate's %v", own, gerr, werr)
 				}
 				if werr == nil && !reflect.DeepEqual(got, want) {
-					t.Fatalf("own %v: decoded differently from protocol.UnmarshalUpdate", own)
+					t.Fatalf("own %v: decoded differently from UnmarshalUpdate", own)
 				}
 			}
 		})

@@ -1,6 +1,6 @@
 package proxy
 
-// What waits: an agent line act holds back (fateHold), and completions
+// What waits: an agent line that awaits its confirmation (fateAwait), and completions
 // that wait for the facts the agent sends after them. Both are let go by a
 // timer, by what follows, or by the settlement of their session.
 
@@ -13,20 +13,20 @@ import (
 )
 
 const (
-	// holdFor bounds how long a held line (codex's "Context compacted\n",
+	// awaitFor bounds how long an awaiting line (codex's "Context compacted\n",
 	// Kimi's automatic start) waits for the line that confirms it before
 	// it is forwarded as prose.
-	holdFor = 500 * time.Millisecond
+	awaitFor = 500 * time.Millisecond
 	// rawOutputWait bounds how long a completed compaction tool call
 	// waits for the rawOutput update that follows it (quirkRawOutput).
 	rawOutputWait = 2 * time.Second
 )
 
-// heldLine is an agent line held back until the next line says whether it
+// awaitLine is an agent line kept back until the next line says whether it
 // was the agent's signal or the model's prose: codex's "Context
 // compacted\n" (confirmed by its warning), Kimi Code's "Compacting
 // conversation context…" (confirmed by its "Compaction is blocked…").
-type heldLine struct {
+type awaitLine struct {
 	sid      string
 	tr       Translator // whose signal it may be
 	n        int
@@ -34,43 +34,43 @@ type heldLine struct {
 	timer    *time.Timer
 }
 
-// hold keeps agent line l of session sid, which may be a signal of tr,
-// back for at most holdFor. Callers hold emu.
-func (c *conn) hold(l *line, sid string, tr Translator) {
-	c.releaseHeld()
-	h := &heldLine{sid: sid, tr: tr, n: l.n, raw: bytes.Clone(l.raw), msg: bytes.Clone(l.msg)}
-	h.timer = time.AfterFunc(holdFor, func() {
+// await keeps agent line l of session sid, which may be a signal of tr,
+// back for at most awaitFor. Callers hold emu.
+func (c *conn) await(l *line, sid string, tr Translator) {
+	c.releaseAwaiting()
+	h := &awaitLine{sid: sid, tr: tr, n: l.n, raw: bytes.Clone(l.raw), msg: bytes.Clone(l.msg)}
+	h.timer = time.AfterFunc(awaitFor, func() {
 		c.emu.Lock()
 		defer c.emu.Unlock()
-		if c.held != h || c.stopped.Load() {
+		if c.awaiting != h || c.stopped.Load() {
 			return
 		}
-		c.releaseHeld()
+		c.releaseAwaiting()
 		_ = c.out.flush() // a failure is sticky: the agent pump reports it
 	})
-	c.held = h
+	c.awaiting = h
 }
 
-// releaseHeld forwards a held line as it came: nothing confirmed it.
+// releaseAwaiting forwards the awaiting line as it came: nothing confirmed it.
 // Callers hold emu.
-func (c *conn) releaseHeld() {
-	h := c.held
+func (c *conn) releaseAwaiting() {
+	h := c.awaiting
 	if h == nil {
 		return
 	}
-	c.dropHeld()
+	c.dropAwaiting()
 	_ = c.out.forwardLine(h.n, h.raw, h.msg) // a failure is sticky: the agent pump reports it
 }
 
-// dropHeld forgets a held line: what it said is replaced.
-func (c *conn) dropHeld() {
-	if h := c.held; h != nil {
+// dropAwaiting forgets the awaiting line: what it said is replaced.
+func (c *conn) dropAwaiting() {
+	if h := c.awaiting; h != nil {
 		h.timer.Stop()
-		c.held = nil
+		c.awaiting = nil
 	}
 }
 
-// deferComplete holds back the completion of compaction k until its facts
+// deferComplete keeps back the completion of compaction k until its facts
 // arrive, the turn ends, or rawOutputWait passes. Callers hold emu.
 func (c *conn) deferComplete(k trackKey) {
 	ts := c.transFor(k.session)

@@ -1,4 +1,4 @@
-package proxy
+package protocol
 
 import (
 	"bytes"
@@ -7,21 +7,20 @@ import (
 	"unsafe"
 
 	"github.com/acpcompact/acpcompact/internal/skim"
-	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Decoding a long compaction update.
 //
-// encoding/json, behind protocol.UnmarshalUpdate, copies each string of a
+// encoding/json, behind UnmarshalUpdate, copies each string of a
 // content block twice on its way into a Go value: once as the block's raw
 // member, once decoded. For a summary of tens of MiB those copies, on top
-// of the line itself, are most of what the proxy holds at its peak. So the
-// gate decodes a long update in two parts: the update with its long
+// of the line itself, are most of what the proxy holds at its peak. So a
+// long update is decoded in two parts: the update with its long
 // strings cut out (a few bytes, decoded as usual), and each long string
 // once, straight from the line into the value that holds it.
 
 const (
-	// longUpdate is the size of update from which decodeUpdate cuts out
+	// longUpdate is the size of update from which UnmarshalLongUpdate cuts out
 	// the long strings; a shorter one is decoded as is.
 	longUpdate = 256 << 10
 	// longString is the length of string value that is cut out.
@@ -31,19 +30,19 @@ const (
 	holeMark = "\x00acpcompact-hole:"
 )
 
-// decodeUpdate decodes a compaction update or summary chunk as
-// protocol.UnmarshalUpdate does, with each long string value copied at
-// most once. own reports whether raw's memory is the caller's to keep
-// (see lines.Reader.Detach); then a long string that needs no unescaping is
-// not copied at all, but made over the line's bytes, which nobody writes
-// to again.
-func decodeUpdate(raw []byte, own func([]byte) bool) (any, error) {
+// UnmarshalLongUpdate decodes a compaction update or summary chunk as
+// UnmarshalUpdate does, with each long string value copied at most once
+// (the proxy decodes summaries of tens of MiB so). own reports whether
+// raw's memory is the caller's to keep (lines.Reader.Detach); then a long
+// string that needs no unescaping is not copied at all, but made over
+// raw's bytes, which nobody may write to again. own may be nil.
+func UnmarshalLongUpdate(raw []byte, own func([]byte) bool) (any, error) {
 	if len(raw) < longUpdate {
-		return protocol.UnmarshalUpdate(raw)
+		return UnmarshalUpdate(raw)
 	}
 	holes := longStrings(raw)
 	if len(holes) == 0 {
-		return protocol.UnmarshalUpdate(raw)
+		return UnmarshalUpdate(raw)
 	}
 	// The update with each long string replaced by its stand-in.
 	cut := make([]byte, 0, 64*len(holes)+len(raw)-holesLen(holes))
@@ -56,13 +55,13 @@ func decodeUpdate(raw []byte, own func([]byte) bool) (any, error) {
 		last = h.end
 	}
 	cut = append(cut, raw[last:]...)
-	u, err := protocol.UnmarshalUpdate(cut)
+	u, err := UnmarshalUpdate(cut)
 	if err != nil {
 		return nil, err
 	}
 	f := filler{raw: raw, holes: holes, own: own}
 	switch u := u.(type) {
-	case *protocol.CompactionUpdate:
+	case *CompactionUpdate:
 		if blocks, ok := u.Summary.Get(); ok {
 			for i := range blocks {
 				f.block(&blocks[i])
@@ -70,13 +69,13 @@ func decodeUpdate(raw []byte, own func([]byte) bool) (any, error) {
 		}
 		if e, ok := u.Error.Get(); ok {
 			if s, ok := f.str(e); ok {
-				u.Error = protocol.Set(s)
+				u.Error = Set(s)
 			}
 		}
 		if m, ok := u.Meta.Get(); ok {
 			f.meta(m)
 		}
-	case *protocol.CompactionSummaryChunk:
+	case *CompactionSummaryChunk:
 		f.block(&u.Content)
 		if m, ok := u.Meta.Get(); ok {
 			f.meta(m)
@@ -85,7 +84,7 @@ func decodeUpdate(raw []byte, own func([]byte) bool) (any, error) {
 	if f.bad || f.filled != len(holes) {
 		// A stand-in landed where the filler does not look (or a string
 		// did not decode): decode the whole, at the usual cost.
-		return protocol.UnmarshalUpdate(raw)
+		return UnmarshalUpdate(raw)
 	}
 	return u, nil
 }
@@ -103,7 +102,7 @@ func holesLen(hs []hole) int {
 }
 
 // longStrings finds the string values of raw (not member names) longer
-// than longString. raw is taken to be valid JSON: protocol.UnmarshalUpdate
+// than longString. raw is taken to be valid JSON: UnmarshalUpdate
 // checks the rest, and each long string is checked as it is decoded.
 func longStrings(raw []byte) []hole {
 	var out []hole
@@ -231,7 +230,7 @@ func (f *filler) rawValue(v []byte) []byte {
 	}
 }
 
-func (f *filler) block(b *protocol.ContentBlock) {
+func (f *filler) block(b *ContentBlock) {
 	if s, ok := f.str(b.Text); ok {
 		b.Text = s
 	}
@@ -240,7 +239,7 @@ func (f *filler) block(b *protocol.ContentBlock) {
 	}
 }
 
-func (f *filler) meta(m protocol.Meta) {
+func (f *filler) meta(m Meta) {
 	for k, v := range m {
 		m[k] = f.rawValue(v)
 	}
