@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
 )
 
 func filled(n int, seed byte) []byte {
