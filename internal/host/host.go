@@ -24,6 +24,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -110,8 +111,9 @@ type Host struct {
 	// (Share). A settlement skips the others, so that a turn without
 	// compactions, or a prompt for a session the agent does not know,
 	// leaves nothing behind in the emitter.
-	known sync.Map
-	all   atomic.Bool
+	known  sync.Map
+	all    atomic.Bool
+	closed atomic.Bool
 
 	// began are the sessions whose turn began since the last delivery
 	// (DeferBegin); beganAny says whether there are any, without the lock.
@@ -241,9 +243,12 @@ func (h *Host) Written(eff turn.Effect) { h.e.Ended(eff.End) }
 // cancelled turn whose grace already ran out, the compaction gets a grace
 // of its own rather than waiting for a watchdog.
 func (h *Host) Start(ctx context.Context, sessionID string, opts ...emitter.StartOption) (*emitter.Compaction, error) {
+	if h.closed.Load() {
+		return nil, fmt.Errorf("session %s: %w", sessionID, turn.ErrClosed)
+	}
 	s := h.Session(sessionID)
 	if s == nil {
-		return nil, turn.ErrNotInitialized
+		return nil, fmt.Errorf("session %s: %w", sessionID, turn.ErrNotInitialized)
 	}
 	c, err := s.Start(ctx, opts...)
 	if c != nil {
@@ -329,6 +334,7 @@ func (h *Host) closeSession(ctx context.Context, sid string) {
 // prompt handlers' contexts with reason, so a runtime woken by its
 // context finds its compactions already settled.
 func (h *Host) Close(ctx context.Context, reason error, why string) (endHandlers func()) {
+	h.closed.Store(true)
 	live, endHandlers := h.e.Close(reason)
 	for sid, cancelled := range live {
 		if cancelled {
