@@ -64,7 +64,8 @@
 //
 // The proxy reads one line from a side, writes it (or its replacement) to
 // the other, then reads the next, so memory stays bounded by the longest
-// line (bigline.go) and a slow reader slows its writer down. Lines up to
+// line (internal/lines, and protocol.UnmarshalLongUpdate for a long
+// update) and a slow reader slows its writer down. Lines up to
 // 64 MiB (WithMaxLineBytes) are read whole; a longer one is read from its
 // head and streams through. The client's lines are only read, noted with
 // the engine and forwarded (client.go).
