@@ -1,10 +1,21 @@
-// Package acpsdk wires acpcompact into a Go ACP agent built on
-// coder/acp-go-sdk v0.13, per connection, and guarantees that no compaction
-// outlives its turn. It is the acp-go-sdk counterpart of package agentkit and
-// does not link sourcegraph/jsonrpc2; the two share one wire engine and one
-// set of rules, summarised in package agentkit's documentation and stated
+// Package acpsdk is package agentkit's adapter for Go ACP agents built on
+// coder/acp-go-sdk v0.13: it wires acpcompact into the SDK's connections
+// and guarantees that no compaction outlives its turn. The two adapters
+// share one wire engine, one set of rules and one surface, agentkit's:
+// Session, Option, the sentinel errors, DefaultCancelGrace and
+// CloseTimeout here are agentkit's (aliases and the same values),
+// SessionFrom, Recover and the options behave as agentkit's, so a runtime
+// written against either import path reports on either kit's connections.
+// The rules are summarised in package agentkit's documentation and stated
 // in docs/agentkit.md in the repository. Example (SummaryAndCancel) is the
 // whole agent of that guide.
+//
+// What this adapter adds: Kit (NewAgentSideConnection, NewConnection,
+// Shutdown, CloseConn, Emitter) and Conn, the kit's reader and writer
+// around the SDK's, the prompt's context, and the panic guard around every
+// method of the agent. (It links package agentkit but none of
+// sourcegraph/jsonrpc2's code: the linker drops what the jsonrpc2 adapter
+// alone uses.)
 //
 // The SDK cannot do this by itself: its ClientCapabilities drops `session`,
 // so the compaction capability is invisible to a typed Initialize; its

@@ -92,10 +92,10 @@ func TestUserCancelEndsThePromptContextWithErrCancelled(t *testing.T) {
 	})
 }
 
-// TestErrorsNameTheirPackage: the package's errors say acpsdk, not
-// agentkit, and still wrap its sentinels.
-func TestErrorsNameTheirPackage(t *testing.T) {
-	kittest.ErrorsNameTheirPackage(t, stack{})
+// TestErrorsNameTheKit: the kit's errors say agentkit (acpsdk's are
+// agentkit's, one surface) and wrap its sentinels.
+func TestErrorsNameTheKit(t *testing.T) {
+	kittest.ErrorsNameTheKit(t, stack{})
 }
 
 // TestCancelGraceMeansTheSameEverywhere: with WithCancelGrace(d) a runtime

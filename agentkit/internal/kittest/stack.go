@@ -29,10 +29,8 @@ type Session interface {
 	Replay(ctx context.Context, rec emitter.Record) error
 }
 
-// Errors are a kit's sentinel errors and the package name its errors start
-// with.
+// Errors are a kit's sentinel errors.
 type Errors struct {
-	Package        string
 	NotInitialized error
 	UnknownConn    error
 	Closed         error
