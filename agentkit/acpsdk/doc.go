@@ -69,6 +69,19 @@
 // lines. A notification is queued and its write returns; a response
 // returns once it is written, behind everything before it.
 //
+// # Memory bounds
+//
+// The reader holds at most one line of the client's, of up to 10 MiB, its
+// newline included: the SDK's own bound (its bufio.Scanner's maxBufSize),
+// so the kit refuses nothing the SDK reads. A longer line ends the
+// connection, as it would end the SDK's: the kit reads no more of it,
+// settles what is open and writes it (the connection's close, bounded by
+// CloseTimeout), and the SDK's read fails with an error wrapping
+// bufio.ErrTooLong, on which the SDK ends its connection (Done). The SDK
+// writes a whole line per write, which the writer hands on as it is; a
+// line the agent's output leaves unfinished is held up to the same bound,
+// and past it dropped up to its newline (those writes fail).
+//
 // # The prompt's context
 //
 // A prompt's handler runs with the kit's context, not the SDK's: the

@@ -96,9 +96,14 @@ func (k *Kit) NewConnection(h acp.MethodHandler, peerInput io.Writer, peerOutput
 func (k *Kit) wire(peerInput io.Writer, peerOutput io.Reader) (*Conn, io.Writer, io.Reader) {
 	// The tap writes whole lines to peerInput, several in one Write when
 	// notifications queue up (see agentkit.NewStream).
-	c := &Conn{t: tap.NewWriter(k.config(), peerInput), claims: newClaims()}
-	c.bound = tap.Binding{Tap: c.t, Host: c}
-	return c, &writer{c: c}, newReader(c, peerOutput)
+	cfg := k.config()
+	c := &Conn{t: tap.NewWriter(cfg, peerInput), claims: newClaims()}
+	c.bound = tap.Binding{Tap: c.t}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return c, &writer{c: c, log: log}, newReader(c, peerOutput, log)
 }
 
 // guard is the kit around a raw MethodHandler.
