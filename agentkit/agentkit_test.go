@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,8 @@ import (
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestStreamedCompactionReachesTheClientInOrderWithTheAgentsOwnUpdates(t *testing.T) {
@@ -52,18 +53,14 @@ func TestRuntimeReportingAfterItsTurnEndedSendsNothing(t *testing.T) {
 	}
 	r := newRig(t, a)
 	r.Initialize(1, true)
-	if _, err := r.Client.Prompt(r.Ctx, session, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, err := r.Client.Prompt(r.Ctx, session, nil)
+	require.NoError(t, err)
 	close(responded)
 	wg.Wait()
 	evs := r.Finish(1) // CheckTurns: nothing after the response
-	if !errors.Is(chunkErr, emitter.ErrSettled) || !errors.Is(completeErr, emitter.ErrSettled) {
-		t.Errorf("late Chunk = %v, Complete = %v; want ErrSettled", chunkErr, completeErr)
-	}
-	if got := kittest.Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
-		t.Errorf("statuses %v", got)
-	}
+	assert.ErrorIs(t, chunkErr, emitter.ErrSettled, "late Chunk")
+	assert.ErrorIs(t, completeErr, emitter.ErrSettled, "late Complete")
+	assert.Equal(t, []string{"in_progress", "failed"}, kittest.Statuses(evs, "cmp_1"), "statuses")
 }
 
 func TestCancelReportedByTheRuntimeReachesTheClientBeforeTheResponse(t *testing.T) {
@@ -91,12 +88,8 @@ func TestAgentClosingTheConnectionSettlesOpenCompactionsOnTheWire(t *testing.T) 
 	r.Initialize(1, true)
 	r.StartPrompt()
 	evs := r.Finish(1) // closes from the agent's side
-	if got := kittest.Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
-		t.Fatalf("statuses %v\n%s", got, kittest.Dump(evs))
-	}
-	if e := string(kittest.Field(kittest.Compactions(evs)[1], "error")); e != fmt.Sprintf("%q", emitter.ErrConnectionClosed.Error()) {
-		t.Errorf("error = %s", e)
-	}
+	require.Equal(t, []string{"in_progress", "failed"}, kittest.Statuses(evs, "cmp_1"), "statuses\n%s", kittest.Dump(evs))
+	assert.Equal(t, fmt.Sprintf("%q", emitter.ErrConnectionClosed.Error()), string(kittest.Field(kittest.Compactions(evs)[1], "error")), "the failed update's error")
 }
 
 func TestConnectionContextEndingSettlesOpenCompactionsOnTheWire(t *testing.T) {
@@ -116,9 +109,7 @@ func TestConnectionContextEndingSettlesOpenCompactionsOnTheWire(t *testing.T) {
 	stop() // the host shuts the connection down through its context
 	<-r.Client.Conn.DisconnectNotify()
 	evs := r.Finish(1)
-	if got := kittest.Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
-		t.Fatalf("statuses %v\n%s", got, kittest.Dump(evs))
-	}
+	require.Equal(t, []string{"in_progress", "failed"}, kittest.Statuses(evs, "cmp_1"), "statuses\n%s", kittest.Dump(evs))
 }
 
 func TestPeerHangingUpSettlesWhatIsOpen(t *testing.T) {
@@ -150,9 +141,8 @@ func TestPeerHangingUpSettlesWhatIsOpen(t *testing.T) {
 	_ = r.Client.Conn.Close()
 	<-done
 	r.Close()
-	if !errors.Is(late, agentkit.ErrClosed) || !errors.Is(open, agentkit.ErrClosed) {
-		t.Errorf("after hang-up: Complete = %v, Compaction = %v; want ErrClosed", late, open)
-	}
+	assert.ErrorIs(t, late, agentkit.ErrClosed, "Complete after hang-up")
+	assert.ErrorIs(t, open, agentkit.ErrClosed, "Compaction after hang-up")
 }
 
 func TestReplayOnLoadPrecedesTheLoadResponse(t *testing.T) {
@@ -167,8 +157,7 @@ func TestV2TurnEndsAtTheIdleStateUpdateNotAtThePromptAcknowledgement(t *testing.
 		wg.Go(func() {
 			_ = stateUpdate(ctx, conn, sid, "running", "")
 			c, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
-			if err != nil {
-				t.Error(err)
+			if !assert.NoError(t, err) { // the runtime's goroutine: assert, never require
 				return
 			}
 			_ = c.Chunk(ctx, protocol.Text("partial"))
@@ -184,9 +173,7 @@ func TestV2TurnEndsAtTheIdleStateUpdateNotAtThePromptAcknowledgement(t *testing.
 		}
 	}
 	want := []string{"state_update:running", "compaction_update:in_progress", "compaction_summary_chunk", "agent_message_chunk", "compaction_update:failed", "state_update:idle"}
-	if !slices.Equal(updates, want) {
-		t.Fatalf("got %v want %v", updates, want)
-	}
+	require.Equal(t, want, updates)
 }
 
 func TestV2CancelSettlesAsCancelledBeforeIdle(t *testing.T) {
@@ -196,8 +183,7 @@ func TestV2CancelSettlesAsCancelledBeforeIdle(t *testing.T) {
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
 		wg.Go(func() {
 			_ = stateUpdate(ctx, conn, sid, "running", "")
-			if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1")); err != nil {
-				t.Error(err)
+			if _, err := agentkit.SessionFrom(ctx, sid).Start(ctx, emitter.WithID("cmp_1")); !assert.NoError(t, err) {
 				return
 			}
 			<-ctx.Done()
@@ -207,18 +193,13 @@ func TestV2CancelSettlesAsCancelledBeforeIdle(t *testing.T) {
 	}
 	r := newRig(t, a, agentkit.WithCancelGrace(-1))
 	r.Initialize(2, false)
-	if _, err := r.Client.Prompt(r.Ctx, session, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Client.Wire.Wait(r.Ctx, func(e kittest.Event) bool { return e.Status == "in_progress" }); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Client.Cancel(r.Ctx, session); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Client.Wire.Wait(r.Ctx, func(e kittest.Event) bool { return e.State == "idle" }); err != nil {
-		t.Fatal(err)
-	}
+	_, err := r.Client.Prompt(r.Ctx, session, nil)
+	require.NoError(t, err)
+	_, err = r.Client.Wire.Wait(r.Ctx, func(e kittest.Event) bool { return e.Status == "in_progress" })
+	require.NoError(t, err)
+	require.NoError(t, r.Client.Cancel(r.Ctx, session))
+	_, err = r.Client.Wire.Wait(r.Ctx, func(e kittest.Event) bool { return e.State == "idle" })
+	require.NoError(t, err)
 	wg.Wait()
 	evs := r.Finish(2)
 	want := []string{"state_update:running", "compaction_update:in_progress", "compaction_update:cancelled", "state_update:idle"}
@@ -228,9 +209,7 @@ func TestV2CancelSettlesAsCancelledBeforeIdle(t *testing.T) {
 			got = append(got, s)
 		}
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %v want %v", got, want)
-	}
+	require.Equal(t, want, got)
 }
 
 func stateUpdate(ctx context.Context, conn *jsonrpc2.Conn, sid, state, stop string) error {
@@ -295,18 +274,13 @@ func TestPromptContextCarriesTheTraceContextOfItsMeta(t *testing.T) {
 	}
 	r := newRig(t, a, agentkit.WithEmitterOptions(emitter.WithObserver(obs)))
 	r.Initialize(1, true)
-	if _, err := r.Client.Prompt(r.Ctx, session, map[string]any{"traceparent": tp}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := r.Client.Prompt(r.Ctx, session, map[string]any{"traceparent": tp})
+	require.NoError(t, err)
 	r.Finish(1)
-	if inHandler != tp {
-		t.Errorf("handler trace %q", inHandler)
-	}
+	assert.Equal(t, tp, inHandler, "the handler's trace")
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []string{"started " + tp, "settled " + tp}; !slices.Equal(traces, want) {
-		t.Errorf("observer saw %v, want %v", traces, want)
-	}
+	assert.Equal(t, []string{"started " + tp, "settled " + tp}, traces, "what the observer saw")
 }
 
 func TestStartIsRefusedWhileTheTurnIsBeingSettled(t *testing.T) {
@@ -332,16 +306,11 @@ func TestStartIsRefusedWhileTheTurnIsBeingSettled(t *testing.T) {
 	}
 	r := newRig(t, a, agentkit.WithEmitterOptions(emitter.WithObserver(obs)))
 	r.Initialize(1, true)
-	if _, err := r.Client.Prompt(r.Ctx, session, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, err := r.Client.Prompt(r.Ctx, session, nil)
+	require.NoError(t, err)
 	evs := r.Finish(1)
-	if !errors.Is(refused, emitter.ErrTurnEnded) {
-		t.Errorf("Start during settlement = %v, want ErrTurnEnded", refused)
-	}
-	if got := kittest.Statuses(evs, "cmp_late"); len(got) != 0 {
-		t.Errorf("cmp_late reached the wire: %v", got)
-	}
+	assert.ErrorIs(t, refused, emitter.ErrTurnEnded, "Start during settlement")
+	assert.Empty(t, kittest.Statuses(evs, "cmp_late"), "cmp_late reached the wire")
 }
 
 // TestCancelReachesItsPromptAndNeverTheNext plays 1,000 pairs: a

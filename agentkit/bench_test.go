@@ -12,6 +12,7 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
+	"github.com/stretchr/testify/require"
 )
 
 // The benchmarks here compare a bare sourcegraph/jsonrpc2 connection with
@@ -90,13 +91,9 @@ func (c *lineCounter) count() int {
 func newBenchPipe(tb testing.TB) *benchPipe {
 	tb.Helper()
 	inR, inW, err := os.Pipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	outR, outW, err := os.Pipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	require.NoError(tb, err)
 	p := &benchPipe{in: inR, out: outW, clientW: inW, drained: make(chan struct{})}
 	p.lines.cond.L = &p.lines.mu
 	go func() {
@@ -126,9 +123,8 @@ func (p *benchPipe) Close() error {
 // send writes one line as the client.
 func (p *benchPipe) send(tb testing.TB, line string) {
 	tb.Helper()
-	if _, err := p.clientW.WriteString(line + "\n"); err != nil {
-		tb.Fatal(err)
-	}
+	_, err := p.clientW.WriteString(line + "\n")
+	require.NoError(tb, err)
 }
 
 // shutdown hangs up as the client and waits for the connection to end.
@@ -203,8 +199,9 @@ func (bc *benchConn) run(b *testing.B, send func() error) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		// require only on failure: its t.Helper call would be timed too.
 		if err := send(); err != nil {
-			b.Fatal(err)
+			require.NoError(b, err)
 		}
 	}
 	bc.pipe.lines.waitFor(base + b.N)
@@ -249,9 +246,7 @@ func BenchmarkChunk(b *testing.B) {
 				"content":       map[string]any{"type": "text", "text": benchText},
 			},
 		})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		raw := json.RawMessage(params)
 		bc.run(b, func() error { return bc.conn.Notify(ctx, "session/update", raw) })
 	})
@@ -263,9 +258,7 @@ func BenchmarkChunk(b *testing.B) {
 			bc := newBenchConn(b, true, v.kitStream)
 			ctx := context.Background()
 			c, err := agentkit.SessionFrom(<-bc.prompt, session).Start(ctx, emitter.WithID("cmp_bench"), emitter.UserDisplayable())
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			bc.pipe.lines.waitFor(2) // the in_progress update
 			block := protocol.Text(benchText)
 			bc.run(b, func() error { return c.Chunk(ctx, block) })

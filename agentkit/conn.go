@@ -122,8 +122,6 @@ func (s *tapStream) Close() error {
 	return err
 }
 
-type tapKey struct{}
-
 // handler is the outermost Handler of a kit connection.
 type handler struct {
 	b     *binding
@@ -133,7 +131,7 @@ type handler struct {
 func (h *handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	h.b.register(conn)
 	t := h.b.t
-	ctx = context.WithValue(ctx, tapKey{}, h.b)
+	ctx = tap.Bind(ctx, &h.b.bound)
 	if req.Method == turn.MethodPrompt && !req.Notif {
 		if id, err := json.Marshal(req.ID); err == nil {
 			ctx = t.BindPrompt(ctx, skim.IDKey(id))
@@ -151,24 +149,14 @@ func (h *handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 	returned = true
 }
 
+// bindingOf returns the binding of the agentkit connection whose handler
+// ctx belongs to, or nil (also for a context of agentkit/acpsdk's).
 func bindingOf(ctx context.Context) *binding {
-	b, _ := ctx.Value(tapKey{}).(*binding)
-	return b
-}
-
-// tapFrom returns the tap of the connection whose handler ctx belongs to
-// (SessionFrom, Recover), or nil.
-func tapFrom(ctx context.Context) *tap.Tap {
-	if b := bindingOf(ctx); b != nil {
-		return b.t
+	if tb := tap.Bound(ctx); tb != nil {
+		b, _ := tb.Host.(*binding)
+		return b
 	}
 	return nil
-}
-
-func crash(ctx context.Context) {
-	if t := tapFrom(ctx); t != nil {
-		t.Crash()
-	}
 }
 
 // DefaultMaxConcurrent is the limit of AsyncHandler unless MaxConcurrent

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sourcegraph/jsonrpc2"
+	"github.com/stretchr/testify/assert"
 )
 
 // Only notifications that end no turn and are fully encoded skip the tap's
@@ -24,8 +25,6 @@ func TestPassableNotifications(t *testing.T) {
 		{"extra fields", &jsonrpc2.Request{Method: "x/y", Notif: true, ExtraFields: []jsonrpc2.RequestField{{Name: "k", Value: 1}}}, false},
 		{"a response (no request)", nil, false},
 	} {
-		if got := passable(tc.req); got != tc.want {
-			t.Errorf("%s: passable = %v, want %v", tc.name, got, tc.want)
-		}
+		assert.Equal(t, tc.want, passable(tc.req), "%s: passable", tc.name)
 	}
 }

@@ -1,7 +1,16 @@
-// Package agentkit wires acpcompact into a Go ACP agent built on
-// sourcegraph/jsonrpc2, per connection, and guarantees that no compaction
-// outlives its turn. (Agents on coder/acp-go-sdk use the subpackage
-// agentkit/acpsdk, so that this package does not link the SDK.)
+// Package agentkit wires acpcompact into a Go ACP agent, per connection,
+// and guarantees that no compaction outlives its turn. It is the kit's one
+// surface, and its adapter for agents built on sourcegraph/jsonrpc2.
+//
+// The surface, shared by every adapter and written here once: Session,
+// SessionFrom, Recover, the options (Option, WithFallback,
+// WithCancelGrace, WithEmitterOptions, WithLogger), DefaultCancelGrace,
+// CloseTimeout and the sentinel errors. What the jsonrpc2 adapter adds:
+// Kit (NewConn, Shutdown, CloseConn, Emitter), NewStream and AsyncHandler.
+// Agents on coder/acp-go-sdk use the adapter agentkit/acpsdk, whose Kit
+// creates the SDK's connections; its Session, Option and errors are this
+// package's (aliases), so a runtime reports through the same Session on
+// either. (This package does not link the SDK.)
 //
 // The guide, with the whole agent, the wire rules and the shutdown
 // sequence, is docs/agentkit.md in the repository; this comment is the
@@ -26,10 +35,10 @@
 // Start may return a handle and an error together (emitter.ErrUndeliverable:
 // open, but the start did not reach the client; keep the handle). A runtime
 // that addresses compactions by ID gets the handle back with
-// Session.Compaction. Every handler the kit runs gets a context that carries
-// its connection, and so does every context derived from it, so the runtime
-// never holds the connection; with a context no kit handler derived,
-// Session's methods fail with ErrUnknownConn. Outside a turn a start is
+// Session.Compaction. Every handler a kit runs (of either adapter) gets a
+// context that carries its connection, and so does every context derived
+// from it, so the runtime never holds the connection; with a context no kit
+// handler derived, Session's methods fail with ErrUnknownConn. Outside a turn a start is
 // refused with emitter.ErrOutsideTurn unless it was started with
 // emitter.Background.
 //

@@ -11,8 +11,6 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 )
 
-//go:generate go run ./internal/kitgen -pkg agentkit
-
 // Kit serves any number of jsonrpc2 connections with the same
 // configuration. Safe for concurrent use. The zero Kit is usable and has
 // the defaults of New().
@@ -50,6 +48,7 @@ func (k *Kit) NewConn(ctx context.Context, stream jsonrpc2.ObjectStream, h jsonr
 		ts.pass = true
 	}
 	b.t = ts.t
+	b.bound = tap.Binding{Tap: b.t, Host: b}
 	b.t.OnClose(b.lim.close)
 	// The OnSend hook runs under jsonrpc2's send lock right before the
 	// message reaches WriteObject; it tells the stream what the message is.
@@ -68,12 +67,15 @@ func (k *Kit) NewConn(ctx context.Context, stream jsonrpc2.ObjectStream, h jsonr
 
 // binding ties one connection's tap to the Kit's index of connections.
 type binding struct {
-	k    *Kit
-	t    *tap.Tap
-	lim  *limiter       // AsyncHandler's slots
-	once sync.Once      // register
-	conn *jsonrpc2.Conn // set by register, under k.mu
-	gone bool           // the stream is closed (under k.mu)
+	k *Kit
+	t *tap.Tap
+	// bound is what the connection's handlers' contexts carry (tap.Bind),
+	// for SessionFrom, Recover and AsyncHandler.
+	bound tap.Binding
+	lim   *limiter       // AsyncHandler's slots
+	once  sync.Once      // register
+	conn  *jsonrpc2.Conn // set by register, under k.mu
+	gone  bool           // the stream is closed (under k.mu)
 	// closed is closed once the stream's Close has returned: the
 	// settlements are written (or abandoned) and the transport is closed.
 	closed chan struct{}

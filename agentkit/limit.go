@@ -29,6 +29,14 @@ import (
 // handler running for that session, the latest session/prompt among them
 // if there are several (else the latest handler). A request without a
 // session, or whose session has no handler running, exempts nobody.
+//
+// It is a count under a mutex and a sync.Cond rather than a
+// golang.org/x/sync/semaphore.Weighted: a semaphore carries the exemption
+// (a unit given back while a handler waits for the client; one owed, as a
+// debt the next returned unit pays, when its answer comes while the
+// semaphore is full), but it still needs this mutex and these maps, and
+// measured slower, with two more allocations for every message that waits
+// at the limit (BenchmarkLimiter; CHANGELOG.md, "One surface").
 type limiter struct {
 	mu       sync.Mutex
 	cond     sync.Cond

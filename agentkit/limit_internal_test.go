@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sourcegraph/jsonrpc2"
+	"github.com/stretchr/testify/assert"
 )
 
 func limitMsg(method, params string, notif bool) *jsonrpc2.Request {
@@ -25,9 +26,7 @@ func (l *limiter) counts() (active, exempt, calls int) {
 func checkCounts(t *testing.T, l *limiter, step string, active, exempt, calls int) {
 	t.Helper()
 	a, e, c := l.counts()
-	if a != active || e != exempt || c != calls {
-		t.Errorf("%s: active %d, exempt %d, unanswered %d; want %d, %d, %d", step, a, e, c, active, exempt, calls)
-	}
+	assert.Equal(t, [3]int{active, exempt, calls}, [3]int{a, e, c}, "%s: active, exempt, unanswered", step)
 }
 
 // A handler is exempt once however many of its requests are unanswered,
@@ -77,9 +76,7 @@ func TestLimiterRequestsOfNoRunningHandler(t *testing.T) {
 	checkCounts(t, l, "requests of no running handler", 1, 0, 0)
 	l.release(s)
 	checkCounts(t, l, "released", 0, 0, 0)
-	if len(l.sessions) != 0 {
-		t.Errorf("sessions left: %v", l.sessions)
-	}
+	assert.Empty(t, l.sessions, "sessions left")
 }
 
 // Among several handlers of a session, a request counts for its latest

@@ -13,6 +13,8 @@ import (
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
 	"github.com/sourcegraph/jsonrpc2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // silentClient is a client that records the agent's requests and never
@@ -106,45 +108,34 @@ func TestAsyncHandlerBoundHoldsWhenTheClientNeverAnswers(t *testing.T) {
 	// A failure bound only: nothing below depends on how long anything takes.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := client.Call(ctx, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, client.Call(ctx, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}, nil))
 
 	// Six prompts, each waiting for the client's answer to its request.
 	var waits []jsonrpc2.Waiter
 	for i := range asks {
 		w, err := client.DispatchCall(ctx, "session/prompt", kittest.PromptParams(fmt.Sprintf("ask_%d", i), nil))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		waits = append(waits, w)
 	}
 	for range asks {
 		select {
 		case req := <-requests:
-			if req.Method != "fs/read_text_file" {
-				t.Fatalf("the agent asked %s", req.Method)
-			}
+			require.Equal(t, "fs/read_text_file", req.Method, "what the agent asked")
 		case <-ctx.Done():
-			t.Fatal("the agent did not send its six requests")
+			require.FailNow(t, "the agent did not send its six requests")
 		}
 	}
 	// The client cancels them instead of answering: the handlers return.
 	for i := range asks {
-		if err := client.Notify(ctx, "session/cancel", map[string]any{"sessionId": fmt.Sprintf("ask_%d", i)}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, client.Notify(ctx, "session/cancel", map[string]any{"sessionId": fmt.Sprintf("ask_%d", i)}))
 	}
 	for _, w := range waits {
 		var res map[string]any
-		if err := w.Wait(ctx, &res); err != nil || res["stopReason"] != "cancelled" {
-			t.Fatalf("cancelled prompt: %v, %v", res, err)
-		}
+		require.NoError(t, w.Wait(ctx, &res), "cancelled prompt")
+		require.Equal(t, "cancelled", res["stopReason"], "cancelled prompt")
 	}
 	for range asks {
-		if err := <-asked; err == nil {
-			t.Fatal("a request the client never answered returned no error")
-		}
+		require.Error(t, <-asked, "a request the client never answered returned no error")
 	}
 
 	// Eight more prompts. The writes block while the agent does not read:
@@ -158,8 +149,7 @@ func TestAsyncHandlerBoundHoldsWhenTheClientNeverAnswers(t *testing.T) {
 		defer close(dispatched)
 		for i := range works {
 			w, err := client.DispatchCall(ctx, "session/prompt", kittest.PromptParams(fmt.Sprintf("work_%d", i), nil))
-			if err != nil {
-				t.Error(err)
+			if !assert.NoError(t, err) { // not the test's goroutine: assert
 				return
 			}
 			dispatched <- w
@@ -177,7 +167,7 @@ func TestAsyncHandlerBoundHoldsWhenTheClientNeverAnswers(t *testing.T) {
 		case <-parked:
 			wantsSlot = true
 		case <-ctx.Done():
-			t.Fatalf("%d of %d prompts handled, %d running, %d at most: the limit was never released", seen, works, len(held), most.Load())
+			require.Failf(t, "the limit was never released", "%d of %d prompts handled, %d running, %d at most", seen, works, len(held), most.Load())
 		}
 		if wantsSlot && len(held) > 0 {
 			close(held[0])
@@ -190,13 +180,10 @@ func TestAsyncHandlerBoundHoldsWhenTheClientNeverAnswers(t *testing.T) {
 	}
 	for w := range dispatched {
 		var res map[string]any
-		if err := w.Wait(ctx, &res); err != nil || res["stopReason"] != "end_turn" {
-			t.Fatalf("prompt: %v, %v", res, err)
-		}
+		require.NoError(t, w.Wait(ctx, &res), "prompt")
+		require.Equal(t, "end_turn", res["stopReason"], "prompt")
 	}
-	if m := most.Load(); m > limit {
-		t.Errorf("%d handlers ran at once with MaxConcurrent(%d), after %d requests the client never answered", m, limit, asks)
-	} else {
-		t.Logf("at most %d handlers ran at once", m)
-	}
+	m := most.Load()
+	assert.LessOrEqual(t, m, int32(limit), "handlers at once with MaxConcurrent(%d), after %d requests the client never answered", limit, asks)
+	t.Logf("at most %d handlers ran at once", m)
 }

@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestReadmeSnippets checks that the two kit integrations of docs/agentkit.md
@@ -37,13 +40,9 @@ func TestReadmeSnippets(t *testing.T) {
 					found = append(found, b)
 				}
 			}
-			if len(found) != 1 {
-				t.Fatalf("docs/agentkit.md section %q has %d go blocks with %q, want 1", "Use it in a Go agent", len(found), tc.marker)
-			}
+			require.Len(t, found, 1, "docs/agentkit.md section %q: its go blocks with %q", "Use it in a Go agent", tc.marker)
 			example, err := os.ReadFile(tc.file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			compareSnippet(t, found[0], string(example))
 		})
 	}
@@ -75,7 +74,7 @@ func goBlocks(t *testing.T, md string) []string {
 		md = md[i+len("```go\n"):]
 		j := strings.Index(md, "\n```")
 		if j < 0 {
-			t.Fatal("README: unterminated ```go block")
+			require.FailNow(t, "README: unterminated ```go block")
 		}
 		out = append(out, md[:j+1])
 		md = md[j+1:]
@@ -93,9 +92,7 @@ func parseGo(t *testing.T, name, src string) goFile {
 	t.Helper()
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, name, src, parser.ParseComments)
-	if err != nil {
-		t.Fatalf("%s does not parse: %v", name, err)
-	}
+	require.NoError(t, err, "%s does not parse", name)
 	g := goFile{src: src, fset: fset, f: f}
 	for _, d := range f.Decls {
 		if gd, ok := d.(*ast.GenDecl); ok && gd.Tok == token.IMPORT {
@@ -151,41 +148,29 @@ func (g *goFile) takeFunc(t *testing.T, name string) *ast.FuncDecl {
 			return fd
 		}
 	}
-	t.Fatalf("no func %s", name)
+	require.FailNow(t, "no func "+name)
 	return nil
 }
 
 func compareSnippet(t *testing.T, snippet, example string) {
 	readme := parseGo(t, "README.md", snippet)
 	ex := parseGo(t, "example", example)
-	if readme.f.Name.Name != "main" {
-		t.Errorf("README block is package %s, want main", readme.f.Name.Name)
-	}
+	assert.Equal(t, "main", readme.f.Name.Name, "the README block's package")
 	// The example may not need os: its stdin and stdout are pipes.
 	want := readme.imports()
 	if got := ex.imports(); !slices.Contains(got, "os") {
 		want = slices.DeleteFunc(want, func(p string) bool { return p == "os" })
 	}
-	if got := ex.imports(); !slices.Equal(got, want) {
-		t.Errorf("imports differ:\nREADME:  %v\nexample: %v", want, got)
-	}
+	assert.Equal(t, want, ex.imports(), "imports differ (expected: README's, actual: the example's)")
 	main := readme.takeFunc(t, "main")
 	exFn := ex.takeFunc(t, "Example*")
-	if len(readme.decls) != len(ex.decls) {
-		t.Errorf("README has %d declarations besides main, the example file %d besides its Example", len(readme.decls), len(ex.decls))
-	}
+	assert.Equal(t, len(readme.decls), len(ex.decls), "declarations: README's besides main (expected), the example file's besides its Example (actual)")
 	for i := range min(len(readme.decls), len(ex.decls)) {
-		if r, e := readme.declText(readme.decls[i]), ex.declText(ex.decls[i]); r != e {
-			t.Errorf("declaration %d differs:\nREADME:\n%s\nexample:\n%s", i+1, r, e)
-		}
+		assert.Equal(t, readme.declText(readme.decls[i]), ex.declText(ex.decls[i]), "declaration %d differs (expected: README's, actual: the example's)", i+1)
 	}
 	ms, es := main.Body.List, exFn.Body.List
-	if len(ms) == 0 || len(es) < 2 {
-		t.Fatalf("main has %d statements, the Example %d: want main's to be the Example's after its first", len(ms), len(es))
-	}
+	require.True(t, len(ms) > 0 && len(es) >= 2, "main has %d statements, the Example %d: want main's to be the Example's after its first", len(ms), len(es))
 	r := readme.text(ms[0].Pos(), ms[len(ms)-1].End())
 	r = strings.NewReplacer("os.Stdin", "stdin", "os.Stdout", "stdout").Replace(r)
-	if e := ex.text(es[1].Pos(), es[len(es)-1].End()); r != e {
-		t.Errorf("main's body (os.Stdin, os.Stdout read as stdin, stdout) differs from the Example's after its first statement:\nREADME:\n%s\nexample:\n%s", r, e)
-	}
+	assert.Equal(t, r, ex.text(es[1].Pos(), es[len(es)-1].End()), "main's body (os.Stdin, os.Stdout read as stdin, stdout; expected) differs from the Example's after its first statement (actual)")
 }

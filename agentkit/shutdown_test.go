@@ -3,11 +3,9 @@ package agentkit_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +17,8 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // runSignalAgent is the agent process of the signal tests: a
@@ -69,25 +69,18 @@ func TestShutdownSettlesWritesThenCloses(t *testing.T) {
 	a.prompt = hangPrompt(cause)
 	r.Initialize(1, true)
 	r.StartPrompt()
-	if err := r.kit.Shutdown(r.Ctx); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
+	require.NoError(t, r.kit.Shutdown(r.Ctx), "Shutdown")
 	select {
 	case <-r.agent.DisconnectNotify():
 	default:
-		t.Error("the connection is still open after Shutdown")
+		assert.Fail(t, "the connection is still open after Shutdown")
 	}
-	if err := <-cause; !errors.Is(err, emitter.ErrConnectionClosed) {
-		t.Errorf("the prompt's context ended with %v, want ErrConnectionClosed", err)
-	}
+	assert.ErrorIs(t, <-cause, emitter.ErrConnectionClosed, "the prompt's context ended with")
 	<-r.Client.Conn.DisconnectNotify()
 	evs := r.Client.Wire.Events()
-	if got := kittest.Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
-		t.Errorf("statuses %v\n%s", got, kittest.Dump(evs))
-	}
-	if _, err := agentkit.SessionFrom(a.lastCtx(), session).Start(r.Ctx); !errors.Is(err, agentkit.ErrClosed) {
-		t.Errorf("Start after Shutdown = %v, want ErrClosed", err)
-	}
+	assert.Equal(t, []string{"in_progress", "failed"}, kittest.Statuses(evs, "cmp_1"), "statuses\n%s", kittest.Dump(evs))
+	_, err := agentkit.SessionFrom(a.lastCtx(), session).Start(r.Ctx)
+	assert.ErrorIs(t, err, agentkit.ErrClosed, "Start after Shutdown")
 	kittest.Validate(t, evs, 1)
 
 	agentSide, clientSide := net.Pipe()
@@ -96,7 +89,7 @@ func TestShutdownSettlesWritesThenCloses(t *testing.T) {
 	select {
 	case <-late.DisconnectNotify():
 	case <-r.Ctx.Done():
-		t.Error("a connection made after Shutdown stays open")
+		assert.Fail(t, "a connection made after Shutdown stays open")
 	}
 }
 
@@ -116,27 +109,20 @@ func TestHangUpSettlesBeforeHandlersSeeTheEnd(t *testing.T) {
 	client := kittest.NewClient(context.Background(), rwc{outR, inW})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := client.Initialize(ctx, 1, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Conn.DispatchCall(ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Wire.Wait(ctx, func(e kittest.Event) bool { return e.CompactionID == "cmp_1" }); err != nil {
-		t.Fatal(err)
-	}
+	_, err := client.Initialize(ctx, 1, true)
+	require.NoError(t, err)
+	_, err = client.Conn.DispatchCall(ctx, "session/prompt", kittest.PromptParams(session, nil))
+	require.NoError(t, err)
+	_, err = client.Wire.Wait(ctx, func(e kittest.Event) bool { return e.CompactionID == "cmp_1" })
+	require.NoError(t, err)
 	_ = inW.Close() // the client's end of input; it still reads
 	<-conn.DisconnectNotify()
-	if err := kit.CloseConn(ctx, conn); err != nil && !errors.Is(err, agentkit.ErrUnknownConn) {
-		t.Errorf("CloseConn = %v", err)
+	if err := kit.CloseConn(ctx, conn); err != nil {
+		assert.ErrorIs(t, err, agentkit.ErrUnknownConn, "CloseConn: nil, or the close already completed")
 	}
-	if err := <-cause; !errors.Is(err, emitter.ErrConnectionClosed) {
-		t.Errorf("the prompt's context ended with %v, want ErrConnectionClosed", err)
-	}
+	assert.ErrorIs(t, <-cause, emitter.ErrConnectionClosed, "the prompt's context ended with")
 	<-client.Conn.DisconnectNotify()
-	if got := kittest.Statuses(client.Wire.Events(), "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
-		t.Errorf("statuses %v", got)
-	}
+	assert.Equal(t, []string{"in_progress", "failed"}, kittest.Statuses(client.Wire.Events(), "cmp_1"), "statuses")
 }
 
 // pausedReader stops passing reads on once paused: a client that stops
@@ -180,31 +166,24 @@ func TestShutdownIsBoundedWhenTheClientDoesNotRead(t *testing.T) {
 	client := kittest.NewClient(context.Background(), rwcConn{in, clientSide})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := client.Initialize(ctx, 1, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Conn.DispatchCall(ctx, "session/prompt", kittest.PromptParams(session, nil)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Wire.Wait(ctx, func(e kittest.Event) bool { return e.CompactionID == "cmp_1" }); err != nil {
-		t.Fatal(err)
-	}
+	_, err := client.Initialize(ctx, 1, true)
+	require.NoError(t, err)
+	_, err = client.Conn.DispatchCall(ctx, "session/prompt", kittest.PromptParams(session, nil))
+	require.NoError(t, err)
+	_, err = client.Wire.Wait(ctx, func(e kittest.Event) bool { return e.CompactionID == "cmp_1" })
+	require.NoError(t, err)
 	in.paused.Store(true)
 	time.Sleep(50 * time.Millisecond) // the pipe and the queue fill
 	sctx, scancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer scancel()
 	start := time.Now()
-	err := kit.Shutdown(sctx)
-	if took := time.Since(start); took > agentkit.CloseTimeout {
-		t.Errorf("Shutdown took %v with a client that does not read", took)
-	}
-	if err == nil {
-		t.Error("Shutdown reported everything written to a client that reads nothing")
-	}
+	err = kit.Shutdown(sctx)
+	assert.LessOrEqual(t, time.Since(start), agentkit.CloseTimeout, "how long Shutdown took with a client that does not read")
+	assert.Error(t, err, "Shutdown reported everything written to a client that reads nothing")
 	select {
 	case <-flooded:
 	case <-ctx.Done():
-		t.Fatal("the runtime is still blocked after Shutdown")
+		require.FailNow(t, "the runtime is still blocked after Shutdown")
 	}
 	close(in.resume)
 	_ = clientSide.Close()
@@ -250,8 +229,7 @@ func TestAsyncHandlerBoundsConcurrentHandlers(t *testing.T) {
 		defer close(calls)
 		for range 5 {
 			c, err := client.Conn.DispatchCall(ctx, "x/block", nil)
-			if err != nil {
-				t.Error(err)
+			if !assert.NoError(t, err) { // not the test's goroutine: assert
 				return
 			}
 			calls <- c
@@ -261,19 +239,16 @@ func TestAsyncHandlerBoundsConcurrentHandlers(t *testing.T) {
 	<-started
 	select {
 	case <-started:
-		t.Fatal("a third handler started while two ran with MaxConcurrent(2)")
+		require.FailNow(t, "a third handler started while two ran with MaxConcurrent(2)")
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(release)
 	for c := range calls {
 		var res string
-		if err := c.Wait(ctx, &res); err != nil || res != "ok" {
-			t.Fatalf("answer %q, %v", res, err)
-		}
+		require.NoError(t, c.Wait(ctx, &res), "answer")
+		require.Equal(t, "ok", res, "answer")
 	}
-	if m := most.Load(); m != 2 {
-		t.Errorf("at most %d handlers ran at once, want 2", m)
-	}
+	assert.Equal(t, int32(2), most.Load(), "handlers at once at most")
 	_ = clientSide.Close()
 	<-conn.DisconnectNotify()
 	<-client.Conn.DisconnectNotify()
@@ -331,22 +306,18 @@ func TestAsyncHandlerDoesNotCountHandlersWaitingForTheClient(t *testing.T) {
 	client := jsonrpc2.NewConn(context.Background(), jsonrpc2.NewPlainObjectStream(clientSide), ch, jsonrpc2.SetLogger(nopLogger{}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := client.Call(ctx, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, client.Call(ctx, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}}, nil))
 	var waits []jsonrpc2.Waiter
 	for _, sid := range []string{"sess_a", "sess_b"} {
 		w, err := client.DispatchCall(ctx, "session/prompt", kittest.PromptParams(sid, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		waits = append(waits, w)
 	}
 	for _, w := range waits {
 		var res map[string]any
-		if err := w.Wait(ctx, &res); err != nil || res["stopReason"] != "end_turn" {
-			t.Fatalf("prompt: %v, %v (a deadlock: the read loop waited for a slot while both handlers waited for the client)", res, err)
-		}
+		const deadlock = "prompt (a deadlock: the read loop waited for a slot while both handlers waited for the client)"
+		require.NoError(t, w.Wait(ctx, &res), deadlock)
+		require.Equal(t, "end_turn", res["stopReason"], deadlock)
 	}
 	_ = clientSide.Close()
 	<-conn.DisconnectNotify()

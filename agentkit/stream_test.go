@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +12,8 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The kit's output is buffered (notifications may be written after their
@@ -77,13 +78,10 @@ func TestLoneNotificationIsWrittenWithoutWaitingForMore(t *testing.T) {
 			r = newStreamRig(t, a, s.new)
 			r.Initialize(1, true)
 			res, err := r.Client.Prompt(r.Ctx, session, nil)
-			if err != nil || kittest.StopReason(res) != "end_turn" {
-				t.Fatalf("prompt: %s, %v", res, err)
-			}
+			require.NoError(t, err, "prompt")
+			require.Equal(t, "end_turn", kittest.StopReason(res), "prompt: %s", res)
 			want := []string{"agent_message_chunk", "compaction_update:in_progress", "compaction_update:completed", "response:session/prompt"}
-			if got := kittest.Summary(r.Finish(1)); !slices.Equal(got, want) {
-				t.Fatalf("wire order\n got %v\nwant %v", got, want)
-			}
+			require.Equal(t, want, kittest.Summary(r.Finish(1)), "wire order")
 		})
 	}
 }
@@ -97,9 +95,7 @@ func TestCloseDeliversQueuedNotifications(t *testing.T) {
 			r.Initialize(1, true)
 			ctx := context.Background()
 			for i := range 200 {
-				if err := agentMessage(ctx, r.agent, session, fmt.Sprint(i)); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, agentMessage(ctx, r.agent, session, fmt.Sprint(i)))
 			}
 			evs := r.Finish(1)
 			n := 0
@@ -108,9 +104,7 @@ func TestCloseDeliversQueuedNotifications(t *testing.T) {
 					n++
 				}
 			}
-			if n != 200 {
-				t.Errorf("%d of 200 notifications reached the client", n)
-			}
+			assert.Equal(t, 200, n, "notifications that reached the client")
 		})
 	}
 }
@@ -124,15 +118,11 @@ func TestNewStreamWithoutAKitIsAPlainStream(t *testing.T) {
 	conn := jsonrpc2.NewConn(context.Background(), agentkit.NewStream(agentSide),
 		jsonrpc2.AsyncHandler(jsonrpc2.HandlerWithError(a.handle)), jsonrpc2.SetLogger(nopLogger{}))
 	client := kittest.NewClient(context.Background(), clientSide)
-	if _, err := client.Initialize(ctx, 1, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := agentMessage(ctx, conn, session, "hi"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Wire.Wait(ctx, func(e kittest.Event) bool { return e.Kind == "agent_message_chunk" }); err != nil {
-		t.Fatal(err)
-	}
+	_, err := client.Initialize(ctx, 1, true)
+	require.NoError(t, err)
+	require.NoError(t, agentMessage(ctx, conn, session, "hi"))
+	_, err = client.Wire.Wait(ctx, func(e kittest.Event) bool { return e.Kind == "agent_message_chunk" })
+	require.NoError(t, err)
 	_ = conn.Close()
 	<-conn.DisconnectNotify()
 	<-client.Conn.DisconnectNotify()

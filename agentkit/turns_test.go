@@ -29,10 +29,10 @@ func TestCancelGraceMeansTheSameEverywhere(t *testing.T) {
 	kittest.CancelGraceMeansTheSameEverywhere(t, stack{})
 }
 
-// TestErrorsNameTheirPackage: the package's errors say agentkit and wrap
-// its sentinels.
-func TestErrorsNameTheirPackage(t *testing.T) {
-	kittest.ErrorsNameTheirPackage(t, stack{})
+// TestErrorsNameTheKit: the kit's errors say agentkit (acpsdk's are
+// agentkit's, one surface) and wrap its sentinels.
+func TestErrorsNameTheKit(t *testing.T) {
+	kittest.ErrorsNameTheKit(t, stack{})
 }
 
 // TestNothingAboutCompactionBetweenTurns: a runtime whose event pump

@@ -3,9 +3,7 @@ package acpsdk_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +15,8 @@ import (
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/protocol"
 	acp "github.com/coder/acp-go-sdk"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestStreamedCompactionReachesTheClientInOrderWithTheSDKsOwnUpdates(t *testing.T) {
@@ -85,15 +85,9 @@ func TestPeerHangingUpSettlesOpenCompactionsOnTheWire(t *testing.T) {
 	_ = r.pipes.toAgentW.Close() // the client hangs up its sending half
 	<-done
 	evs := r.Finish(1)
-	if got := kittest.Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
-		t.Fatalf("statuses %v\n%s", got, kittest.Dump(evs))
-	}
-	if e := string(kittest.Field(kittest.Compactions(evs)[1], "error")); e != fmt.Sprintf("%q", emitter.ErrConnectionClosed.Error()) {
-		t.Errorf("error = %s", e)
-	}
-	if !errors.Is(late, emitter.ErrSettled) {
-		t.Errorf("the runtime's Complete after the hang-up = %v, want ErrSettled", late)
-	}
+	require.Equal(t, []string{"in_progress", "failed"}, kittest.Statuses(evs, "cmp_1"), "statuses\n%s", kittest.Dump(evs))
+	assert.Equal(t, fmt.Sprintf("%q", emitter.ErrConnectionClosed.Error()), string(kittest.Field(kittest.Compactions(evs)[1], "error")), "the failed update's error")
+	assert.ErrorIs(t, late, emitter.ErrSettled, "the runtime's Complete after the hang-up")
 }
 
 func TestReplayOnLoadPrecedesTheLoadResponse(t *testing.T) {
@@ -121,8 +115,7 @@ func TestV2TurnEndsAtTheIdleStateUpdate(t *testing.T) {
 				wg.Go(func() {
 					update(ctx, conn, map[string]any{"sessionUpdate": "state_update", "state": "running"})
 					c, err := acpsdk.SessionFrom(ctx, session).Start(ctx, emitter.WithID("cmp_1"))
-					if err != nil {
-						t.Error(err)
+					if !assert.NoError(t, err) { // the runtime's goroutine: assert, never require
 						return
 					}
 					_ = c.Chunk(ctx, protocol.Text("partial")) // withheld: not user-displayable
@@ -140,9 +133,7 @@ func TestV2TurnEndsAtTheIdleStateUpdate(t *testing.T) {
 		}
 	}
 	want := []string{"state_update:running", "compaction_update:in_progress", "compaction_update:failed", "state_update:idle"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %v want %v", got, want)
-	}
+	require.Equal(t, want, got)
 }
 
 func TestRawHandlerGetsThePromptsTraceContext(t *testing.T) {
@@ -163,13 +154,10 @@ func TestRawHandlerGetsThePromptsTraceContext(t *testing.T) {
 		}
 	})
 	r.Initialize(1, true)
-	if _, err := r.Client.Prompt(r.Ctx, session, map[string]any{"traceparent": tp}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := r.Client.Prompt(r.Ctx, session, map[string]any{"traceparent": tp})
+	require.NoError(t, err)
 	r.Finish(1)
-	if seen != tp {
-		t.Errorf("handler trace %q, want %q", seen, tp)
-	}
+	assert.Equal(t, tp, seen, "the handler's trace")
 }
 
 func TestSessionErrorsAreSentinels(t *testing.T) {

@@ -8,6 +8,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestKitAgentHasEveryOptionalMethodOfTheSDK reads the SDK's dispatch code
@@ -23,9 +26,7 @@ func TestKitAgentHasEveryOptionalMethodOfTheSDK(t *testing.T) {
 	var src strings.Builder
 	for _, name := range []string{"agent_gen.go", "extensions.go"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		src.Write(b)
 	}
 	var methods []string
@@ -37,19 +38,15 @@ func TestKitAgentHasEveryOptionalMethodOfTheSDK(t *testing.T) {
 	named := map[string]string{"AgentLoader": "LoadSession", "ExtensionMethodHandler": "HandleExtensionMethod"}
 	for _, m := range regexp.MustCompile(`a\.agent\.\((\w+)\)`).FindAllStringSubmatch(src.String(), -1) {
 		method, ok := named[m[1]]
-		if !ok {
-			t.Errorf("the SDK asserts an agent to %s, which kitAgent does not know", m[1])
+		if !assert.True(t, ok, "the SDK asserts an agent to %s, which kitAgent does not know", m[1]) {
 			continue
 		}
 		methods = append(methods, method)
 	}
-	if len(methods) < 18 {
-		t.Fatalf("found only %d optional methods in the SDK's source: %v", len(methods), methods)
-	}
+	require.GreaterOrEqual(t, len(methods), 18, "optional methods found in the SDK's source: %v", methods)
 	kt := reflect.TypeFor[*kitAgent]()
 	for _, m := range methods {
-		if _, ok := kt.MethodByName(m); !ok {
-			t.Errorf("kitAgent lacks %s: an agent's %s would be hidden from the SDK", m, m)
-		}
+		_, ok := kt.MethodByName(m)
+		assert.True(t, ok, "kitAgent lacks %s: an agent's %s would be hidden from the SDK", m, m)
 	}
 }

@@ -3,10 +3,10 @@ package acpsdk_test
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 
 	acp "github.com/coder/acp-go-sdk"
+	"github.com/stretchr/testify/assert"
 )
 
 // minimalAgent has no optional method: no LoadSession, no extensions.
@@ -49,9 +49,7 @@ func TestKitKeepsTheAgentsOptionalMethods(t *testing.T) {
 			if err != nil {
 				got = err.Error()
 			}
-			if !strings.Contains(got, tc.want) {
-				t.Errorf("%s: got %s, want %s", tc.method, got, tc.want)
-			}
+			assert.Contains(t, got, tc.want, tc.method)
 			r.Close()
 		})
 	}

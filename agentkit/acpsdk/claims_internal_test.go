@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/internal/skim"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestEachPromptHandlerClaimsItsOwnPrompt: the reader holds a prompt back
@@ -21,27 +23,24 @@ func TestEachPromptHandlerClaimsItsOwnPrompt(t *testing.T) {
 	}()
 	select {
 	case <-handed:
-		t.Fatal("prompt 2 was handed to the SDK before prompt 1 reached its handler")
+		require.FailNow(t, "prompt 2 was handed to the SDK before prompt 1 reached its handler")
 	case <-time.After(20 * time.Millisecond):
 	}
-	if key, ok := c.claim(); !ok || key != k1 {
-		t.Fatalf("the first handler claimed %q, want prompt 1", key)
-	}
+	key, ok := c.claim()
+	require.True(t, ok, "the first handler claimed nothing")
+	require.Equal(t, k1, key, "what the first handler claimed")
 	<-handed
 	// Prompt 2 is rejected by the SDK before any handler: its answer
 	// releases the reader at once, rather than after claimTimeout.
 	c.sent([]byte(`{"jsonrpc":"2.0","id":"two","error":{"code":-32602,"message":"invalid params"}}`))
 	start := time.Now()
 	c.hand(k3)
-	if waited := time.Since(start); waited >= claimTimeout {
-		t.Fatalf("prompt 3 waited %v for a prompt that was answered", waited)
-	}
-	if key, ok := c.claim(); !ok || key != k3 {
-		t.Fatalf("the next handler claimed %q, want prompt 3", key)
-	}
-	if _, ok := c.claim(); ok {
-		t.Error("a handler with no prompt of its own claimed one")
-	}
+	require.Less(t, time.Since(start), claimTimeout, "how long prompt 3 waited for a prompt that was answered")
+	key, ok = c.claim()
+	require.True(t, ok, "the next handler claimed nothing")
+	require.Equal(t, k3, key, "what the next handler claimed")
+	_, ok = c.claim()
+	assert.False(t, ok, "a handler with no prompt of its own claimed one")
 	c.close()
 	c.hand(k1) // a closed connection holds nothing back
 }

@@ -1,10 +1,21 @@
-// Package acpsdk wires acpcompact into a Go ACP agent built on
-// coder/acp-go-sdk v0.13, per connection, and guarantees that no compaction
-// outlives its turn. It is the acp-go-sdk counterpart of package agentkit and
-// does not link sourcegraph/jsonrpc2; the two share one wire engine and one
-// set of rules, summarised in package agentkit's documentation and stated
+// Package acpsdk is package agentkit's adapter for Go ACP agents built on
+// coder/acp-go-sdk v0.13: it wires acpcompact into the SDK's connections
+// and guarantees that no compaction outlives its turn. The two adapters
+// share one wire engine, one set of rules and one surface, agentkit's:
+// Session, Option, the sentinel errors, DefaultCancelGrace and
+// CloseTimeout here are agentkit's (aliases and the same values),
+// SessionFrom, Recover and the options behave as agentkit's, so a runtime
+// written against either import path reports on either kit's connections.
+// The rules are summarised in package agentkit's documentation and stated
 // in docs/agentkit.md in the repository. Example (SummaryAndCancel) is the
 // whole agent of that guide.
+//
+// What this adapter adds: Kit (NewAgentSideConnection, NewConnection,
+// Shutdown, CloseConn, Emitter) and Conn, the kit's reader and writer
+// around the SDK's, the prompt's context, and the panic guard around every
+// method of the agent. (It links package agentkit but none of
+// sourcegraph/jsonrpc2's code: the linker drops what the jsonrpc2 adapter
+// alone uses.)
 //
 // The SDK cannot do this by itself: its ClientCapabilities drops `session`,
 // so the compaction capability is invisible to a typed Initialize; its
@@ -57,6 +68,19 @@
 // compaction updates whole, through the same queue, between the SDK's
 // lines. A notification is queued and its write returns; a response
 // returns once it is written, behind everything before it.
+//
+// # Memory bounds
+//
+// The reader holds at most one line of the client's, of up to 10 MiB, its
+// newline included: the SDK's own bound (its bufio.Scanner's maxBufSize),
+// so the kit refuses nothing the SDK reads. A longer line ends the
+// connection, as it would end the SDK's: the kit reads no more of it,
+// settles what is open and writes it (the connection's close, bounded by
+// CloseTimeout), and the SDK's read fails with an error wrapping
+// bufio.ErrTooLong, on which the SDK ends its connection (Done). The SDK
+// writes a whole line per write, which the writer hands on as it is; a
+// line the agent's output leaves unfinished is held up to the same bound,
+// and past it dropped up to its newline (those writes fail).
 //
 // # The prompt's context
 //

@@ -14,13 +14,11 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 )
 
-//go:generate go run ../internal/kitgen -pkg acpsdk
-
 // Kit serves any number of SDK connections with the same configuration.
 // Safe for concurrent use. The zero Kit is usable and has the defaults of
 // New().
 type Kit struct {
-	cfg        settings
+	cfg        tap.Config
 	configured bool
 
 	mu    sync.Mutex
@@ -36,6 +34,7 @@ func New(opts ...Option) *Kit { return &Kit{cfg: newSettings(opts...), configure
 // it; the agent sends through the SDK connection it holds.
 type Conn struct {
 	t      *tap.Tap
+	bound  tap.Binding // what its handlers' contexts carry
 	asc    *acp.AgentSideConnection
 	raw    *acp.Connection
 	claims *claims
@@ -97,8 +96,14 @@ func (k *Kit) NewConnection(h acp.MethodHandler, peerInput io.Writer, peerOutput
 func (k *Kit) wire(peerInput io.Writer, peerOutput io.Reader) (*Conn, io.Writer, io.Reader) {
 	// The tap writes whole lines to peerInput, several in one Write when
 	// notifications queue up (see agentkit.NewStream).
-	c := &Conn{t: tap.NewWriter(k.config(), peerInput), claims: newClaims()}
-	return c, &writer{c: c}, newReader(c, peerOutput)
+	cfg := k.config()
+	c := &Conn{t: tap.NewWriter(cfg, peerInput), claims: newClaims()}
+	c.bound = tap.Binding{Tap: c.t}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return c, &writer{c: c, log: log}, newReader(c, peerOutput, log)
 }
 
 // guard is the kit around a raw MethodHandler.
@@ -116,21 +121,11 @@ func (c *Conn) guard(h acp.MethodHandler) acp.MethodHandler {
 	}
 }
 
-type connKey struct{}
-
 // bind gives a handler's context its connection, for SessionFrom and
-// Recover.
+// Recover: the binding of both kits (tap.Bind), so agentkit.SessionFrom
+// reads it.
 func (c *Conn) bind(ctx context.Context) context.Context {
-	return context.WithValue(ctx, connKey{}, c)
-}
-
-// tapFrom returns the tap of the connection whose handler ctx belongs to,
-// or nil.
-func tapFrom(ctx context.Context) *tap.Tap {
-	if c, _ := ctx.Value(connKey{}).(*Conn); c != nil {
-		return c.t
-	}
-	return nil
+	return tap.Bind(ctx, &c.bound)
 }
 
 // promptContext is the context a prompt handler runs with: the kit's, tied
@@ -239,7 +234,7 @@ func (k *Kit) CloseConn(ctx context.Context, conn *Conn) error {
 	return conn.shutdown(ctx)
 }
 
-func (k *Kit) config() settings {
+func (k *Kit) config() tap.Config {
 	if k.configured {
 		return k.cfg
 	}

@@ -2,10 +2,8 @@ package acpsdk_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
-	"slices"
 	"syscall"
 	"testing"
 
@@ -13,6 +11,8 @@ import (
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
 	"github.com/acpcompact/acpcompact/emitter"
 	acp "github.com/coder/acp-go-sdk"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // runSignalAgent is the agent process of the signal tests: a
@@ -66,23 +66,13 @@ func TestShutdownSettlesAndWritesBeforeReturning(t *testing.T) {
 	r.serve(a)
 	r.Initialize(1, true)
 	r.StartPrompt()
-	if err := r.kit.Shutdown(r.Ctx); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	if _, err := r.Client.Wire.Wait(r.Ctx, func(e kittest.Event) bool { return e.CompactionID == "cmp_1" && e.Status == "failed" }); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-cause; !errors.Is(err, emitter.ErrConnectionClosed) {
-		t.Errorf("the prompt's context ended with %v, want ErrConnectionClosed", err)
-	}
-	if _, err := acpsdk.SessionFrom(a.lastCtx(), session).Start(r.Ctx, emitter.WithID("cmp_2")); err == nil {
-		t.Error("a compaction opened after Shutdown")
-	}
-	if err := r.kit.CloseConn(r.Ctx, a.Conn()); err != nil {
-		t.Errorf("CloseConn after Shutdown = %v", err)
-	}
+	require.NoError(t, r.kit.Shutdown(r.Ctx), "Shutdown")
+	_, err := r.Client.Wire.Wait(r.Ctx, func(e kittest.Event) bool { return e.CompactionID == "cmp_1" && e.Status == "failed" })
+	require.NoError(t, err)
+	assert.ErrorIs(t, <-cause, emitter.ErrConnectionClosed, "the prompt's context ended with")
+	_, err = acpsdk.SessionFrom(a.lastCtx(), session).Start(r.Ctx, emitter.WithID("cmp_2"))
+	assert.Error(t, err, "a compaction opened after Shutdown")
+	assert.NoError(t, r.kit.CloseConn(r.Ctx, a.Conn()), "CloseConn after Shutdown")
 	evs := r.Finish(1)
-	if got := kittest.Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
-		t.Errorf("statuses %v", got)
-	}
+	assert.Equal(t, []string{"in_progress", "failed"}, kittest.Statuses(evs, "cmp_1"), "statuses")
 }

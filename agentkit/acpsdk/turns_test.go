@@ -3,14 +3,14 @@ package acpsdk_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"slices"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/agentkit/acpsdk"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
 	"github.com/acpcompact/acpcompact/emitter"
 	acp "github.com/coder/acp-go-sdk"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSecondPromptRejectedWhileOneRunsEndsNothing: a session/prompt sent
@@ -49,12 +49,8 @@ func TestUserCancelEndsThePromptContextWithErrCancelled(t *testing.T) {
 	}
 	check := func(t *testing.T, cause error, evs []kittest.Event) {
 		t.Helper()
-		if !errors.Is(cause, emitter.ErrCancelled) {
-			t.Errorf("prompt context cause = %v, want emitter.ErrCancelled", cause)
-		}
-		if got := kittest.Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "cancelled"}) {
-			t.Errorf("statuses %v", got)
-		}
+		assert.ErrorIs(t, cause, emitter.ErrCancelled, "the prompt context's cause")
+		assert.Equal(t, []string{"in_progress", "cancelled"}, kittest.Statuses(evs, "cmp_1"), "statuses")
 	}
 	t.Run("Agent", func(t *testing.T) {
 		var cause error
@@ -82,20 +78,16 @@ func TestUserCancelEndsThePromptContextWithErrCancelled(t *testing.T) {
 		})
 		r.Initialize(1, true)
 		call := r.StartPrompt()
-		if err := r.Client.Cancel(r.Ctx, session); err != nil {
-			t.Fatal(err)
-		}
-		if err := call.Wait(r.Ctx, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, r.Client.Cancel(r.Ctx, session))
+		require.NoError(t, call.Wait(r.Ctx, nil))
 		check(t, cause, r.Finish(1))
 	})
 }
 
-// TestErrorsNameTheirPackage: the package's errors say acpsdk, not
-// agentkit, and still wrap its sentinels.
-func TestErrorsNameTheirPackage(t *testing.T) {
-	kittest.ErrorsNameTheirPackage(t, stack{})
+// TestErrorsNameTheKit: the kit's errors say agentkit (acpsdk's are
+// agentkit's, one surface) and wrap its sentinels.
+func TestErrorsNameTheKit(t *testing.T) {
+	kittest.ErrorsNameTheKit(t, stack{})
 }
 
 // TestCancelGraceMeansTheSameEverywhere: with WithCancelGrace(d) a runtime

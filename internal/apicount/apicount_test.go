@@ -12,7 +12,11 @@ import (
 
 // The limits. Issue 19 aims at 100 exported identifiers in emitter (124
 // before it) and at most 20 names on the kit path (30 before it: 15 per
-// kit; 18 now). emitter has 115: the kit-path cleanup took it to 110, and
+// kit; 18 once kitgen made both kits' Session one template; 11 since
+// agentkit/acpsdk aliases agentkit's surface: agentkit's 9, and acpsdk's
+// SessionFrom and Recover, which are functions of its own). The room left
+// under 20 is for the session's own updates that SessionFrom is to send
+// next (lower the limit once they land). emitter has 115: the kit-path cleanup took it to 110, and
 // the final-record hook added five (OnFinalRecord, After, ErrRecordVersion
 // and Record's JSON methods). The limit is a ratchet: whoever adds a name
 // removes one, or lowers it when names go. The rest of the way to 100 means
@@ -29,6 +33,11 @@ type decl struct {
 	kind string // const, var, func, type, method
 	// returnsSession says a function or method returns a Session.
 	returnsSession bool
+	// alias is the package (its import path) of which this declaration is
+	// an alias of the same name: `type Session = agentkit.Session`, `var
+	// ErrClosed = agentkit.ErrClosed`. Such a name is that package's
+	// name, not one more ("" for any other declaration).
+	alias string
 }
 
 // exported reads the exported declarations of the package in dir (from
@@ -48,6 +57,15 @@ func exported(t *testing.T, dir string) []decl {
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 		if err != nil {
 			t.Fatal(err)
+		}
+		imports := map[string]string{} // the file's imports, by the name it uses
+		for _, im := range f.Imports {
+			path := strings.Trim(im.Path.Value, `"`)
+			name := path[strings.LastIndex(path, "/")+1:]
+			if im.Name != nil {
+				name = im.Name.Name
+			}
+			imports[name] = path
 		}
 		for _, d := range f.Decls {
 			switch d := d.(type) {
@@ -69,12 +87,20 @@ func exported(t *testing.T, dir string) []decl {
 					switch s := s.(type) {
 					case *ast.TypeSpec:
 						if s.Name.IsExported() {
-							out = append(out, decl{name: s.Name.Name, kind: "type"})
+							dc := decl{name: s.Name.Name, kind: "type"}
+							if s.Assign.IsValid() {
+								dc.alias = sameName(imports, s.Name.Name, s.Type)
+							}
+							out = append(out, dc)
 						}
 					case *ast.ValueSpec:
-						for _, n := range s.Names {
+						for i, n := range s.Names {
 							if n.IsExported() {
-								out = append(out, decl{name: n.Name, kind: d.Tok.String()})
+								dc := decl{name: n.Name, kind: d.Tok.String()}
+								if len(s.Values) == len(s.Names) {
+									dc.alias = sameName(imports, n.Name, s.Values[i])
+								}
+								out = append(out, dc)
 							}
 						}
 					}
@@ -84,6 +110,20 @@ func exported(t *testing.T, dir string) []decl {
 	}
 	slices.SortFunc(out, func(a, b decl) int { return strings.Compare(a.name, b.name) })
 	return out
+}
+
+// sameName returns the import path of pkg when e is pkg.name, the same
+// name in an imported package, else "".
+func sameName(imports map[string]string, name string, e ast.Expr) string {
+	sel, ok := e.(*ast.SelectorExpr)
+	if !ok || sel.Sel.Name != name {
+		return ""
+	}
+	pkg, ok := sel.X.(*ast.Ident)
+	if !ok {
+		return ""
+	}
+	return imports[pkg.Name]
 }
 
 // typeName is the name of a receiver's type (T, *T, T[P]).
@@ -143,17 +183,39 @@ func TestEmitterExportsStayWithinTheLimit(t *testing.T) {
 	}
 }
 
+// kitDirs are the kits, agentkit first: the one whose names the other
+// may alias.
+var kitDirs = []string{"agentkit", filepath.Join("agentkit", "acpsdk")}
+
+const module = "github.com/acpcompact/acpcompact/"
+
+// TestKitPathStaysWithinTheLimit counts the kit path of both kits. A name
+// of one kit that is an alias of the same name of the other kit (a type
+// alias, or a variable or constant that is the other's value) is that
+// name, counted once: a runtime author learns it once, and go doc shows
+// it as the other's. Anything else, a forwarding function included,
+// counts.
 func TestKitPathStaysWithinTheLimit(t *testing.T) {
 	total := 0
-	for _, dir := range []string{"agentkit", filepath.Join("agentkit", "acpsdk")} {
+	for _, dir := range kitDirs {
 		all := exported(t, dir)
 		path := kitPath(all)
-		t.Logf("%s: %d exported identifiers; the kit path: %d: %s", filepath.ToSlash(dir), len(all), len(path), strings.Join(names(path), " "))
+		var own, aliases []decl
+		for _, d := range path {
+			if d.alias != "" && slices.ContainsFunc(kitDirs, func(k string) bool { return d.alias == module+filepath.ToSlash(k) }) {
+				aliases = append(aliases, d)
+			} else {
+				own = append(own, d)
+			}
+		}
+		t.Logf("%s: %d exported identifiers; the kit path: %d: %s; aliases of the other kit's same names, not counted: %s",
+			filepath.ToSlash(dir), len(all), len(own), strings.Join(names(own), " "), strings.Join(names(aliases), " "))
 		if !slices.ContainsFunc(path, func(d decl) bool { return d.returnsSession }) {
 			t.Errorf("%s: no function returns a Session", dir)
 		}
-		total += len(path)
+		total += len(own)
 	}
+	t.Logf("the two kits' paths: %d names (limit %d)", total, kitPathLimit)
 	if total > kitPathLimit {
 		t.Errorf("the two kits' paths have %d names, more than %d", total, kitPathLimit)
 	}

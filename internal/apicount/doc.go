@@ -14,7 +14,10 @@
 //     that return a Session (SessionFrom; before it, Kit.Session), the
 //     Session type and its methods, Recover (a function or a method), and
 //     the package's exported variables (its sentinel errors). The limit is
-//     on the two kits together.
+//     on the two kits together. A name of one kit that is an alias of the
+//     same name of the other (`type Session = agentkit.Session`, `var
+//     ErrClosed = agentkit.ErrClosed`) is that name, counted once; a
+//     function that forwards counts.
 //
 // `go test -v ./internal/apicount` prints each count and its names.
 package apicount

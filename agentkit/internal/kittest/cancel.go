@@ -3,12 +3,12 @@ package kittest
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The shared tests of a cancelled turn: who settles the compaction the
@@ -22,13 +22,9 @@ func CancelScenario(t *testing.T, st Stack, cfg Config, a *Agent) (json.RawMessa
 	r := Serve(t, st, cfg, a)
 	r.Initialize(1, true)
 	call := r.StartPrompt()
-	if err := r.Client.Cancel(r.Ctx, SessionID); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Client.Cancel(r.Ctx, SessionID))
 	var res json.RawMessage
-	if err := call.Wait(r.Ctx, &res); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, call.Wait(r.Ctx, &res))
 	return res, r.Finish(1)
 }
 
@@ -38,9 +34,7 @@ func CancelScenario(t *testing.T, st Stack, cfg Config, a *Agent) (json.RawMessa
 func checkCancelledBeforeTheResponse(t *testing.T, evs []Event) {
 	t.Helper()
 	want := []string{"compaction_update:in_progress", "compaction_update:cancelled", "response:session/prompt"}
-	if got := Summary(evs); !slices.Equal(got, want) {
-		t.Fatalf("got %v want %v", got, want)
-	}
+	require.Equal(t, want, Summary(evs))
 }
 
 // CancelReportedByTheRuntimeReachesTheClientBeforeTheResponse: the
@@ -60,12 +54,8 @@ func CancelReportedByTheRuntimeReachesTheClientBeforeTheResponse(t *testing.T, s
 		return "cancelled", nil
 	}}
 	res, evs := CancelScenario(t, st, Config{}, a)
-	if StopReason(res) != "cancelled" {
-		t.Errorf("stopReason %s", res)
-	}
-	if !errors.Is(cause, emitter.ErrCancelled) {
-		t.Errorf("prompt context cause = %v, want emitter.ErrCancelled", cause)
-	}
+	assert.Equal(t, "cancelled", StopReason(res), "stopReason of %s", res)
+	assert.ErrorIs(t, cause, emitter.ErrCancelled, "the prompt context's cause")
 	checkCancelledBeforeTheResponse(t, evs)
 }
 
@@ -94,9 +84,7 @@ func CancelTheRuntimeNeverReportsIsSettledAsCancelledAtTheGraceDeadline(t *testi
 	}}
 	cfg := Config{CancelGrace: Grace(50 * time.Millisecond), Emitter: []emitter.Option{emitter.WithObserver(obs)}}
 	_, evs := CancelScenario(t, st, cfg, a)
-	if !errors.Is(late, emitter.ErrSettled) {
-		t.Errorf("the runtime's late Complete = %v, want ErrSettled", late)
-	}
+	assert.ErrorIs(t, late, emitter.ErrSettled, "the runtime's late Complete")
 	checkCancelledBeforeTheResponse(t, evs)
 }
 

@@ -2,13 +2,15 @@ package kittest
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The shared tests of a kit's errors: its sentinels, where each is
-// returned, and the package they name.
+// returned, and the name they give.
 
 // otherKey is a context key of the tests' own.
 type otherKey struct{}
@@ -24,9 +26,7 @@ func loadBeforeInitialize(t *testing.T, st Stack) (*Rig, context.Context) {
 		ctxs <- ctx
 		return nil
 	}})
-	if err := r.Client.Conn.Call(r.Ctx, "session/load", map[string]any{"sessionId": SessionID, "cwd": "/", "mcpServers": []any{}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Client.Conn.Call(r.Ctx, "session/load", map[string]any{"sessionId": SessionID, "cwd": "/", "mcpServers": []any{}}, nil))
 	return r, <-ctxs
 }
 
@@ -38,56 +38,38 @@ func SessionErrorsAreSentinels(t *testing.T, st Stack) {
 	e := st.Errors()
 	r, handlerCtx := loadBeforeInitialize(t, st)
 	ctx := context.Background()
-	if _, err := st.SessionFrom(handlerCtx, SessionID).Start(ctx); !errors.Is(err, e.NotInitialized) {
-		t.Errorf("before initialize: %v", err)
-	}
-	if _, err := r.Served.Conn.Emitter(); !errors.Is(err, e.NotInitialized) {
-		t.Errorf("Emitter before initialize: %v", err)
-	}
+	_, err := st.SessionFrom(handlerCtx, SessionID).Start(ctx)
+	assert.ErrorIs(t, err, e.NotInitialized, "Start before initialize")
+	_, err = r.Served.Conn.Emitter()
+	assert.ErrorIs(t, err, e.NotInitialized, "Emitter before initialize")
 	for _, c := range []context.Context{context.Background(), context.WithValue(ctx, otherKey{}, 1)} {
-		if _, err := st.SessionFrom(c, SessionID).Start(ctx); !errors.Is(err, e.UnknownConn) {
-			t.Errorf("a context no kit handler derived: %v", err)
-		}
-		if _, err := st.SessionFrom(c, SessionID).Compaction("cmp_1"); !errors.Is(err, e.UnknownConn) {
-			t.Errorf("a context no kit handler derived, Compaction: %v", err)
-		}
+		_, err = st.SessionFrom(c, SessionID).Start(ctx)
+		assert.ErrorIs(t, err, e.UnknownConn, "Start with a context no kit handler derived")
+		_, err = st.SessionFrom(c, SessionID).Compaction("cmp_1")
+		assert.ErrorIs(t, err, e.UnknownConn, "Compaction with a context no kit handler derived")
 	}
 	r.Initialize(1, true)
 	held := st.SessionFrom(handlerCtx, SessionID)
 	r.Close()
-	if _, err := held.Start(ctx); !errors.Is(err, e.Closed) {
-		t.Errorf("after close, held session: %v", err)
-	}
-	if _, err := st.SessionFrom(handlerCtx, SessionID).Start(ctx); !errors.Is(err, e.Closed) {
-		t.Errorf("after close, new lookup: %v", err)
-	}
+	_, err = held.Start(ctx)
+	assert.ErrorIs(t, err, e.Closed, "after close, held session")
+	_, err = st.SessionFrom(handlerCtx, SessionID).Start(ctx)
+	assert.ErrorIs(t, err, e.Closed, "after close, new lookup")
 }
 
-// kits are the package names a kit's errors may start with.
-var kits = []string{"agentkit", "acpsdk"}
-
-// namesOnly reports whether err's text starts with pkg and names no other
-// kit.
-func namesOnly(err error, pkg string) bool {
-	if !strings.HasPrefix(err.Error(), pkg+": ") {
-		return false
-	}
-	for _, k := range kits {
-		if k != pkg && strings.Contains(err.Error(), k) {
-			return false
-		}
-	}
-	return true
+// namesTheKit reports whether err's text starts with "agentkit: ", the
+// one kit's name, and does not name its acpsdk adapter: the errors of both
+// kits are agentkit's.
+func namesTheKit(err error) bool {
+	return strings.HasPrefix(err.Error(), "agentkit: ") && !strings.Contains(err.Error(), "acpsdk")
 }
 
-// ErrorsNameTheirPackage: a kit's errors name its package, and only it,
-// and still wrap its sentinels.
-func ErrorsNameTheirPackage(t *testing.T, st Stack) {
+// ErrorsNameTheKit: a kit's errors, agentkit's and acpsdk's alike, name
+// agentkit (the surface both share), and still wrap its sentinels.
+func ErrorsNameTheKit(t *testing.T, st Stack) {
 	e := st.Errors()
 	for _, err := range []error{e.NotInitialized, e.Closed, e.UnknownConn} {
-		if !namesOnly(err, e.Package) {
-			t.Errorf("%q does not name the package %s", err, e.Package)
-		}
+		assert.True(t, namesTheKit(err), "%q does not name agentkit (alone)", err)
 	}
 	r, handlerCtx := loadBeforeInitialize(t, st)
 	ctx := context.Background()
@@ -98,8 +80,7 @@ func ErrorsNameTheirPackage(t *testing.T, st Stack) {
 	r.Close()
 	_, after := held.Start(ctx)
 	for _, tc := range []struct{ err, want error }{{before, e.NotInitialized}, {unknown, e.UnknownConn}, {after, e.Closed}} {
-		if !errors.Is(tc.err, tc.want) || !namesOnly(tc.err, e.Package) {
-			t.Errorf("error %q: want one that wraps %q and names %s only", tc.err, tc.want, e.Package)
-		}
+		assert.ErrorIs(t, tc.err, tc.want)
+		assert.True(t, namesTheKit(tc.err), "error %q names more than agentkit", tc.err)
 	}
 }

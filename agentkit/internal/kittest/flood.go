@@ -3,12 +3,12 @@ package kittest
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/require"
 )
 
 // FloodReachesTheClientInOrderBeforeTheResponse: the kits' output is
@@ -43,9 +43,8 @@ func FloodReachesTheClientInOrderBeforeTheResponse(t *testing.T, st Stack) {
 	r.Within(60 * time.Second)
 	r.Initialize(1, true)
 	res, err := r.Client.Prompt(r.Ctx, SessionID, nil)
-	if err != nil || StopReason(res) != "end_turn" {
-		t.Fatalf("prompt: %s, %v", res, err)
-	}
+	require.NoError(t, err, "prompt")
+	require.Equal(t, "end_turn", StopReason(res), "prompt: %s", res)
 	// Read before closing: the response arrived, so everything sent before
 	// it must already be on the client's side.
 	var got []string
@@ -56,9 +55,7 @@ func FloodReachesTheClientInOrderBeforeTheResponse(t *testing.T, st Stack) {
 		}
 		switch {
 		case e.Kind == protocol.KindSummaryChunk:
-			if want := fmt.Sprintf(`{"type":"text","text":%q}`, fmt.Sprintf("%d,", next)); !SameJSON(Field(e, "content"), want) {
-				t.Fatalf("chunk %d out of order: %s", next, e.Update)
-			}
+			require.JSONEq(t, fmt.Sprintf(`{"type":"text","text":%q}`, fmt.Sprintf("%d,", next)), string(Field(e, "content")), "chunk %d out of order", next)
 			next++
 		case e.Kind == "agent_message_chunk":
 			got = append(got, fmt.Sprintf("message after %d chunks", next))
@@ -68,16 +65,12 @@ func FloodReachesTheClientInOrderBeforeTheResponse(t *testing.T, st Stack) {
 			got = append(got, "response:"+e.Method)
 		}
 	}
-	if next != chunks {
-		t.Fatalf("%d of %d chunks before the response", next, chunks)
-	}
+	require.Equal(t, chunks, next, "chunks before the response")
 	want := []string{"response:initialize", "compaction_update:in_progress"}
 	for i := 100; i <= chunks; i += 100 {
 		want = append(want, fmt.Sprintf("message after %d chunks", i))
 	}
 	want = append(want, "compaction_update:completed", "response:session/prompt")
-	if !slices.Equal(got, want) {
-		t.Fatalf("wire order\n got %v\nwant %v", got, want)
-	}
+	require.Equal(t, want, got, "wire order")
 	r.Finish(1)
 }

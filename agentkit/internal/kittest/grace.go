@@ -3,12 +3,13 @@ package kittest
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The cancel grace, shared by both stacks' tests: after session/cancel the
@@ -69,39 +70,25 @@ func (h *hang) play(ctx context.Context, t testing.TB, c *Client, sessionID stri
 	t.Helper()
 	defer h.letGo()
 	call, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptParams(sessionID, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Wire.Wait(ctx, func(e Event) bool { return e.CompactionID == "cmp_1" && e.Status == "in_progress" }); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = c.Wire.Wait(ctx, func(e Event) bool { return e.CompactionID == "cmp_1" && e.Status == "in_progress" })
+	require.NoError(t, err)
 	cancelledAt := time.Now()
-	if err := c.Cancel(ctx, sessionID); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Cancel(ctx, sessionID))
 	settled := func(e Event) bool { return e.CompactionID == "cmp_1" && e.Status == "cancelled" }
 	if grace >= 0 {
-		if _, err := c.Wire.Wait(ctx, settled); err != nil {
-			t.Fatalf("cancel grace %v: cmp_1 was not settled while the runtime hung: %v", grace, err)
-		}
-		if waited := time.Since(cancelledAt); waited < grace {
-			t.Errorf("cancel grace %v: cmp_1 was settled %v after the cancel", grace, waited)
-		}
+		_, err := c.Wire.Wait(ctx, settled)
+		require.NoError(t, err, "cancel grace %v: cmp_1 was not settled while the runtime hung", grace)
+		assert.GreaterOrEqual(t, time.Since(cancelledAt), grace, "cancel grace %v: how long after the cancel cmp_1 was settled", grace)
 	} else {
 		wait, stop := context.WithTimeout(ctx, nothingSettledFor)
 		_, err := c.Wire.Wait(wait, settled)
 		stop()
-		if err == nil {
-			t.Errorf("cancel grace %v: cmp_1 was settled before the turn's end", grace)
-		}
+		assert.Error(t, err, "cancel grace %v: cmp_1 was settled before the turn's end", grace)
 	}
 	h.letGo()
 	var res json.RawMessage
-	if err := call.Wait(ctx, &res); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, call.Wait(ctx, &res))
 	evs := c.Wire.Events()
-	if got, want := Statuses(evs, "cmp_1"), []string{"in_progress", "cancelled"}; !slices.Equal(got, want) {
-		t.Errorf("cancel grace %v: cmp_1: %v, want %v\n%s", grace, got, want, Dump(evs))
-	}
+	assert.Equal(t, []string{"in_progress", "cancelled"}, Statuses(evs, "cmp_1"), "cancel grace %v: cmp_1\n%s", grace, Dump(evs))
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // HandleCallsAreHeldWhileTheTurnEndIsSettled: the turn guard holds the
@@ -96,21 +98,19 @@ const holdFor = 300 * time.Millisecond
 func (h *heldEnd) play(ctx context.Context, t testing.TB, c *Client, sessionID string) {
 	t.Helper()
 	call, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptParams(sessionID, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var handle *emitter.Compaction
 	var hctx context.Context
 	select {
 	case handle = <-h.handle:
 		hctx = <-h.ctx
 	case <-ctx.Done():
-		t.Fatal("the prompt never opened its compaction")
+		require.FailNow(t, "the prompt never opened its compaction")
 	}
 	select {
 	case <-h.held:
 	case <-ctx.Done():
-		t.Fatal("the prompt's response was never written")
+		require.FailNow(t, "the prompt's response was never written")
 	}
 	type result struct {
 		name string
@@ -137,41 +137,31 @@ func (h *heldEnd) play(ctx context.Context, t testing.TB, c *Client, sessionID s
 		}
 	}
 	close(h.release)
-	if len(early) > 0 {
-		slices.Sort(early)
-		t.Errorf("while the turn's end was settled and written, the handle's calls were not held by the turn guard: %v", early)
-	}
+	slices.Sort(early)
+	assert.Empty(t, early, "while the turn's end was settled and written, the handle's calls were not held by the turn guard")
 	for range len(calls) - len(early) {
 		r := <-results
-		if !errors.Is(r.err, emitter.ErrSettled) {
-			t.Errorf("%s after the turn's end = %v, want emitter.ErrSettled", r.name, r.err)
-		}
+		assert.ErrorIs(t, r.err, emitter.ErrSettled, "%s after the turn's end", r.name)
 	}
 	var res json.RawMessage
-	if err := call.Wait(ctx, &res); err != nil {
-		t.Fatalf("prompt: %v", err)
-	}
-	if got := StopReason(res); got != "end_turn" {
-		t.Errorf("stop reason %q, want end_turn", got)
-	}
+	require.NoError(t, call.Wait(ctx, &res), "prompt")
+	assert.Equal(t, "end_turn", StopReason(res), "stop reason")
 }
 
 // check checks the record: cmp_1 settled failed by the turn's end, before
 // the response, and nothing of it after.
 func (h *heldEnd) check(t testing.TB, evs []Event) {
 	t.Helper()
-	if got, want := Statuses(evs, "cmp_1"), []string{"in_progress", "failed"}; !slices.Equal(got, want) {
-		t.Errorf("cmp_1: %v, want %v\n%s", got, want, Dump(evs))
-	}
+	assert.Equal(t, []string{"in_progress", "failed"}, Statuses(evs, "cmp_1"), "cmp_1\n%s", Dump(evs))
 	answered := false
 	for _, e := range evs {
 		switch {
 		case e.Response && e.Method == "session/prompt":
 			answered = true
 		case answered && e.CompactionID == "cmp_1":
-			t.Errorf("cmp_1 reported after the turn's end: %v", e)
+			assert.Failf(t, "cmp_1 reported after the turn's end", "%v", e)
 		case !answered && e.CompactionID == "cmp_1" && e.Kind == protocol.KindSummaryChunk:
-			t.Errorf("a late chunk reached the client: %v", e)
+			assert.Failf(t, "a late chunk reached the client", "%v", e)
 		}
 	}
 }

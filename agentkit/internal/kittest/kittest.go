@@ -28,6 +28,7 @@ import (
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
+	"github.com/stretchr/testify/assert"
 )
 
 // Event is one message as the client saw it.
@@ -399,13 +400,10 @@ func Validate(t testing.TB, evs []Event, version int) {
 		if e.Sent || e.Response || e.Method != "session/update" {
 			continue
 		}
-		if err := v.Notification(e.Params); err != nil {
-			t.Errorf("event %d does not match the v%d schema: %v", i, version, err)
-		}
+		assert.NoError(t, v.Notification(e.Params), "event %d does not match the v%d schema", i, version)
 		if e.Compaction() {
-			if _, err := protocol.UnmarshalUpdate(e.Update); err != nil {
-				t.Errorf("event %d: %v", i, err)
-			}
+			_, err := protocol.UnmarshalUpdate(e.Update)
+			assert.NoError(t, err, "event %d", i)
 		}
 	}
 }
@@ -441,19 +439,6 @@ func Summary(evs []Event) []string {
 		}
 	}
 	return out
-}
-
-// SameJSON reports whether got and want encode the same JSON value. The
-// client's record holds params as jsonrpc2 re-encodes them, with keys
-// sorted.
-func SameJSON(got json.RawMessage, want string) bool {
-	var g, w any
-	if json.Unmarshal(got, &g) != nil || json.Unmarshal([]byte(want), &w) != nil {
-		return false
-	}
-	gb, _ := json.Marshal(g)
-	wb, _ := json.Marshal(w)
-	return string(gb) == string(wb)
 }
 
 // Transcript renders what the client received after initialize, for

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // NothingAboutCompactionBetweenTurns: a runtime whose event pump outlives
@@ -100,21 +101,17 @@ func (o *outlive) pump(ctx context.Context, s Starter, turn *emitter.Compaction)
 // of it between turns) the second.
 func (o *outlive) play(ctx context.Context, t testing.TB, c *Client, sessionID string) {
 	t.Helper()
-	if _, err := c.Prompt(ctx, sessionID, nil); err != nil {
-		t.Fatalf("first prompt: %v", err)
-	}
+	_, err := c.Prompt(ctx, sessionID, nil)
+	require.NoError(t, err, "first prompt")
 	close(o.turnOver)
 	select {
 	case err := <-o.pumped:
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 	case <-ctx.Done():
-		t.Fatal("the pump never finished")
+		require.FailNow(t, "the pump never finished")
 	}
-	if _, err := c.Prompt(ctx, sessionID, nil); err != nil {
-		t.Fatalf("second prompt: %v", err)
-	}
+	_, err = c.Prompt(ctx, sessionID, nil)
+	require.NoError(t, err, "second prompt")
 }
 
 // check checks the record: nothing about compaction outside a turn;
@@ -122,16 +119,10 @@ func (o *outlive) play(ctx context.Context, t testing.TB, c *Client, sessionID s
 // once, completed with its streamed summary, in the second turn.
 func (o *outlive) check(t testing.TB, evs []Event, version int) {
 	t.Helper()
-	if err := CheckTurns(evs, version); err != nil {
-		t.Errorf("%v\n%s", err, Dump(evs))
-	}
-	if got, want := Statuses(evs, "cmp_turn"), []string{"in_progress", "failed"}; !slices.Equal(got, want) {
-		t.Errorf("cmp_turn: %v, want %v\n%s", got, want, Dump(evs))
-	}
+	assert.NoError(t, CheckTurns(evs, version), "turn rules\n%s", Dump(evs))
+	assert.Equal(t, []string{"in_progress", "failed"}, Statuses(evs, "cmp_turn"), "cmp_turn\n%s", Dump(evs))
 	for _, e := range checkLateAndBackground(t, evs) {
-		if !SameJSON(Field(e, "summary"), `[{"type":"text","text":"## Retained"},{"type":"text","text":" context"}]`) {
-			t.Errorf("cmp_bg summary %s, want what it streamed", Field(e, "summary"))
-		}
+		assert.JSONEq(t, `[{"type":"text","text":"## Retained"},{"type":"text","text":" context"}]`, string(Field(e, "summary")), "cmp_bg's summary: what it streamed")
 	}
 }
 
@@ -163,16 +154,12 @@ func SessionFromInAHandlerAndAGoroutineThatOutlivesIt(t *testing.T, st Stack) {
 	}}
 	r := Serve(t, st, Config{}, a)
 	r.Initialize(1, true)
-	if _, err := r.Client.Prompt(r.Ctx, SessionID, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, err := r.Client.Prompt(r.Ctx, SessionID, nil)
+	require.NoError(t, err)
 	close(answered)
-	if err := <-late; err != nil {
-		t.Error(err)
-	}
-	if _, err := r.Client.Prompt(r.Ctx, SessionID, nil); err != nil {
-		t.Fatal(err)
-	}
+	assert.NoError(t, <-late)
+	_, err = r.Client.Prompt(r.Ctx, SessionID, nil)
+	require.NoError(t, err)
 	checkOutsideTheTurn(t, r.Finish(1))
 }
 
@@ -197,9 +184,7 @@ func outsideTheTurn(ctx context.Context, s Starter) error {
 // second.
 func checkOutsideTheTurn(t testing.TB, evs []Event) {
 	t.Helper()
-	if got, want := Statuses(evs, "cmp_1"), []string{"in_progress", "completed"}; !slices.Equal(got, want) {
-		t.Errorf("cmp_1: %v, want %v\n%s", got, want, Dump(evs))
-	}
+	assert.Equal(t, []string{"in_progress", "completed"}, Statuses(evs, "cmp_1"), "cmp_1\n%s", Dump(evs))
 	checkLateAndBackground(t, evs)
 }
 
@@ -209,12 +194,8 @@ func checkOutsideTheTurn(t testing.TB, evs []Event) {
 // events.
 func checkLateAndBackground(t testing.TB, evs []Event) []Event {
 	t.Helper()
-	if got := Statuses(evs, "cmp_late"); len(got) != 0 {
-		t.Errorf("cmp_late reached the client: %v", got)
-	}
-	if got, want := Statuses(evs, "cmp_bg"), []string{"completed"}; !slices.Equal(got, want) {
-		t.Errorf("cmp_bg: %v, want %v (terminal-first)\n%s", got, want, Dump(evs))
-	}
+	assert.Empty(t, Statuses(evs, "cmp_late"), "cmp_late reached the client")
+	assert.Equal(t, []string{"completed"}, Statuses(evs, "cmp_bg"), "cmp_bg (terminal-first)\n%s", Dump(evs))
 	var bg []Event
 	prompts := 0
 	for _, e := range evs {
@@ -222,9 +203,7 @@ func checkLateAndBackground(t testing.TB, evs []Event) []Event {
 		case e.Sent && e.Method == "session/prompt":
 			prompts++
 		case e.CompactionID == "cmp_bg":
-			if prompts != 2 {
-				t.Errorf("cmp_bg arrived in turn %d, want the second", prompts)
-			}
+			assert.Equal(t, 2, prompts, "the turn cmp_bg arrived in")
 			bg = append(bg, e)
 		}
 	}

@@ -6,14 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/sourcegraph/jsonrpc2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Peer is a client that writes each message byte for byte as the test
@@ -179,27 +179,18 @@ func playEscapedIDs(ctx context.Context, t testing.TB, p *Peer, sessionID string
 		{escapedPromptID, `{"jsonrpc":"2.0","id":` + escapedPromptID + `,"method":"session/prompt","params":{"sessionId":"` + sessionID + `","prompt":[{"type":"text","text":"hello"}]}}`},
 	}
 	for _, l := range lines {
-		if err := p.Send(l.line); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.WaitResponse(ctx, l.id); err != nil {
-			t.Fatalf("no response to %s: %v\n%s", l.id, err, Dump(p.Wire.Events()))
-		}
+		require.NoError(t, p.Send(l.line))
+		_, err := p.WaitResponse(ctx, l.id)
+		require.NoError(t, err, "no response to %s\n%s", l.id, Dump(p.Wire.Events()))
 	}
 	p.Close(hangUp)
 	for _, l := range lines {
 		for _, raw := range p.Raw() {
-			if strings.Contains(raw, `"id":`+l.id) {
-				t.Errorf("the stack answered %s as sent: the ids were not re-encoded, the test proves nothing", l.id)
-			}
+			assert.NotContains(t, raw, `"id":`+l.id, "the stack answered %s as sent: the ids were not re-encoded, the test proves nothing", l.id)
 		}
 	}
 	evs := p.Wire.Events()
-	if got, want := Statuses(evs, "cmp_1"), []string{"in_progress", "failed"}; !slices.Equal(got, want) {
-		t.Errorf("cmp_1: %v, want %v (standard updates, settled at the turn's end)\n%s", got, want, Dump(evs))
-	}
-	if err := CheckTurns(evs, 1); err != nil {
-		t.Errorf("turn rules broken:\n%v\nwire:\n%s", err, Dump(evs))
-	}
+	assert.Equal(t, []string{"in_progress", "failed"}, Statuses(evs, "cmp_1"), "cmp_1 (standard updates, settled at the turn's end)\n%s", Dump(evs))
+	assert.NoError(t, CheckTurns(evs, 1), "turn rules broken; wire:\n%s", Dump(evs))
 	Validate(t, evs, 1)
 }

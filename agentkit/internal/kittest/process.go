@@ -8,14 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Crash tests run the agent in a child process (the test binary itself),
@@ -56,20 +56,14 @@ type Child struct {
 func StartChild(t testing.TB, env string) *Child {
 	t.Helper()
 	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c := &Child{cmd: exec.Command(os.Args[0], "-test.run=^$")}
 	c.cmd.Env = append(os.Environ(), env)
 	c.cmd.ExtraFiles = []*os.File{inR, outW}
 	c.cmd.Stderr = &c.stderr
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.cmd.Start())
 	_ = inR.Close()
 	_ = outW.Close()
 	c.Client = NewClient(context.Background(), fileRWC{r: outR, w: inW})
@@ -108,26 +102,17 @@ func CheckCrashSettles(t *testing.T, env, session string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	child := StartChild(t, env)
-	if _, err := child.Client.Initialize(ctx, 1, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := child.Client.Conn.DispatchCall(ctx, "session/prompt", PromptParams(session, nil)); err != nil {
-		t.Fatal(err)
-	}
+	_, err := child.Client.Initialize(ctx, 1, true)
+	require.NoError(t, err)
+	_, err = child.Client.Conn.DispatchCall(ctx, "session/prompt", PromptParams(session, nil))
+	require.NoError(t, err)
 	stderr, err := child.Wait()
-	if err == nil || !strings.Contains(stderr, "panic: boom in the runtime") {
-		t.Fatalf("the agent did not crash with its panic: %v\n%s", err, stderr)
-	}
+	require.Error(t, err, "the agent did not crash with its panic\n%s", stderr)
+	require.Contains(t, stderr, "panic: boom in the runtime", "the agent did not crash with its panic")
 	evs := child.Client.Wire.Events()
-	if got := Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "chunk", "failed"}) {
-		t.Fatalf("statuses %v\n%s", got, Dump(evs))
-	}
-	if e := string(Field(Compactions(evs)[2], "error")); e != fmt.Sprintf("%q", emitter.ErrAgentCrashed.Error()) {
-		t.Errorf("error = %s", e)
-	}
-	if err := CheckTurns(evs, 1); err != nil {
-		t.Error(err)
-	}
+	require.Equal(t, []string{"in_progress", "chunk", "failed"}, Statuses(evs, "cmp_1"), "statuses\n%s", Dump(evs))
+	assert.Equal(t, fmt.Sprintf("%q", emitter.ErrAgentCrashed.Error()), string(Field(Compactions(evs)[2], "error")), "the failed update's error")
+	assert.NoError(t, CheckTurns(evs, 1))
 	Validate(t, evs, 1)
 }
 
@@ -175,23 +160,18 @@ func CheckSignalSettles(t *testing.T, env, session string, sig os.Signal) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	child := StartChild(t, env)
-	if _, err := child.Client.Initialize(ctx, 1, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := child.Client.Conn.DispatchCall(ctx, "session/prompt", PromptParams(session, nil)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := child.Client.Wire.Wait(ctx, func(e Event) bool { return e.CompactionID == "cmp_1" && e.Status == "in_progress" }); err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Signal(sig); err != nil {
-		t.Fatal(err)
-	}
+	_, err := child.Client.Initialize(ctx, 1, true)
+	require.NoError(t, err)
+	_, err = child.Client.Conn.DispatchCall(ctx, "session/prompt", PromptParams(session, nil))
+	require.NoError(t, err)
+	_, err = child.Client.Wire.Wait(ctx, func(e Event) bool { return e.CompactionID == "cmp_1" && e.Status == "in_progress" })
+	require.NoError(t, err)
+	require.NoError(t, child.Signal(sig))
 	exited := make(chan struct{})
 	var stderr string
-	var err error
+	var exitErr error
 	go func() {
-		stderr, err = child.Wait()
+		stderr, exitErr = child.Wait()
 		close(exited)
 	}()
 	select {
@@ -199,17 +179,11 @@ func CheckSignalSettles(t *testing.T, env, session string, sig os.Signal) {
 	case <-time.After(SignalBound):
 		_ = child.cmd.Process.Kill()
 		<-exited
-		t.Fatalf("the agent did not exit within %v of %v\n%s", SignalBound, sig, stderr)
+		require.Failf(t, "the agent did not exit in time", "not within %v of %v\n%s", SignalBound, sig, stderr)
 	}
-	if err != nil {
-		t.Errorf("exit: %v\n%s", err, stderr)
-	}
+	assert.NoError(t, exitErr, "exit\n%s", stderr)
 	evs := child.Client.Wire.Events()
-	if got := Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
-		t.Fatalf("statuses %v\n%s", got, Dump(evs))
-	}
-	if e := string(Field(Compactions(evs)[1], "error")); e != fmt.Sprintf("%q", emitter.ErrConnectionClosed.Error()) {
-		t.Errorf("error = %s", e)
-	}
+	require.Equal(t, []string{"in_progress", "failed"}, Statuses(evs, "cmp_1"), "statuses\n%s", Dump(evs))
+	assert.Equal(t, fmt.Sprintf("%q", emitter.ErrConnectionClosed.Error()), string(Field(Compactions(evs)[1], "error")), "the failed update's error")
 	Validate(t, evs, 1)
 }

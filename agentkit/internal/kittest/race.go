@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The cancel race, shared by both stacks' tests: the fastest client sends
@@ -43,9 +46,8 @@ func CancelReachesItsPromptAndNeverTheNext(t *testing.T, st Stack) {
 	r.Initialize(1, true)
 	lost, stale := r.Client.cancelRace(r.Ctx, t, SessionID, pairs)
 	evs := r.Finish(1)
-	if lost != 0 || stale != 0 {
-		t.Errorf("of %d pairs: %d cancels lost, %d applied to the next prompt", pairs, lost, stale)
-	}
+	assert.Zero(t, lost, "of %d pairs: cancels lost", pairs)
+	assert.Zero(t, stale, "of %d pairs: cancels applied to the next prompt", pairs)
 	checkRaceStatuses(t, evs, pairs)
 }
 
@@ -58,22 +60,14 @@ func (c *Client) cancelRace(ctx context.Context, t testing.TB, sessionID string,
 	t.Helper()
 	for i := range pairs {
 		call, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptText(sessionID, cancelMe, nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Cancel(ctx, sessionID); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, c.Cancel(ctx, sessionID))
 		var res json.RawMessage
-		if err := call.Wait(ctx, &res); err != nil {
-			t.Fatalf("pair %d, the cancelled prompt: %v", i, err)
-		}
+		require.NoError(t, call.Wait(ctx, &res), "pair %d, the cancelled prompt", i)
 		if StopReason(res) != "cancelled" {
 			lost++
 		}
-		if err := c.Conn.Call(ctx, "session/prompt", PromptText(sessionID, keepMe, nil), &res); err != nil {
-			t.Fatalf("pair %d, the prompt after it: %v", i, err)
-		}
+		require.NoError(t, c.Conn.Call(ctx, "session/prompt", PromptText(sessionID, keepMe, nil), &res), "pair %d, the prompt after it", i)
 		if StopReason(res) != "end_turn" {
 			stale++
 		}
@@ -90,9 +84,7 @@ func checkRaceStatuses(t testing.TB, evs []Event, pairs int) {
 	for _, e := range Compactions(evs) {
 		counts[e.Status]++
 	}
-	if counts["in_progress"] != 2*pairs || counts["cancelled"] != pairs || counts["completed"] != pairs || len(counts) != 3 {
-		t.Errorf("statuses on the wire: %v, want %d in_progress, %d cancelled, %d completed", counts, 2*pairs, pairs, pairs)
-	}
+	assert.Equal(t, map[string]int{"in_progress": 2 * pairs, "cancelled": pairs, "completed": pairs}, counts, "statuses on the wire")
 }
 
 // raceRuntime is the agent's side of cancelRace, the same for both stacks:

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The shared tests of a runtime's reports within one turn: what it streams,
@@ -44,24 +45,19 @@ func StreamedCompactionReachesTheClientInOrder(t *testing.T, st Stack, final str
 	r := Serve(t, st, Config{}, a)
 	r.Initialize(1, true)
 	res, err := r.Client.Prompt(r.Ctx, SessionID, nil)
-	if err != nil || StopReason(res) != "end_turn" {
-		t.Fatalf("prompt: %s, %v", res, err)
-	}
+	require.NoError(t, err, "prompt")
+	require.Equal(t, "end_turn", StopReason(res), "prompt: %s", res)
 	evs := r.Finish(1)
 	want := []string{
 		"agent_message_chunk", "compaction_update:in_progress", "compaction_summary_chunk", "agent_message_chunk",
 		"compaction_summary_chunk", "compaction_update:completed", "agent_message_chunk", "response:session/prompt",
 	}
-	if got := Summary(evs); !slices.Equal(got, want) {
-		t.Fatalf("wire order\n got %v\nwant %v", got, want)
-	}
+	require.Equal(t, want, Summary(evs), "wire order")
 	if final == "" {
 		return
 	}
 	text, _ := json.Marshal(final)
-	if last := Compactions(evs)[3]; !SameJSON(Field(last, "summary"), `[{"type":"text","text":`+string(text)+`}]`) {
-		t.Errorf("completed summary = %s, want the text %s", Field(last, "summary"), text)
-	}
+	assert.JSONEq(t, `[{"type":"text","text":`+string(text)+`}]`, string(Field(Compactions(evs)[3], "summary")), "the completed update's summary")
 }
 
 // RuntimeFailureReachesTheClientAsFailedWithItsMessage: a runtime's Fail
@@ -77,16 +73,11 @@ func RuntimeFailureReachesTheClientAsFailedWithItsMessage(t *testing.T, st Stack
 	}}
 	r := Serve(t, st, Config{}, a)
 	r.Initialize(1, true)
-	if _, err := r.Client.Prompt(r.Ctx, SessionID, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, err := r.Client.Prompt(r.Ctx, SessionID, nil)
+	require.NoError(t, err)
 	evs := r.Finish(1)
-	if got := Statuses(evs, "cmp_1"); !slices.Equal(got, []string{"in_progress", "failed"}) {
-		t.Fatalf("statuses %v", got)
-	}
-	if e := string(Field(Compactions(evs)[1], "error")); e != `"provider overloaded"` {
-		t.Errorf("error = %s", e)
-	}
+	require.Equal(t, []string{"in_progress", "failed"}, Statuses(evs, "cmp_1"), "statuses")
+	assert.Equal(t, `"provider overloaded"`, string(Field(Compactions(evs)[1], "error")), "the failed update's error")
 }
 
 // TurnEndingWithAnOpenCompactionSettlesItAsFailedBeforeTheResponse: a
@@ -101,17 +92,12 @@ func TurnEndingWithAnOpenCompactionSettlesItAsFailedBeforeTheResponse(t *testing
 	}}
 	r := Serve(t, st, Config{}, a)
 	r.Initialize(1, true)
-	if _, err := r.Client.Prompt(r.Ctx, SessionID, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, err := r.Client.Prompt(r.Ctx, SessionID, nil)
+	require.NoError(t, err)
 	evs := r.Finish(1)
 	want := []string{"compaction_update:in_progress", "compaction_update:failed", "response:session/prompt"}
-	if got := Summary(evs); !slices.Equal(got, want) {
-		t.Fatalf("got %v want %v", got, want)
-	}
-	if e := string(Field(Compactions(evs)[1], "error")); e != fmt.Sprintf("%q", emitter.ErrTurnEnded.Error()) {
-		t.Errorf("error = %s", e)
-	}
+	require.Equal(t, want, Summary(evs))
+	assert.Equal(t, fmt.Sprintf("%q", emitter.ErrTurnEnded.Error()), string(Field(Compactions(evs)[1], "error")), "the failed update's error")
 }
 
 // ReplayOnLoadPrecedesTheLoadResponse: a compaction replayed in
@@ -139,23 +125,14 @@ func ReplayOnLoadPrecedesTheLoadResponse(t *testing.T, st Stack) {
 	}
 	r := Serve(t, st, Config{}, a)
 	r.Initialize(1, true)
-	if err := r.Client.Conn.Call(r.Ctx, "session/load", map[string]any{"sessionId": SessionID, "cwd": "/", "mcpServers": []any{}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Client.Prompt(r.Ctx, SessionID, nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Client.Conn.Call(r.Ctx, "session/load", map[string]any{"sessionId": SessionID, "cwd": "/", "mcpServers": []any{}}, nil))
+	_, err := r.Client.Prompt(r.Ctx, SessionID, nil)
+	require.NoError(t, err)
 	evs := r.Finish(1)
 	want := []string{"agent_message_chunk", "compaction_update:completed", "agent_message_chunk", "response:session/load", "response:session/prompt"}
-	if got := Summary(evs); !slices.Equal(got, want) {
-		t.Fatalf("got %v want %v", got, want)
-	}
-	if !SameJSON(Field(Compactions(evs)[0], "summary"), `[{"type":"text","text":"Retained"}]`) {
-		t.Errorf("replayed summary %s", Field(Compactions(evs)[0], "summary"))
-	}
-	if !errors.Is(reuse, emitter.ErrIDReused) {
-		t.Errorf("starting a replayed ID again = %v, want ErrIDReused", reuse)
-	}
+	require.Equal(t, want, Summary(evs))
+	assert.JSONEq(t, `[{"type":"text","text":"Retained"}]`, string(Field(Compactions(evs)[0], "summary")), "the replayed summary")
+	assert.ErrorIs(t, reuse, emitter.ErrIDReused, "starting a replayed ID again")
 }
 
 // ModeCase is a v1 client, with the compaction capability or without,
@@ -189,16 +166,11 @@ func CheckModes(t *testing.T, st Stack, runtime func(context.Context, Session) e
 			}}
 			r := Serve(t, st, Config{Fallbacks: tc.Fallbacks}, a)
 			r.Initialize(1, tc.Capable)
-			if _, err := r.Client.Prompt(r.Ctx, SessionID, nil); err != nil {
-				t.Fatal(err)
-			}
+			_, err := r.Client.Prompt(r.Ctx, SessionID, nil)
+			require.NoError(t, err)
 			evs := r.Finish(1)
-			if mode != tc.Mode {
-				t.Errorf("mode %v want %v", mode, tc.Mode)
-			}
-			if got := Summary(evs); !slices.Equal(got, tc.Want) {
-				t.Fatalf("got %v want %v", got, tc.Want)
-			}
+			assert.Equal(t, tc.Mode, mode, "mode")
+			require.Equal(t, tc.Want, Summary(evs))
 		})
 	}
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The second prompt, shared by both stacks' tests: a client sends a
@@ -78,20 +79,13 @@ func (p *secondPrompt) prompt(ctx context.Context, s Starter) (string, error) {
 func (p *secondPrompt) play(ctx context.Context, t testing.TB, c *Client, sessionID string) json.RawMessage {
 	t.Helper()
 	first, err := c.Conn.DispatchCall(ctx, "session/prompt", PromptParams(sessionID, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Wire.Wait(ctx, func(e Event) bool { return e.Kind == protocol.KindSummaryChunk }); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Conn.Call(ctx, "session/prompt", PromptParams(sessionID, nil), nil); err == nil {
-		t.Fatal("the second prompt was not rejected")
-	}
+	require.NoError(t, err)
+	_, err = c.Wire.Wait(ctx, func(e Event) bool { return e.Kind == protocol.KindSummaryChunk })
+	require.NoError(t, err)
+	require.Error(t, c.Conn.Call(ctx, "session/prompt", PromptParams(sessionID, nil), nil), "the second prompt was not rejected")
 	p.once.Do(func() { close(p.rejected) })
 	var res json.RawMessage
-	if err := first.Wait(ctx, &res); err != nil {
-		t.Fatalf("the running prompt: %v", err)
-	}
+	require.NoError(t, first.Wait(ctx, &res), "the running prompt")
 	return res
 }
 
@@ -100,10 +94,6 @@ func (p *secondPrompt) play(ctx context.Context, t testing.TB, c *Client, sessio
 // rejection.
 func (p *secondPrompt) check(t testing.TB, res json.RawMessage, evs []Event) {
 	t.Helper()
-	if StopReason(res) != "end_turn" {
-		t.Errorf("the running prompt's stop reason %s, want end_turn", res)
-	}
-	if got, want := Statuses(evs, "cmp_1"), []string{"in_progress", "chunk", "chunk", "completed"}; !slices.Equal(got, want) {
-		t.Errorf("cmp_1: %v, want %v\n%s", got, want, Dump(evs))
-	}
+	assert.Equal(t, "end_turn", StopReason(res), "the running prompt's stop reason (%s)", res)
+	assert.Equal(t, []string{"in_progress", "chunk", "chunk", "completed"}, Statuses(evs, "cmp_1"), "cmp_1\n%s", Dump(evs))
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -29,10 +31,8 @@ type Session interface {
 	Replay(ctx context.Context, rec emitter.Record) error
 }
 
-// Errors are a kit's sentinel errors and the package name its errors start
-// with.
+// Errors are a kit's sentinel errors.
 type Errors struct {
-	Package        string
 	NotInitialized error
 	UnknownConn    error
 	Closed         error
@@ -175,9 +175,8 @@ func (r *Rig) Close() {
 // compaction capability when capable), or fails the test.
 func (r *Rig) Initialize(version int, capable bool) {
 	r.T.Helper()
-	if _, err := r.Client.Initialize(r.Ctx, version, capable); err != nil {
-		r.T.Fatalf("initialize: %v", err)
-	}
+	_, err := r.Client.Initialize(r.Ctx, version, capable)
+	require.NoError(r.T, err, "initialize")
 }
 
 // Finish closes the connection and checks the whole record: the turn rules
@@ -186,9 +185,7 @@ func (r *Rig) Finish(version int) []Event {
 	r.T.Helper()
 	r.Close()
 	evs := r.Client.Wire.Events()
-	if err := CheckTurns(evs, version); err != nil {
-		r.T.Errorf("turn rules broken:\n%v\nwire:\n%s", err, Dump(evs))
-	}
+	assert.NoError(r.T, CheckTurns(evs, version), "turn rules broken; wire:\n%s", Dump(evs))
 	Validate(r.T, evs, version)
 	return evs
 }
@@ -199,12 +196,9 @@ func (r *Rig) Finish(version int) []Event {
 func (r *Rig) StartPrompt() jsonrpc2.Waiter {
 	r.T.Helper()
 	call, err := r.Client.Conn.DispatchCall(r.Ctx, "session/prompt", PromptParams(SessionID, nil))
-	if err != nil {
-		r.T.Fatal(err)
-	}
-	if _, err := r.Client.Wire.Wait(r.Ctx, func(e Event) bool { return e.Status == "in_progress" }); err != nil {
-		r.T.Fatal(err)
-	}
+	require.NoError(r.T, err)
+	_, err = r.Client.Wire.Wait(r.Ctx, func(e Event) bool { return e.Status == "in_progress" })
+	require.NoError(r.T, err)
 	return call
 }
 
@@ -216,12 +210,10 @@ func (r *Rig) StartPrompt() jsonrpc2.Waiter {
 func (r *Rig) V2Turn(runtimeDone func()) []string {
 	r.T.Helper()
 	r.Initialize(2, false)
-	if _, err := r.Client.Prompt(r.Ctx, SessionID, nil); err != nil {
-		r.T.Fatal(err)
-	}
-	if _, err := r.Client.Wire.Wait(r.Ctx, func(e Event) bool { return e.State == "idle" }); err != nil {
-		r.T.Fatal(err)
-	}
+	_, err := r.Client.Prompt(r.Ctx, SessionID, nil)
+	require.NoError(r.T, err)
+	_, err = r.Client.Wire.Wait(r.Ctx, func(e Event) bool { return e.State == "idle" })
+	require.NoError(r.T, err)
 	runtimeDone()
 	return Summary(r.Finish(2))
 }

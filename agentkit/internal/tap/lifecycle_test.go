@@ -2,7 +2,6 @@ package tap
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // These tests pin the bounds of a connection's end: a close settles and
@@ -43,11 +44,9 @@ func initialized(t *testing.T, tp *Tap) {
 	go func() { done <- tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)) }()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	case <-time.After(10 * time.Second):
-		t.Fatal("the initialize answer was not written")
+		require.FailNow(t, "the initialize answer was not written")
 	}
 }
 
@@ -68,9 +67,7 @@ func TestShutdownIsBoundedByItsContextWhenTheClientDoesNotRead(t *testing.T) {
 	}
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
 	c, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_1"), emitter.UserDisplayable())
-	if c == nil {
-		t.Fatal(err)
-	}
+	require.NotNil(t, c, "Start: %v", err)
 	flooded := make(chan error, 1)
 	go func() {
 		for {
@@ -84,27 +81,18 @@ func TestShutdownIsBoundedByItsContextWhenTheClientDoesNotRead(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	err = tp.Shutdown(ctx, emitter.ErrConnectionClosed)
-	if took := time.Since(start); took > CloseTimeout {
-		t.Errorf("Shutdown took %v, longer than CloseTimeout", took)
-	}
-	if !errors.Is(err, errAbandoned) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Shutdown = %v, want the output abandoned at the context's deadline", err)
-	}
+	assert.LessOrEqual(t, time.Since(start), CloseTimeout, "how long Shutdown took")
+	assert.ErrorIs(t, err, errAbandoned, "Shutdown: the output abandoned")
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "Shutdown: at the context's deadline")
 	select {
 	case err := <-flooded:
-		if err == nil {
-			t.Error("the flood's Chunk returned no error")
-		}
+		assert.Error(t, err, "the flood's Chunk returned no error")
 	case <-time.After(10 * time.Second):
-		t.Fatal("the runtime blocked in Chunk is still blocked after Shutdown")
+		require.FailNow(t, "the runtime blocked in Chunk is still blocked after Shutdown")
 	}
-	if err := tp.Send(response(9)); !errors.Is(err, errAbandoned) {
-		t.Errorf("a write after the abandoned close = %v", err)
-	}
+	assert.ErrorIs(t, tp.Send(response(9)), errAbandoned, "a write after the abandoned close")
 	// A second close returns at once.
-	if err := tp.Shutdown(context.Background(), emitter.ErrConnectionClosed); !errors.Is(err, errAbandoned) {
-		t.Errorf("second Shutdown = %v", err)
-	}
+	assert.ErrorIs(t, tp.Shutdown(context.Background(), emitter.ErrConnectionClosed), errAbandoned, "second Shutdown")
 }
 
 // TestCloseDoesNotWaitAgainForAClientStuckSinceBefore: a write has been in
@@ -114,21 +102,15 @@ func TestCloseDoesNotWaitAgainForAClientStuckSinceBefore(t *testing.T) {
 	w := newStuck()
 	defer close(w.release)
 	q := newLineQueue(w)
-	if err := q.write(note(0), false); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, q.write(note(0), false))
 	<-w.entered
 	const timeout = 200 * time.Millisecond
 	time.Sleep(timeout)
 	start := time.Now()
 	stop := q.abandonAt(context.Background(), timeout)
 	defer stop()
-	if err := q.drain(); !errors.Is(err, errAbandoned) {
-		t.Errorf("drain = %v", err)
-	}
-	if took := time.Since(start); took > timeout/2 {
-		t.Errorf("the close waited %v for a client stuck for %v already", took, timeout)
-	}
+	assert.ErrorIs(t, q.drain(), errAbandoned, "drain")
+	assert.LessOrEqual(t, time.Since(start), timeout/2, "how long the close waited for a client stuck for %v already", timeout)
 }
 
 // TestCloseWaitsForAReadingClient: the transport is slow but takes what it
@@ -138,22 +120,14 @@ func TestCloseWaitsForAReadingClient(t *testing.T) {
 	var s sink
 	tp := NewWriter(quietConfig(), &s)
 	entered, release := s.holdNext()
-	if err := tp.Send(note(0)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send(note(0)))
 	<-entered
 	for i := 1; i < 50; i++ {
-		if err := tp.Send(note(i)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tp.Send(note(i)))
 	}
 	time.AfterFunc(50*time.Millisecond, release)
-	if err := tp.Shutdown(context.Background(), emitter.ErrConnectionClosed); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(s.lines()); n != 50 {
-		t.Errorf("%d lines written by the close, want 50", n)
-	}
+	require.NoError(t, tp.Shutdown(context.Background(), emitter.ErrConnectionClosed))
+	assert.Len(t, s.lines(), 50, "lines written by the close")
 }
 
 // TestTurnsWithoutCompactionsLeaveNothingInTheEmitter: prompts for
@@ -167,33 +141,18 @@ func TestTurnsWithoutCompactionsLeaveNothingInTheEmitter(t *testing.T) {
 	for i, sid := range []string{"unknown", "plain"} {
 		id := []byte{byte('1' + i)}
 		tp.Receive([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"method":"session/prompt","params":{"sessionId":"` + sid + `","prompt":[]}}`))
-		if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":-32002,"message":"not found"}}`)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tp.Send([]byte(`{"jsonrpc":"2.0","id":`+string(id)+`,"error":{"code":-32002,"message":"not found"}}`)))
 	}
-	if n := touched(tp); n != 0 {
-		t.Errorf("the emitter keeps %d sessions after turns without compactions", n)
-	}
+	assert.Zero(t, touched(tp), "sessions the emitter keeps after turns without compactions")
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
-	if _, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_1")); err != nil {
-		t.Fatal(err)
-	}
-	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":5,"result":{"stopReason":"end_turn"}}`)); err != nil {
-		t.Fatal(err)
-	}
-	if tp.Open("s") != 0 {
-		t.Error("the turn's end left the compaction open")
-	}
-	if n := touched(tp); n != 1 {
-		t.Errorf("the emitter keeps %d sessions, want the one with a compaction", n)
-	}
+	_, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_1"))
+	require.NoError(t, err)
+	require.NoError(t, tp.Send([]byte(`{"jsonrpc":"2.0","id":5,"result":{"stopReason":"end_turn"}}`)))
+	assert.Zero(t, tp.Open("s"), "the turn's end left the compaction open")
+	assert.Equal(t, 1, touched(tp), "sessions the emitter keeps: the one with a compaction")
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":6,"method":"session/close","params":{"sessionId":"s"}}`))
-	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":6,"result":{}}`)); err != nil {
-		t.Fatal(err)
-	}
-	if n := touched(tp); n != 0 {
-		t.Errorf("the emitter keeps %d sessions after session/close", n)
-	}
+	require.NoError(t, tp.Send([]byte(`{"jsonrpc":"2.0","id":6,"result":{}}`)))
+	assert.Zero(t, touched(tp), "sessions the emitter keeps after session/close")
 }
 
 // TestSharedEmitterSettlesEverySession: once the host holds the emitter,
@@ -204,15 +163,9 @@ func TestSharedEmitterSettlesEverySession(t *testing.T) {
 	initialized(t, tp)
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
 	c, err := tp.SharedEmitter().Session("s").Start(context.Background(), emitter.WithID("cmp_1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)); err != nil {
-		t.Fatal(err)
-	}
-	if rec := c.Record(); rec.Status != protocol.Failed {
-		t.Errorf("the host's compaction is %q after its turn", rec.Status)
-	}
+	require.NoError(t, err)
+	require.NoError(t, tp.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)))
+	assert.Equal(t, protocol.Failed, c.Record().Status, "the host's compaction after its turn")
 }
 
 // touched returns how many sessions the tap has asked the emitter for: the

@@ -14,6 +14,8 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/turn"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // These tests pin the output queue's guarantees on the wire (see out.go):
@@ -94,30 +96,18 @@ func TestNotificationsQueuedDuringAWriteLeaveInOneWrite(t *testing.T) {
 	var s sink
 	tp := NewWriter(quietConfig(), &s)
 	entered, release := s.holdNext()
-	if err := tp.Send(note(0)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send(note(0)))
 	<-entered // the first notification's write is in progress
 	for i := 1; i <= 9; i++ {
-		if err := tp.Send(note(i)); err != nil { // returns without waiting
-			t.Fatal(err)
-		}
+		require.NoError(t, tp.Send(note(i))) // returns without waiting
 	}
 	release()
-	if err := tp.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if s.rounds() != 2 {
-		t.Errorf("%d writes, want 2 (the first, then the nine queued behind it)", s.rounds())
-	}
+	require.NoError(t, tp.Flush())
+	assert.Equal(t, 2, s.rounds(), "writes: the first, then the nine queued behind it")
 	lines := s.lines()
-	if len(lines) != 10 {
-		t.Fatalf("%d lines on the wire, want 10", len(lines))
-	}
+	require.Len(t, lines, 10, "lines on the wire")
 	for i, l := range lines {
-		if l != string(note(i))+"\n" {
-			t.Errorf("line %d: %s", i, l)
-		}
+		assert.Equal(t, string(note(i))+"\n", l, "line %d", i)
 	}
 	tp.Close(emitter.ErrConnectionClosed)
 }
@@ -126,34 +116,22 @@ func TestResponseIsOnTheWireBehindEveryEarlierMessageWhenSendReturns(t *testing.
 	var s sink
 	tp := NewWriter(quietConfig(), &s)
 	entered, release := s.holdNext()
-	if err := tp.Send(note(0)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send(note(0)))
 	<-entered
 	for i := 1; i < 100; i++ {
-		if err := tp.Send(note(i)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tp.Send(note(i)))
 	}
 	done := make(chan error, 1)
 	go func() { done <- tp.Send(response(7)) }()
 	release()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-done)
 	// No Flush: the response's Send returning is the guarantee.
 	lines := s.lines()
-	if len(lines) != 101 {
-		t.Fatalf("%d lines on the wire when the response's Send returned, want 101", len(lines))
-	}
+	require.Len(t, lines, 101, "lines on the wire when the response's Send returned")
 	for i := range 100 {
-		if lines[i] != string(note(i))+"\n" {
-			t.Errorf("line %d: %s", i, lines[i])
-		}
+		assert.Equal(t, string(note(i))+"\n", lines[i], "line %d", i)
 	}
-	if lines[100] != string(response(7))+"\n" {
-		t.Errorf("last line %s, want the response", lines[100])
-	}
+	assert.Equal(t, string(response(7))+"\n", lines[100], "the last line: the response")
 	tp.Close(emitter.ErrConnectionClosed)
 }
 
@@ -169,22 +147,15 @@ func TestPerMessageTransportSeesEachMessageWholeAndInOrder(t *testing.T) {
 		return nil
 	})
 	for i := range 50 {
-		if err := tp.Send(note(i)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tp.Send(note(i)))
 	}
-	if err := tp.Send(response(1)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send(response(1)))
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != 51 || got[50] != string(response(1)) {
-		t.Fatalf("got %d messages, last %q", len(got), got[len(got)-1])
-	}
+	require.Len(t, got, 51, "messages")
+	require.Equal(t, string(response(1)), got[50], "the last message")
 	for i := range 50 {
-		if got[i] != string(note(i)) {
-			t.Errorf("message %d: %s", i, got[i])
-		}
+		assert.Equal(t, string(note(i)), got[i], "message %d", i)
 	}
 }
 
@@ -204,38 +175,29 @@ func TestConcurrentWritersKeepTheirOrder(t *testing.T) {
 				if i%50 == 49 {
 					msg = fmt.Appendf(nil, `{"jsonrpc":"2.0","id":"%d-%d","result":{"w":%d,"i":%d}}`, w, i, w, i)
 				}
-				if err := tp.Send(msg); err != nil {
-					t.Error(err)
+				if err := tp.Send(msg); !assert.NoError(t, err) { // a writer's goroutine: assert
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if err := tp.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Flush())
 	next := make([]int, writers)
 	for _, l := range s.lines() {
 		var m struct {
 			Params, Result *struct{ W, I int }
 		}
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("line split or merged: %q", l)
-		}
+		require.NoError(t, json.Unmarshal([]byte(l), &m), "line split or merged: %q", l)
 		p := m.Params
 		if p == nil {
 			p = m.Result
 		}
-		if p.I != next[p.W] {
-			t.Fatalf("writer %d: message %d after %d", p.W, p.I, next[p.W]-1)
-		}
+		require.Equal(t, next[p.W], p.I, "writer %d: the message after %d", p.W, next[p.W]-1)
 		next[p.W]++
 	}
 	for w, n := range next {
-		if n != each {
-			t.Errorf("writer %d: %d of %d messages on the wire", w, n, each)
-		}
+		assert.Equal(t, each, n, "writer %d: messages on the wire", w)
 	}
 	tp.Close(emitter.ErrConnectionClosed)
 }
@@ -259,39 +221,25 @@ func TestBufferIsBounded(t *testing.T) {
 	}()
 	<-entered
 	release()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-done)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	total := 0
 	for _, w := range s.writes {
-		if len(w) > maxPending+len(big)+1 {
-			t.Errorf("a write of %d bytes; the bound is %d", len(w), maxPending+len(big)+1)
-		}
+		assert.LessOrEqual(t, len(w), maxPending+len(big)+1, "the bytes of a write")
 		total += len(w)
 	}
-	if total != 500*(len(big)+1) {
-		t.Errorf("%d bytes written, want %d", total, 500*(len(big)+1))
-	}
+	assert.Equal(t, 500*(len(big)+1), total, "bytes written")
 	tp.Close(emitter.ErrConnectionClosed)
 }
 
 func TestWriteErrorIsReturnedByTheNextWritesAndTheResponse(t *testing.T) {
 	s := sink{err: errors.New("broken pipe")}
 	tp := NewWriter(quietConfig(), &s)
-	if err := tp.Send(note(0)); err != nil {
-		t.Fatalf("a notification returns before its write: %v", err)
-	}
-	if err := tp.Send(response(1)); err == nil || err.Error() != "broken pipe" {
-		t.Errorf("response after a failed write: %v", err)
-	}
-	if err := tp.Send(note(1)); err == nil {
-		t.Error("a write after the failure succeeded")
-	}
-	if err := tp.Flush(); err == nil {
-		t.Error("Flush hid the failure")
-	}
+	require.NoError(t, tp.Send(note(0)), "a notification returns before its write")
+	assert.EqualError(t, tp.Send(response(1)), "broken pipe", "response after a failed write")
+	assert.Error(t, tp.Send(note(1)), "a write after the failure succeeded")
+	assert.Error(t, tp.Flush(), "Flush hid the failure")
 	tp.Close(emitter.ErrConnectionClosed)
 }
 
@@ -301,47 +249,26 @@ func TestTurnEndIsOrderedOnTheBufferedWire(t *testing.T) {
 	var s sink
 	tp := NewWriter(quietConfig(), &s)
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`))
-	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)))
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
 	c, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_1"), emitter.UserDisplayable())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i := range 200 {
-		if err := c.Chunk(context.Background(), protocol.Text(fmt.Sprint(i))); err != nil {
-			t.Fatal(err)
-		}
-		if err := tp.Send(note(i)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Chunk(context.Background(), protocol.Text(fmt.Sprint(i))))
+		require.NoError(t, tp.Send(note(i)))
 	}
-	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)))
 	lines := s.lines()
 	want := 1 + 1 + 400 + 1 + 1 // initialize answer, in_progress, chunks and notes, failed, response
-	if len(lines) != want {
-		t.Fatalf("%d lines on the wire when the response's Send returned, want %d", len(lines), want)
-	}
-	if !strings.Contains(lines[1], `"status":"in_progress"`) {
-		t.Errorf("line 1: %s", lines[1])
-	}
+	require.Len(t, lines, want, "lines on the wire when the response's Send returned")
+	assert.Contains(t, lines[1], `"status":"in_progress"`, "line 1")
 	for i := range 200 {
-		if want := fmt.Sprintf(`"text":"%d"}}`, i); !strings.Contains(lines[2+2*i], `"compaction_summary_chunk"`) || !strings.Contains(lines[2+2*i], want) {
-			t.Errorf("line %d: %s", 2+2*i, lines[2+2*i])
-		}
-		if lines[3+2*i] != string(note(i))+"\n" {
-			t.Errorf("line %d: %s", 3+2*i, lines[3+2*i])
-		}
+		assert.Contains(t, lines[2+2*i], `"compaction_summary_chunk"`, "line %d", 2+2*i)
+		assert.Contains(t, lines[2+2*i], fmt.Sprintf(`"text":"%d"}}`, i), "line %d", 2+2*i)
+		assert.Equal(t, string(note(i))+"\n", lines[3+2*i], "line %d", 3+2*i)
 	}
-	if !strings.Contains(lines[want-2], `"status":"failed"`) {
-		t.Errorf("settlement: %s", lines[want-2])
-	}
-	if !strings.Contains(lines[want-1], `"stopReason":"end_turn"`) {
-		t.Errorf("last line: %s", lines[want-1])
-	}
+	assert.Contains(t, lines[want-2], `"status":"failed"`, "the settlement")
+	assert.Contains(t, lines[want-1], `"stopReason":"end_turn"`, "the last line")
 	tp.Close(emitter.ErrConnectionClosed)
 }
 
@@ -349,20 +276,14 @@ func TestCloseFlushesWhatIsQueued(t *testing.T) {
 	var s sink
 	tp := NewWriter(quietConfig(), &s)
 	entered, release := s.holdNext()
-	if err := tp.Send(note(0)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send(note(0)))
 	<-entered
 	for i := 1; i < 20; i++ {
-		if err := tp.Send(note(i)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tp.Send(note(i)))
 	}
 	release()
 	tp.Close(emitter.ErrConnectionClosed)
-	if n := len(s.lines()); n != 20 {
-		t.Errorf("%d lines on the wire after Close, want 20", n)
-	}
+	assert.Len(t, s.lines(), 20, "lines on the wire after Close")
 }
 
 // UpdateLine returns the session/update notification carrying update, as
@@ -403,16 +324,10 @@ func TestUpdateLineMatchesGenericEncoding(t *testing.T) {
 	for _, sid := range []string{"sess_1", "", "s<1>", "s\"\\", "sé", "s\x7f"} {
 		for _, u := range updates {
 			got, err := UpdateLine(sid, u)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			want, err := generic(sid, u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("%q %T:\ngot  %s\nwant %s", sid, u, got, want)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, string(want), string(got), "%q %T", sid, u)
 		}
 	}
 }
@@ -434,38 +349,25 @@ func TestPassedObjectsKeepTheirPlace(t *testing.T) {
 		case *obj:
 			got = append(got, fmt.Sprintf("obj %d", v.N))
 		default:
-			t.Errorf("the transport got a %T", v)
+			assert.Failf(t, "the transport got an unexpected type", "%T", v)
 		}
 		return nil
 	})
 	var want []string
 	for i := range 100 {
 		if i%3 == 0 {
-			if err := tp.Pass(&obj{i}); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, tp.Pass(&obj{i}))
 			want = append(want, fmt.Sprintf("obj %d", i))
 			continue
 		}
-		if err := tp.Send(note(i)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tp.Send(note(i)))
 		want = append(want, string(note(i)))
 	}
-	if err := tp.Send(response(1)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send(response(1)))
 	want = append(want, string(response(1)))
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != len(want) {
-		t.Fatalf("%d messages written when the response's Send returned, want %d", len(got), len(want))
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("message %d: %s, want %s", i, got[i], want[i])
-		}
-	}
+	require.Equal(t, want, got, "messages written when the response's Send returned")
 }
 
 func TestMessageQueueIsBounded(t *testing.T) {
@@ -481,9 +383,7 @@ func TestMessageQueueIsBounded(t *testing.T) {
 		tp.out.mu.Lock()
 		n := len(tp.out.items)
 		tp.out.mu.Unlock()
-		if n > maxPendingItems {
-			t.Errorf("%d messages pending; the bound is %d", n, maxPendingItems)
-		}
+		assert.LessOrEqual(t, n, maxPendingItems, "messages pending")
 		return nil
 	})
 	done := make(chan error, 1)
@@ -498,8 +398,6 @@ func TestMessageQueueIsBounded(t *testing.T) {
 	}()
 	<-entered
 	close(hold)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-done)
 	tp.Close(emitter.ErrConnectionClosed)
 }

@@ -2,7 +2,6 @@ package tap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	"github.com/acpcompact/acpcompact/internal/skim"
 	"github.com/acpcompact/acpcompact/internal/turn"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -46,24 +47,18 @@ func TestPromptReadAsTheResponseIsWrittenBeginsANewTurn(t *testing.T) {
 		return nil
 	})
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`))
-	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)))
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
 	_ = tp.BindPrompt(context.Background(), skim.IDKey([]byte("1")))
-	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)))
 	ctx := tp.BindPrompt(context.Background(), skim.IDKey([]byte("2")))
-	if _, err := tp.Start(ctx, "s", emitter.WithID("cmp_2")); err != nil {
-		t.Fatalf("a start in the new turn was refused: %v", err)
+	_, err := tp.Start(ctx, "s", emitter.WithID("cmp_2"))
+	require.NoError(t, err, "a start in the new turn was refused")
+	ids := tp.Receive([]byte(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)).Cancelled
+	if assert.Len(t, ids, 1, "the prompts the cancel reported") {
+		assert.Equal(t, "2", string(ids[0]), "the prompt the cancel reported")
 	}
-	if ids := tp.Receive([]byte(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`)).Cancelled; len(ids) != 1 || string(ids[0]) != "2" {
-		t.Errorf("cancel reported prompts %s, want [2]", ids)
-	}
-	if !errors.Is(context.Cause(ctx), emitter.ErrCancelled) {
-		t.Errorf("the new prompt's context was not cancelled: %v", context.Cause(ctx))
-	}
+	assert.ErrorIs(t, context.Cause(ctx), emitter.ErrCancelled, "the new prompt's context was not cancelled")
 	tp.Close(emitter.ErrConnectionClosed)
 }
 
@@ -80,29 +75,20 @@ func TestStartIsRefusedWhileTheTurnIsBeingSettled(t *testing.T) {
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`))
 	_ = tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`))
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
-	if _, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_1")); err != nil {
-		t.Fatal(err)
-	}
+	_, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_1"))
+	require.NoError(t, err)
 	_ = tp.Send([]byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`))
-	if !errors.Is(refused, emitter.ErrOutsideTurn) {
-		t.Errorf("Start during settlement = %v, want ErrOutsideTurn", refused)
-	}
-	if tp.Open("s") != 0 {
-		t.Errorf("%d compactions open after the turn", tp.Open("s"))
-	}
+	assert.ErrorIs(t, refused, emitter.ErrOutsideTurn, "Start during settlement")
+	assert.Zero(t, tp.Open("s"), "compactions open after the turn")
 	// After the turn, nothing about compaction may reach the client: a
 	// start is refused, unless it may outlive its turn (Background), which
 	// shows it when it settles.
-	if _, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_idle")); !errors.Is(err, emitter.ErrOutsideTurn) {
-		t.Errorf("start after the turn = %v, want ErrOutsideTurn", err)
-	}
-	if _, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_bg"), emitter.Background()); err != nil {
-		t.Errorf("background start after the turn: %v", err)
-	}
+	_, err = tp.Start(context.Background(), "s", emitter.WithID("cmp_idle"))
+	assert.ErrorIs(t, err, emitter.ErrOutsideTurn, "start after the turn")
+	_, err = tp.Start(context.Background(), "s", emitter.WithID("cmp_bg"), emitter.Background())
+	assert.NoError(t, err, "background start after the turn")
 	tp.Close(emitter.ErrConnectionClosed)
-	if tp.Open("s") != 0 {
-		t.Error("close left a compaction open")
-	}
+	assert.Zero(t, tp.Open("s"), "close left a compaction open")
 }
 
 func TestBatchedCancelIsSeen(t *testing.T) {
@@ -110,8 +96,8 @@ func TestBatchedCancelIsSeen(t *testing.T) {
 	defer tp.Close(emitter.ErrConnectionClosed)
 	ids := tp.Receive([]byte(`[{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":"s","prompt":[]}},
 		{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}]`)).Cancelled
-	if len(ids) != 1 || string(ids[0]) != `"p"` {
-		t.Errorf("ids %s", ids)
+	if assert.Len(t, ids, 1, "the prompts the batch's cancel reported") {
+		assert.Equal(t, `"p"`, string(ids[0]), "the prompt the batch's cancel reported")
 	}
 }
 
@@ -130,27 +116,23 @@ func TestCompactionStartedAfterTheGraceRanOutGetsAGraceOfItsOwn(t *testing.T) {
 		func([]byte) error { return nil })
 	defer tp.Close(emitter.ErrConnectionClosed)
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`))
-	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)))
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
 	ctx := tp.BindPrompt(context.Background(), skim.IDKey([]byte("1")))
 	tp.Receive([]byte(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`))
 	// late_1 is settled by the first grace if it has not run out yet, or
 	// by one of its own; late_2 starts after a grace ran out for certain.
 	for _, id := range []protocol.ID{"late_1", "late_2"} {
-		if _, err := tp.Start(ctx, "s", emitter.WithID(id)); err != nil {
-			t.Fatal(err)
-		}
+		_, err := tp.Start(ctx, "s", emitter.WithID(id))
+		require.NoError(t, err)
 		var ev emitter.Event
 		select {
 		case ev = <-settled:
 		case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
-			t.Fatalf("%s was never settled after the cancel", id)
+			require.FailNow(t, string(id)+" was never settled after the cancel")
 		}
-		if ev.ID != id || ev.Status != protocol.Cancelled {
-			t.Fatalf("got %s %s, want %s cancelled", ev.ID, ev.Status, id)
-		}
+		require.Equal(t, id, ev.ID, "the compaction settled")
+		require.Equal(t, protocol.Cancelled, ev.Status, "how %s was settled", id)
 	}
 }
 
@@ -170,22 +152,18 @@ func TestCloseSettlesEachTurnForItsReason(t *testing.T) {
 	tp := New(Config{CancelGrace: -1, Logger: slog.New(slog.DiscardHandler), EmitterOptions: []emitter.Option{emitter.WithObserver(obs)}},
 		func([]byte) error { return nil })
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`))
-	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)))
 	for i, sid := range []string{"a", "b"} {
 		tp.Receive(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[]}}`, i+1, sid))
-		if _, err := tp.Start(context.Background(), sid, emitter.WithID(protocol.ID("cmp_"+sid))); err != nil {
-			t.Fatal(err)
-		}
+		_, err := tp.Start(context.Background(), sid, emitter.WithID(protocol.ID("cmp_"+sid)))
+		require.NoError(t, err)
 	}
 	tp.Receive([]byte(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"b"}}`))
 	tp.Close(emitter.ErrConnectionClosed)
 	mu.Lock()
 	defer mu.Unlock()
-	if got["cmp_a"] != protocol.Failed || got["cmp_b"] != protocol.Cancelled {
-		t.Errorf("settled %v, want cmp_a failed, cmp_b cancelled", got)
-	}
+	assert.Equal(t, protocol.Failed, got["cmp_a"], "cmp_a settled")
+	assert.Equal(t, protocol.Cancelled, got["cmp_b"], "cmp_b settled")
 }
 
 // TestSessionCloseSettlesAndForgetsTheSession: the agent's answer to
@@ -203,23 +181,18 @@ func TestSessionCloseSettlesAndForgetsTheSession(t *testing.T) {
 	})
 	defer tp.Close(emitter.ErrConnectionClosed)
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}}`))
-	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send([]byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)))
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`))
-	if _, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_open")); err != nil {
-		t.Fatal(err)
-	}
+	_, err := tp.Start(context.Background(), "s", emitter.WithID("cmp_open"))
+	require.NoError(t, err)
 	tp.Receive([]byte(`{"jsonrpc":"2.0","id":5,"method":"session/close","params":{"sessionId":"s"}}`))
-	if err := tp.Send([]byte(`{"jsonrpc":"2.0","id":5,"result":{}}`)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tp.Send([]byte(`{"jsonrpc":"2.0","id":5,"result":{}}`)))
 	mu.Lock()
 	defer mu.Unlock()
-	if n := len(lines); n < 3 || !strings.Contains(lines[n-2], `"status":"cancelled"`) || lines[n-1] != `{"jsonrpc":"2.0","id":5,"result":{}}` {
-		t.Errorf("wire:\n%s", strings.Join(lines, "\n"))
+	wire := strings.Join(lines, "\n")
+	if n := len(lines); assert.GreaterOrEqual(t, n, 3, "wire:\n%s", wire) {
+		assert.Contains(t, lines[n-2], `"status":"cancelled"`, "the settlement before the answer to session/close; wire:\n%s", wire)
+		assert.Equal(t, `{"jsonrpc":"2.0","id":5,"result":{}}`, lines[n-1], "the answer to session/close last; wire:\n%s", wire)
 	}
-	if n := touched(tp); n != 0 {
-		t.Errorf("the emitter still keeps %d sessions", n)
-	}
+	assert.Zero(t, touched(tp), "sessions the emitter still keeps")
 }
