@@ -11,6 +11,7 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/jsonedit"
 	"github.com/acpcompact/acpcompact/internal/lines"
 	"github.com/acpcompact/acpcompact/internal/turn"
 	"github.com/acpcompact/acpcompact/protocol"
@@ -281,12 +282,15 @@ func (c *conn) actBatch(ctx context.Context, l *line) error {
 func (c *conn) clientErr(err error) error { return fmt.Errorf("%w: %w", ErrClientClosed, err) }
 
 // Notify implements emitter.Notifier: the emitter's updates go into the
-// client's stream at the position of the agent line being handled.
+// client's stream at the position of the agent line being handled. What
+// the emitter renders of the agent's own content (a summary it rewrote)
+// does not grow by escaping what the agent did not escape.
 func (c *conn) Notify(_ context.Context, sessionID string, update any) error {
 	u, err := protocol.MarshalUpdate(update)
 	if err != nil {
 		return err
 	}
+	u = jsonedit.Unescape(u)
 	if err := c.out.make(protocol.AppendNotification(nil, sessionID, u)); err != nil {
 		return c.clientErr(err)
 	}

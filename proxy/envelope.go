@@ -6,7 +6,10 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
+	"strconv"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/acpcompact/acpcompact/internal/skim"
 	"github.com/acpcompact/acpcompact/internal/turn"
@@ -147,42 +150,166 @@ func (env *envelope) clientMsg(m *turn.Msg, started []bool) {
 	}
 }
 
-// maxCommandPrompt bounds the prompts read for a slash command: a command
-// is a short text, so a long prompt is not decoded.
-const maxCommandPrompt = 4 << 10
-
 // slashCommand is the slash command a session/prompt's prompt runs: the
 // name after the "/" that begins its first text block ("compact" for
 // "/compact" or "/compact keep the tests"), "" for none. Agents that
 // answer a command with text (Kimi Code, Copilot CLI) send no marker on
 // it, so a profile reads their texts only in a turn that runs the
 // command: the same text from the model in any other turn stays prose.
+//
+// However large the prompt (editors attach selections and files to it),
+// only what leads to the name is decoded: the blocks are walked without
+// being decoded, and of the first text block's text, only its first
+// characters. prompt is valid JSON: the line's pick validated it.
 func slashCommand(prompt []byte) string {
-	if len(prompt) == 0 || len(prompt) > maxCommandPrompt ||
-		(bytes.IndexByte(prompt, '/') < 0 && !bytes.Contains(prompt, []byte(`\u00`))) {
+	if len(prompt) < 2 || prompt[0] != '[' {
 		return ""
 	}
-	var blocks []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(prompt, &blocks) != nil {
-		return ""
-	}
-	for _, b := range blocks {
-		if b.Type != "text" {
-			continue
-		}
-		text := strings.TrimSpace(b.Text)
-		if !strings.HasPrefix(text, "/") {
+	p := skim.Picker{Unbounded: true}
+	for elem := range arrayElems(prompt) {
+		vals, err := p.Pick(elem, blockSet)
+		if err != nil {
 			return ""
 		}
-		if f := strings.Fields(text[1:]); len(f) > 0 {
-			return f[0]
+		if typ, _ := skim.String(vals[0]); typ == "text" {
+			return commandIn(vals[1])
 		}
-		return ""
 	}
 	return ""
+}
+
+var blockSet = skim.Compile([]string{"type"}, []string{"text"})
+
+// arrayElems yields the elements of arr, a valid JSON array, raw.
+func arrayElems(arr []byte) func(yield func([]byte) bool) {
+	return func(yield func([]byte) bool) {
+		depth, start, str := 0, -1, false
+		for i := 0; i < len(arr); i++ {
+			c := arr[i]
+			switch {
+			case str:
+				if c == '\\' {
+					i++
+				} else if c == '"' {
+					str = false
+				}
+				continue
+			case c == '"':
+				str = true
+			case c == '[' || c == '{':
+				depth++
+				if depth == 1 {
+					continue
+				}
+			case c == ']' || c == '}':
+				depth--
+			case c == ',' && depth == 1:
+				if start >= 0 && !yield(bytes.TrimSpace(arr[start:i])) {
+					return
+				}
+				start = -1
+				continue
+			}
+			if depth == 0 {
+				if start >= 0 {
+					yield(bytes.TrimSpace(arr[start:i]))
+				}
+				return
+			}
+			if start < 0 && c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+				start = i
+			}
+		}
+	}
+}
+
+// maxCommandName bounds a command's name: a longer word is not one.
+const maxCommandName = 256
+
+// commandIn reads the command a text runs, from the text's raw JSON
+// string: after white space, a "/", then (after white space) the name, up
+// to the next white space. It decodes no more of the string than that.
+func commandIn(raw []byte) string {
+	if len(raw) < 2 || raw[0] != '"' {
+		return ""
+	}
+	var name []byte
+	slash := false
+	for i := 1; i < len(raw); {
+		r, n := jsonRune(raw[i:])
+		if n == 0 {
+			break // the string's end
+		}
+		i += n
+		switch {
+		case unicode.IsSpace(r) && len(name) > 0:
+			return string(name)
+		case unicode.IsSpace(r):
+		case !slash && r == '/':
+			slash = true
+		case !slash:
+			return ""
+		case len(name) >= maxCommandName:
+			return ""
+		default:
+			name = utf8.AppendRune(name, r)
+		}
+	}
+	return string(name)
+}
+
+// jsonRune decodes the first character of b, the inside of a JSON string,
+// and its length in b; 0 at the string's closing quote (or a malformed
+// escape). An unpaired surrogate and invalid UTF-8 decode to U+FFFD, as
+// encoding/json decodes them.
+func jsonRune(b []byte) (rune, int) {
+	switch {
+	case len(b) == 0 || b[0] == '"':
+		return 0, 0
+	case b[0] != '\\':
+		return utf8.DecodeRune(b)
+	case len(b) < 2:
+		return 0, 0
+	}
+	switch b[1] {
+	case '"', '\\', '/':
+		return rune(b[1]), 2
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		r, ok := hex4(b[2:])
+		if !ok {
+			return 0, 0
+		}
+		if utf16.IsSurrogate(r) {
+			if len(b) >= 12 && b[6] == '\\' && b[7] == 'u' {
+				if r2, ok := hex4(b[8:]); ok {
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						return d, 12
+					}
+				}
+			}
+			return utf8.RuneError, 6
+		}
+		return r, 6
+	}
+	return 0, 0
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(b[:4]), 16, 16)
+	return rune(v), err == nil
 }
 
 // isCompaction reports a standard compaction update or summary chunk.

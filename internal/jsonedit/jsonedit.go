@@ -35,3 +35,47 @@ func Marshal(m map[string]json.RawMessage) json.RawMessage {
 	_ = enc.Encode(m) // raw values came from json.Unmarshal, so they are valid
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
+
+// Unescape undoes, in b, a compact JSON value, the escapes encoding/json
+// adds that the agent did not need: \u003c, \u003e, \u0026 (its HTML
+// escaping) and \u2028, \u2029 (its JSONP escaping), written as the
+// characters they stand for, which every JSON reader reads the same. A
+// summary of them would otherwise grow sixfold on its way through the
+// proxy. It rewrites b in place and returns it; b without such an escape
+// is returned as is.
+func Unescape(b []byte) []byte {
+	i := bytes.Index(b, []byte(`\u`))
+	if i < 0 {
+		return b
+	}
+	out := b[:0]
+	for j := 0; j < len(b); {
+		c := b[j]
+		if c != '\\' || j+1 >= len(b) {
+			out = append(out, c)
+			j++
+			continue
+		}
+		if b[j+1] != 'u' || j+6 > len(b) {
+			out = append(out, c, b[j+1]) // a two-byte escape, kept
+			j += 2
+			continue
+		}
+		switch string(b[j+2 : j+6]) {
+		case "003c":
+			out = append(out, '<')
+		case "003e":
+			out = append(out, '>')
+		case "0026":
+			out = append(out, '&')
+		case "2028":
+			out = append(out, "\u2028"...)
+		case "2029":
+			out = append(out, "\u2029"...)
+		default:
+			out = append(out, b[j:j+6]...)
+		}
+		j += 6
+	}
+	return out
+}

@@ -1,0 +1,71 @@
+package proxy_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpcompact/acpcompact/proxy"
+)
+
+// Edges of the hardening issue (issue 26), each a defect observed with a
+// real process or the official TypeScript SDK client.
+
+// promptBlocks is a session/prompt whose prompt is blocks, raw.
+func (h *harness) promptBlocks(sid, blocks string) int {
+	h.t.Helper()
+	h.nextID++
+	h.client(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":%s}}`, h.nextID, sid, blocks))
+	return h.nextID
+}
+
+// Defect: the proxy read a prompt's slash command only when the prompt's
+// JSON was at most 4 KiB. Editors attach context to prompts: a Kimi Code
+// /compact with a 5 KiB block beside it ran no compaction, and "Compaction
+// completed…" reached the client as prose after the turn. The command is
+// read from the first text block however large the prompt is.
+func TestSlashCommandInALongPromptRunsItsCompaction(t *testing.T) {
+	selection, _ := json.Marshal(strings.Repeat("func main() { println(\"<&>\") }\n", 170))
+	for name, blocks := range map[string]string{
+		"a block beside the command": `[{"type":"text","text":"/compact"},{"type":"resource","resource":{"uri":"file:///main.go","mimeType":"text/x-go","text":` + string(selection) + `}}]`,
+		"the command's own text":     `[{"type":"text","text":"/compact keep ` + strings.Trim(string(selection), `"`) + `"}]`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.Greater(t, len(blocks), 5<<10, "the prompt is long")
+			h := startProfiled(t)
+			h.handshakeAgent(v1Capable, kimiCode, "2.1.0")
+			id := h.promptBlocks("s1", blocks)
+			h.relay(upd("s1", text(kimiStarted)))
+			h.relay(promptResponse(id, "end_turn"))
+			h.agent(upd("s1", text(kimiDone))) // between turns: held, not prose
+			id = h.prompt("s1")
+			h.wantUpdate(mintedID("s1", proxy.Kimi, 1), "completed", `"trigger":"manual"`)
+			h.relay(promptResponse(id, "end_turn"))
+		})
+	}
+}
+
+// Defect: re-encoding a summary escaped <, > and & as six bytes each: a
+// summary of them grew sixfold on its way through the proxy (a 6 MiB one
+// became a 36 MiB line, over the TypeScript SDK's 32 MiB limit). What the
+// proxy forwards does not grow by escaping what the agent did not.
+func TestRewrittenSummaryIsNotEscapedIntoAGrowth(t *testing.T) {
+	summary := strings.Repeat("<&>", 64<<10)
+	line := upd("s1", cmpUpdate("cmp_h", "completed", `"summary":[{"type":"text","text":"`+summary+`"}]`))
+	h := start(t)
+	h.handshake(v1Capable, 1)
+	id := h.prompt("s1")
+	h.relay(promptResponse(id, "end_turn"))
+	h.agent(upd("s1", cmpUpdate("cmp_h", "in_progress")))
+	h.agent(line) // between turns: held, and rendered by the proxy at the next turn
+	h.relay(upd("s1", text("the agent's lines so far are read")))
+	h.prompt("s1")
+	got := h.next()
+	assert.Contains(t, string(got), `"status":"completed"`, "the held compaction is delivered")
+	assert.True(t, strings.Contains(string(got), summary), "its summary as the agent spelt it")
+	assert.Less(t, len(got), len(line)+256, "the delivered line is no longer than the agent's, give or take its envelope")
+}
