@@ -318,7 +318,7 @@ func TestProxyAgentCrashingMidCompaction(t *testing.T) {
 	l.emitted(upd("s1", cmpUpdate("cmp_c1", "failed", `"error":"the agent crashed during compaction"`)))
 	rest, err := l.finish()
 	assert.NoError(t, err, "Run")
-	assert.Empty(t, rest, "what the client got after the settlement")
+	assert.Zero(t, len(rest), "lines the client got after the settlement: %q", rest)
 	assert.Equal(t, 3, exitCodeOf(l.cmd), "agent exit code")
 	assert.Contains(t, l.stderr.String(), "fakeagent: panic: provider connection reset", "agent stderr lost")
 }

@@ -48,7 +48,7 @@ func TestProxyCustomSettleReasons(t *testing.T) {
 	h.prompt("s1")
 	h.relay(upd("s1", cmpUpdate("cmp_2", "in_progress")))
 	rest, _ := h.end()
-	require.Len(t, rest, 1, "what the client got at the end: %q", rest)
+	require.Equal(t, 1, len(rest), "what the client got at the end: %q", rest)
 	require.JSONEq(t, upd("s1", cmpUpdate("cmp_2", "failed", `"error":"the agent went away"`)), string(rest[0]), "the settlement at the end")
 }
 

@@ -95,7 +95,7 @@ func TestProfileNewAgentsOwnTextsFromTheModelStayProse(t *testing.T) {
 					h.relay(promptResponse(id, "end_turn"))
 				}
 				rest, _ := h.end()
-				assert.Empty(t, rest, "at the end the client got %q", rest)
+				assert.Zero(t, len(rest), "at the end the client got %q", rest)
 			}
 		})
 	}
@@ -130,7 +130,7 @@ func TestProfileKimiBackgroundCompactionIsDeliveredAtTheNextTurn(t *testing.T) {
 		h.prompt("s1")
 		h.wantUpdate(mintedID("s1", proxy.Kimi, 2), "failed", `"error":"Kimi Code reported the compaction cancelled, but no cancel was asked for`)
 		rest, _ := h.end()
-		assert.Empty(t, rest, "at the end the client got %q", rest)
+		assert.Zero(t, len(rest), "at the end the client got %q", rest)
 	})
 	t.Run("a second /compact while one runs", func(t *testing.T) {
 		h := startProfiled(t)
@@ -167,7 +167,7 @@ func TestProfileKimiBackgroundCompactionIsDeliveredAtTheNextTurn(t *testing.T) {
 		h.prompt("s1")
 		h.relay(upd("s1", text("Hello!")))
 		rest, _ := h.end()
-		assert.Empty(t, rest, "at the end the client got %q", rest)
+		assert.Zero(t, len(rest), "at the end the client got %q", rest)
 	})
 }
 
@@ -262,7 +262,7 @@ func TestProfileCopilotCompactResults(t *testing.T) {
 	h.relay(upd("s1", text(copilotDone)))
 	h.relay(promptResponse(id, "end_turn"))
 	rest, _ := h.end()
-	assert.Empty(t, rest, "at the end the client got %q", rest)
+	assert.Zero(t, len(rest), "at the end the client got %q", rest)
 }
 
 // Qwen Code before 0.24.2 marks its /compress texts with _meta.source

@@ -194,7 +194,7 @@ func TestProfileCodexTextWithoutItsWarningIsProse(t *testing.T) {
 	h.prompt("s1")
 	h.agent(upd("s1", text("Context compacted\n")))
 	rest, _ := h.end()
-	require.Len(t, rest, 1, "at the end the client got %q, want the held text", rest)
+	require.Equal(t, 1, len(rest), "at the end the client got %q, want the held text", rest)
 	require.Equal(t, upd("s1", text("Context compacted\n"))+"\n", string(rest[0]), "at the end the client got the held text")
 }
 
@@ -239,7 +239,7 @@ func TestProfileReplayedRunningCompactionIsLeftOut(t *testing.T) {
 	h.relay(`{"jsonrpc":"2.0","id":5,"result":{}}`)
 	h.relay(upd("s1", text("after")))
 	rest, _ := h.end()
-	require.Empty(t, rest, "the replayed running compaction was settled at the end")
+	require.Zero(t, len(rest), "the replayed running compaction was settled at the end: %q", rest)
 }
 
 // --- settling what the agent left open, with its own words ---

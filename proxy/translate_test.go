@@ -424,7 +424,7 @@ func TestProxyAgentExitSettlesWhatIsOpen(t *testing.T) {
 	h.emitted(upd("s1", cmpUpdate("toolu_1", "in_progress")))
 	rest, err := h.end()
 	require.NoError(t, err, "Run")
-	require.Len(t, rest, 2, "after the agent's exit the client got %q", rest)
+	require.Equal(t, 2, len(rest), "after the agent's exit the client got %q", rest)
 	for i, id := range []string{"cmp_c1", "toolu_1"} {
 		want := upd("s1", cmpUpdate(id, "failed", `"error":"the agent crashed during compaction"`))
 		assert.JSONEq(t, want, string(rest[i]), "line %d", i)
@@ -438,7 +438,7 @@ func TestProxyAgentExitAfterCancelSettlesAsCancelled(t *testing.T) {
 	h.relay(upd("s1", cmpUpdate("cmp_c1", "in_progress")))
 	h.cancel("s1")
 	rest, _ := h.end()
-	require.Len(t, rest, 1, "got %q, want one cancelled update", rest)
+	require.Equal(t, 1, len(rest), "got %q, want one cancelled update", rest)
 	require.JSONEq(t, upd("s1", cmpUpdate("cmp_c1", "cancelled")), string(rest[0]), "want one cancelled update")
 }
 
@@ -450,7 +450,7 @@ func TestProxyAgentFinalLineWithoutNewlineIsNotJoinedToSettlement(t *testing.T) 
 	last := upd("s1", text("cut"))
 	h.agentRaw(last)
 	rest, _ := h.end()
-	require.Len(t, rest, 2, "got %q", rest)
+	require.Equal(t, 2, len(rest), "got %q", rest)
 	require.Equal(t, last+"\n", string(rest[0]), "the agent's last line")
 }
 

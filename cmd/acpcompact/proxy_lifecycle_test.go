@@ -150,7 +150,7 @@ func (p *proxyProc) expect(want string) {
 func (p *proxyProc) expectEOF(d time.Duration) {
 	p.t.Helper()
 	l := p.next(d, true)
-	require.Nil(p.t, l, "client got %s, want the end of output", bytes.TrimSpace(l))
+	require.Zero(p.t, len(l), "client got %s, want the end of output", bytes.TrimSpace(l))
 }
 
 // wait waits for the proxy to exit within d and returns its exit status,
