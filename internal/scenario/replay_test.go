@@ -87,8 +87,8 @@ func TestScenarioLoadReplaysTheSessionOnAFreshConnection(t *testing.T) {
 				// Live and replayed, the client holds the same compaction
 				// rows: status, summary, error and record.
 				was, now := compactions(timeline(t, liveMsgs, 1, sid)), compactions(timeline(t, replay, 1, sid))
-				require.Len(t, was, 6, "compaction rows live")
-				require.Len(t, now, 6, "compaction rows replayed")
+				require.Equal(t, 6, len(was), "compaction rows live")
+				require.Equal(t, 6, len(now), "compaction rows replayed")
 				for i := range was {
 					lj, _ := json.Marshal(was[i])
 					rj, _ := json.Marshal(now[i])
@@ -230,7 +230,7 @@ func TestScenarioV2(t *testing.T) {
 		// view, the client's timeline does not change.
 		was := timeline(t, liveMsgs, 2, sid)
 		now := timeline(t, append(liveMsgs[:len(liveMsgs):len(liveMsgs)], replay...), 2, sid)
-		require.Len(t, now, len(was), "timeline rows on replay")
+		require.Equal(t, len(was), len(now), "timeline rows on replay")
 		for i := range was {
 			assert.True(t, sameItem(was[i], now[i]), "row %d changed on replay: %+v -> %+v", i, was[i], now[i])
 		}

@@ -125,7 +125,7 @@ func checkScenario(t *testing.T, res *interop.Result, sc scenario, c client) {
 func one(t *testing.T, res *interop.Result, r *conformance.Reducer) conformance.Item {
 	t.Helper()
 	cs := compactions(r, res.SessionID)
-	require.Len(t, cs, 1, "want one compaction, timeline:\n%s", render(r, res.SessionID))
+	require.Equal(t, 1, len(cs), "want one compaction, timeline:\n%s", render(r, res.SessionID))
 	return cs[0]
 }
 
@@ -164,7 +164,7 @@ func wantCompact(t *testing.T, res *interop.Result, r *conformance.Reducer) {
 func wantTwice(t *testing.T, res *interop.Result, r *conformance.Reducer) {
 	t.Helper()
 	cs := compactions(r, res.SessionID)
-	require.Len(t, cs, 2, "want two compactions, timeline:\n%s", render(r, res.SessionID))
+	require.Equal(t, 2, len(cs), "want two compactions, timeline:\n%s", render(r, res.SessionID))
 	assert.NotEqual(t, cs[0].ID, cs[1].ID, "both compactions have one ID")
 	for _, c := range cs {
 		assert.Equal(t, "completed", c.Status, "compaction %s: status", c.ID)
