@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -29,6 +28,8 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/acpcompact/acpcompact/internal/acpschema"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // binDir holds the programs the checks build to read their -h output.
@@ -58,8 +59,7 @@ func TestDocShellBlocks(t *testing.T) {
 				continue
 			}
 			sl, err := shellLines(b)
-			if err != nil {
-				t.Errorf("%s:%d: the block does not parse as shell: %v", name, b.line, err)
+			if !assert.NoError(t, err, "%s:%d: the block does not parse as shell", name, b.line) {
 				continue
 			}
 			for _, ln := range sl {
@@ -68,15 +68,13 @@ func TestDocShellBlocks(t *testing.T) {
 				for _, c := range ln.cmds {
 					commands++
 					for _, p := range m.checkCommand(t, c) {
-						t.Errorf("%s: %s\n\t%s", where, p, ln.text)
+						assert.Fail(t, where+": "+p, "%s", ln.text)
 					}
 				}
 			}
 		}
 	}
-	if commands == 0 {
-		t.Error("no commands in the ```sh blocks: is the fence still ```sh?")
-	}
+	assert.NotZero(t, commands, "no commands in the ```sh blocks: is the fence still ```sh?")
 	t.Logf("sh blocks: %d lines, %d commands checked", lines, commands)
 }
 
@@ -97,16 +95,13 @@ func TestDocJSONBlocks(t *testing.T) {
 				jsonLines++
 				for i, ln := range strings.Split(strings.TrimRight(b.text, "\n"), "\n") {
 					var v any
-					if err := json.Unmarshal([]byte(ln), &v); err != nil {
-						t.Errorf("%s:%d: a JSON Lines line does not parse: %v\n\t%s", name, b.line+1+i, err, ln)
-					}
+					assert.NoError(t, json.Unmarshal([]byte(ln), &v), "%s:%d: a JSON Lines line does not parse\n\t%s", name, b.line+1+i, ln)
 				}
 				continue
 			}
 			values++
 			var v any
-			if err := json.Unmarshal([]byte(b.text), &v); err != nil {
-				t.Errorf("%s:%d: the block does not parse as JSON: %v", name, b.line+1+jsonErrorLine(b.text, err), err)
+			if err := json.Unmarshal([]byte(b.text), &v); !assert.NoError(t, err, "%s:%d: the block does not parse as JSON", name, b.line+1+jsonErrorLine(b.text, err)) {
 				continue
 			}
 			var cfg struct {
@@ -122,19 +117,16 @@ func TestDocJSONBlocks(t *testing.T) {
 				servers++
 				s := cfg.AgentServers[server]
 				where := fmt.Sprintf("%s:%d", name, b.line+1+lineOf(b.text, strconv.Quote(server)))
-				if s.Command == "" {
-					t.Errorf("%s: agent server %q has no command", where, server)
+				if !assert.NotEmpty(t, s.Command, "%s: agent server %q has no command", where, server) {
 					continue
 				}
 				for _, p := range m.checkCommand(t, shellCmd{words: append([]string{s.Command}, s.Args...)}) {
-					t.Errorf("%s: agent server %q: %s", where, server, p)
+					assert.Fail(t, fmt.Sprintf("%s: agent server %q: %s", where, server, p))
 				}
 			}
 		}
 	}
-	if values+jsonLines == 0 {
-		t.Error("no ```json blocks")
-	}
+	assert.NotZero(t, values+jsonLines, "no ```json blocks")
 	t.Logf("json blocks: %d values (%d agent servers checked), %d JSON Lines", values, servers, jsonLines)
 }
 
@@ -304,9 +296,7 @@ var (
 func loadModule(t *testing.T) *modInfo {
 	t.Helper()
 	modOnce.Do(func() { mod, modErr = readModule() })
-	if modErr != nil {
-		t.Fatal(modErr)
-	}
+	require.NoError(t, modErr, "reading the module (go list, the Makefile, the npm pins)")
 	return mod
 }
 
@@ -781,9 +771,7 @@ func checkSchemaPrefix(t *testing.T, prefix string) []string {
 		}
 		var want string
 		withEnv(env, func() { want, err = acpschema.CachePrefix() })
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "acpschema.CachePrefix with XDG_CACHE_HOME=%q", xdg)
 		if got != want {
 			probs = append(probs, fmt.Sprintf("npm install --prefix %s: with XDG_CACHE_HOME=%q that is %s, but acpschema looks in %s", prefix, xdg, got, want))
 		}
@@ -893,9 +881,7 @@ func (m *modInfo) help(t *testing.T, dir string, args []string) help {
 		return h
 	}
 	bin, err := m.build(dir)
-	if err != nil {
-		t.Fatalf("go build ./%s: %v", dir, err)
-	}
+	require.NoError(t, err, "go build ./%s", dir)
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	var h help
 	if err != nil {
@@ -949,18 +935,14 @@ func TestParseShell(t *testing.T) {
 		{`   # only a comment`, nil},
 	} {
 		got, err := parseShell(tc.line)
-		if err != nil {
-			t.Errorf("parseShell(%q): %v", tc.line, err)
+		if !assert.NoError(t, err, "parseShell(%q)", tc.line) {
 			continue
 		}
-		if !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("parseShell(%q):\n got %q\nwant %q", tc.line, got, tc.want)
-		}
+		assert.Equal(t, tc.want, got, "parseShell(%q)", tc.line)
 	}
 	for _, bad := range []string{`echo 'open`, `go test >`, `| tee x`, `A=1`} {
-		if _, err := parseShell(bad); err == nil {
-			t.Errorf("parseShell(%q): no error", bad)
-		}
+		_, err := parseShell(bad)
+		assert.Error(t, err, "parseShell(%q)", bad)
 	}
 }
 
@@ -1000,24 +982,21 @@ func TestCheckCommand(t *testing.T) {
 		{"curl -fsSL https://example.com", `no check for the command "curl -fsSL"`},
 	} {
 		cmds, err := parseShell(tc.line)
-		if err != nil || len(cmds) != 1 {
-			t.Fatalf("parseShell(%q): %d commands, %v", tc.line, len(cmds), err)
-		}
+		require.NoError(t, err, "parseShell(%q)", tc.line)
+		require.Len(t, cmds, 1, "parseShell(%q)", tc.line)
 		probs := strings.Join(m.checkCommand(t, cmds[0]), "\n")
 		switch {
-		case tc.problem == "" && probs != "":
-			t.Errorf("%s: unexpected problems:\n%s", tc.line, probs)
-		case tc.problem != "" && !strings.Contains(probs, tc.problem):
-			t.Errorf("%s: problems %q, want one containing %q", tc.line, probs, tc.problem)
+		case tc.problem == "":
+			assert.Empty(t, probs, "%s: unexpected problems", tc.line)
+		default:
+			assert.Contains(t, probs, tc.problem, "%s: the problems found", tc.line)
 		}
 	}
 	if runtime.GOOS == "linux" {
 		probs := checkSchemaPrefix(t, "$HOME/.cache/acpcompact/schema")
-		if len(probs) != 1 || !strings.Contains(probs[0], "acpschema looks in") {
-			t.Errorf("an npm prefix that ignores XDG_CACHE_HOME: problems %q, want one", probs)
+		if assert.Len(t, probs, 1, "an npm prefix that ignores XDG_CACHE_HOME: problems %q, want one", probs) {
+			assert.Contains(t, probs[0], "acpschema looks in", "an npm prefix that ignores XDG_CACHE_HOME")
 		}
-		if probs := checkSchemaPrefix(t, "${XDG_CACHE_HOME:-$HOME/.cache}/acpcompact/schema"); len(probs) != 0 {
-			t.Errorf("the user cache prefix: %q", probs)
-		}
+		assert.Empty(t, checkSchemaPrefix(t, "${XDG_CACHE_HOME:-$HOME/.cache}/acpcompact/schema"), "the user cache prefix: problems")
 	}
 }

@@ -57,6 +57,9 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // docFiles returns the markdown files the tests read, relative to the
@@ -65,24 +68,18 @@ func docFiles(t *testing.T) []string {
 	t.Helper()
 	files := []string{"README.md", "CHANGELOG.md"}
 	more, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "filepath.Glob")
 	for _, m := range more {
 		files = append(files, filepath.Join("docs", filepath.Base(m)))
 	}
-	if len(more) == 0 {
-		t.Fatal("no docs/*.md")
-	}
+	require.NotEmpty(t, more, "no docs/*.md")
 	return files
 }
 
 func read(t *testing.T, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.ReadFile")
 	return string(b)
 }
 
@@ -166,17 +163,14 @@ func TestDocLinks(t *testing.T) {
 			file := name
 			if path != "" {
 				file = filepath.Join(filepath.Dir(name), path)
-				if _, err := os.Stat(filepath.Join("..", file)); err != nil {
-					t.Errorf("%s: link %q: %v", name, target, err)
+				if _, err := os.Stat(filepath.Join("..", file)); !assert.NoError(t, err, "%s: link %q", name, target) {
 					continue
 				}
 			}
 			if frag == "" || !strings.HasSuffix(file, ".md") {
 				continue
 			}
-			if !anchors(read(t, file))[frag] {
-				t.Errorf("%s: link %q: %s has no heading with anchor #%s", name, target, file, frag)
-			}
+			assert.True(t, anchors(read(t, file))[frag], "%s: link %q: %s has no heading with anchor #%s", name, target, file, frag)
 		}
 	}
 }
@@ -204,13 +198,11 @@ func TestDocGoBlocks(t *testing.T) {
 				fragments++
 				parseFragment(t, where, b.text)
 			default:
-				t.Errorf("%s: a go block that is neither a whole program (package ...) nor marked // fragment", where)
+				assert.Fail(t, where+": a go block that is neither a whole program (package ...) nor marked // fragment")
 			}
 		}
 	}
-	if checked != len(checkedSnippets) {
-		t.Errorf("found %d of the %d kit integrations TestReadmeSnippets checks in docs/agentkit.md", checked, len(checkedSnippets))
-	}
+	assert.Equal(t, len(checkedSnippets), checked, "the kit integrations TestReadmeSnippets checks found in docs/agentkit.md")
 	t.Logf("go blocks: %d checked against the kits' examples, %d programs vetted, %d fragments parsed", checked, programs, fragments)
 }
 
@@ -231,14 +223,11 @@ func vet(t *testing.T, where, src string) {
 	}
 	dir := t.TempDir()
 	f := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(f, []byte(src), 0o644), "os.WriteFile")
 	cmd := exec.Command("go", "vet", f)
 	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("%s: go vet: %v\n%s", where, err, out)
-	}
+	out, err := cmd.CombinedOutput()
+	assert.NoError(t, err, "%s: go vet\n%s", where, out)
 }
 
 // parseFragment parses a fragment as declarations, or else as statements
@@ -255,9 +244,8 @@ func parseFragment(t *testing.T, where, src string) {
 			imports, body = src[:i+j+3], src[i+j+3:]
 		}
 	}
-	if _, err := parser.ParseFile(fset, where, "package p\n"+imports+"func _() {\n"+body+"\n}\n", 0); err != nil {
-		t.Errorf("%s: the fragment parses neither as declarations nor as statements: %v", where, err)
-	}
+	_, err := parser.ParseFile(fset, where, "package p\n"+imports+"func _() {\n"+body+"\n}\n", 0)
+	assert.NoError(t, err, "%s: the fragment parses neither as declarations nor as statements", where)
 }
 
 // TestSessionLogExample checks the checksums of the example lines in
@@ -266,27 +254,19 @@ func parseFragment(t *testing.T, where, src string) {
 func TestSessionLogExample(t *testing.T) {
 	md := read(t, filepath.Join("docs", "records.md"))
 	i := strings.Index(md, "\n## The session log format\n")
-	if i < 0 {
-		t.Fatal(`docs/records.md has no section "The session log format"`)
-	}
+	require.GreaterOrEqual(t, i, 0, `docs/records.md has no section "The session log format"`)
 	_, blocks := split(md[i:])
-	if len(blocks) == 0 || blocks[0].lang != "json" {
-		t.Fatal("the session log format has no ```json example")
-	}
+	require.NotEmpty(t, blocks, "the session log format has no ```json example")
+	require.Equal(t, "json", blocks[0].lang, "the session log format has no ```json example")
 	const prefix = `{"crc":"xxxxxxxx",`
 	n := 0
 	for _, ln := range strings.Split(strings.TrimSpace(blocks[0].text), "\n") {
-		if len(ln) < len(prefix) || !strings.HasPrefix(ln, `{"crc":"`) {
-			t.Errorf("line without a checksum: %s", ln)
+		if !assert.True(t, len(ln) >= len(prefix) && strings.HasPrefix(ln, `{"crc":"`), "line without a checksum: %s", ln) {
 			continue
 		}
 		want := fmt.Sprintf("%08x", crc32.Checksum([]byte(ln[len(prefix):]), crc32.MakeTable(crc32.Castagnoli)))
-		if got := ln[len(`{"crc":"`) : len(`{"crc":"`)+8]; got != want {
-			t.Errorf("checksum %s, want %s: %s", got, want, ln)
-		}
+		assert.Equal(t, want, ln[len(`{"crc":"`):len(`{"crc":"`)+8], "checksum of %s", ln)
 		n++
 	}
-	if n < 4 {
-		t.Errorf("%d example lines, want the header, a message, a start and a record", n)
-	}
+	assert.GreaterOrEqual(t, n, 4, "example lines: want the header, a message, a start and a record")
 }

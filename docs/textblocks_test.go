@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // textBlock is an unlabelled block, known by its file and first line, and
@@ -52,7 +55,7 @@ func TestDocTextBlocks(t *testing.T) {
 				continue
 			case "":
 			default:
-				t.Errorf("%s: no test checks ```%s blocks: add one to docs/", where, b.lang)
+				assert.Fail(t, fmt.Sprintf("%s: no test checks ```%s blocks: add one to docs/", where, b.lang))
 				continue
 			}
 			first, _, _ := strings.Cut(b.text, "\n")
@@ -68,14 +71,12 @@ func TestDocTextBlocks(t *testing.T) {
 				}
 				continue blocks
 			}
-			t.Errorf("%s: an unlabelled block that textBlocks neither checks nor exempts; its first line: %q", where, first)
+			assert.Fail(t, where+": an unlabelled block that textBlocks neither checks nor exempts", "its first line: %q", first)
 		}
 	}
 	var checked, exempt int
 	for i, tb := range textBlocks {
-		if found[i] != 1 {
-			t.Errorf("textBlocks lists a block of %s starting %q; the docs have %d", tb.file, tb.first, found[i])
-		}
+		assert.Equal(t, 1, found[i], "textBlocks lists a block of %s starting %q: the blocks the docs have", tb.file, tb.first)
 		if tb.check != nil {
 			checked++
 		} else {
@@ -93,9 +94,8 @@ func checkPaths(t *testing.T, file string, b block) {
 	t.Helper()
 	for i, ln := range strings.Split(b.text, "\n") {
 		for _, m := range repoPath.FindAllStringSubmatch(ln, -1) {
-			if _, err := os.Stat(filepath.Join("..", m[1])); err != nil {
-				t.Errorf("%s:%d: the diagram names %s, which is not in the repository", file, b.line+1+i, m[1])
-			}
+			_, err := os.Stat(filepath.Join("..", m[1]))
+			assert.NoError(t, err, "%s:%d: the diagram names %s, which is not in the repository", file, b.line+1+i, m[1])
 		}
 	}
 }
@@ -107,13 +107,10 @@ func checkedBy(file, test string) func(t *testing.T, md string, b block) {
 		t.Helper()
 		where := md + ":" + strconv.Itoa(b.line)
 		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", file), nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Errorf("%s: the block is checked by %s in %s: %v", where, test, file, err)
+		if !assert.NoError(t, err, "%s: the block is checked by %s in %s", where, test, file) {
 			return
 		}
-		if !hasFunc(f, test) {
-			t.Errorf("%s: the block is checked by %s, which %s lacks", where, test, file)
-		}
+		assert.True(t, hasFunc(f, test), "%s: the block is checked by %s, which %s lacks", where, test, file)
 	}
 }
 
@@ -138,8 +135,7 @@ func checkExampleOutput(t *testing.T, md string, b block) {
 	t.Helper()
 	for _, file := range exampleFiles {
 		want, err := exampleOutput(filepath.Join("..", file), "Example_summaryAndCancel")
-		if err != nil {
-			t.Errorf("%s:%d: %v", md, b.line, err)
+		if !assert.NoError(t, err, "%s:%d: the output of %s's Example_summaryAndCancel", md, b.line, file) {
 			continue
 		}
 		got := strings.Split(trimLines(b.text), "\n")
@@ -152,8 +148,7 @@ func checkExampleOutput(t *testing.T, md string, b block) {
 			if i < len(wl) {
 				w = strconv.Quote(wl[i])
 			}
-			if g != w {
-				t.Errorf("%s:%d: %s; the // Output: of %s's Example_summaryAndCancel has %s", md, b.line+1+i, g, file, w)
+			if !assert.Equal(t, w, g, "%s:%d: the block, against the // Output: of %s's Example_summaryAndCancel", md, b.line+1+i, file) {
 				break
 			}
 		}
@@ -218,47 +213,36 @@ func checkBenchTable(t *testing.T, md string, b block) {
 	text := b.text
 	src := filepath.Join("..", "test", "bench", "cmd", "benchtable", "main.go")
 	rows, literals, err := benchtableRows(src)
-	if err != nil {
-		t.Fatalf("%s: %v", where, err)
-	}
+	require.NoError(t, err, "%s", where)
 	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
 	for _, h := range regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(lines[0]), -1) {
-		if !literals[h] {
-			t.Errorf("%s:%d: the header's %q is not benchtable's", md, b.line+1, h)
-		}
+		assert.True(t, literals[h], "%s:%d: the header's %q is not benchtable's", md, b.line+1, h)
 	}
 	lines = lines[1:]
-	if len(lines) != len(rows) {
-		t.Errorf("%s: %d rows; benchtable prints %d", where, len(lines), len(rows))
-	}
+	assert.Len(t, lines, len(rows), "%s: rows, against those benchtable prints", where)
 	for i, ln := range lines {
 		at := fmt.Sprintf("%s:%d", md, b.line+2+i)
 		m := benchLine.FindStringSubmatch(ln)
-		if m == nil {
-			t.Errorf("%s is not name, value [min, max], target: %q", at, ln)
+		if !assert.NotNil(t, m, "%s is not name, value [min, max], target: %q", at, ln) {
 			continue
 		}
 		name, value, rest := m[1], m[2], m[5]
 		if i < len(rows) {
-			if !rows[i].name.MatchString(name) {
-				t.Errorf("%s: %q; benchtable prints %q there", at, name, rows[i].source)
-			}
-			if target, _, _ := strings.Cut(rest, "  "); strings.TrimSpace(target) != rows[i].target {
-				t.Errorf("%s (%s): target %q; benchtable's is %q", at, name, target, rows[i].target)
-			}
+			assert.Regexp(t, rows[i].name, name, "%s: benchtable prints %q there", at, rows[i].source)
+			target, _, _ := strings.Cut(rest, "  ")
+			assert.Equal(t, rows[i].target, strings.TrimSpace(target), "%s (%s): target, against benchtable's", at, name)
 		}
 		if rest == "" {
 			continue
 		}
 		tm := benchTarget.FindStringSubmatch(rest)
-		if tm == nil {
-			t.Errorf("%s (%s): %q is not a target and a verdict (met or MISSED)", at, name, rest)
+		if !assert.NotNil(t, tm, "%s (%s): %q is not a target and a verdict (met or MISSED)", at, name, rest) {
 			continue
 		}
 		v, ulp, err1 := parseHuman(value)
 		limit, err2 := strconv.ParseFloat(tm[2], 64)
-		if err1 != nil || err2 != nil {
-			t.Errorf("%s (%s): cannot read %q against %q", at, name, value, tm[2])
+		if !assert.NoError(t, err1, "%s (%s): cannot read the value %q", at, name, value) ||
+			!assert.NoError(t, err2, "%s (%s): cannot read the target %q", at, name, tm[2]) {
 			continue
 		}
 		// The verdict is the unrounded median's: a printed value within
@@ -270,8 +254,11 @@ func checkBenchTable(t *testing.T, md string, b block) {
 		} else {
 			canMeet, canMiss = lo <= limit, hi > limit
 		}
-		if tm[3] == "met" && !canMeet || tm[3] == "MISSED" && !canMiss {
-			t.Errorf("%s (%s): %s %s %s says %s", at, name, value, tm[1], tm[2], tm[3])
+		switch tm[3] {
+		case "met":
+			assert.True(t, canMeet, "%s (%s): %s %s %s says met", at, name, value, tm[1], tm[2])
+		case "MISSED":
+			assert.True(t, canMiss, "%s (%s): %s %s %s says MISSED", at, name, value, tm[1], tm[2])
 		}
 	}
 }

@@ -10,13 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // live runs a fake agent process behind a proxy and plays the client.
@@ -77,16 +78,10 @@ func runFakeChecked(t *testing.T, check bool, behavior string, agentArgs []strin
 	l.cmd = exec.Command(bin, args...)
 	l.cmd.Stderr = l.stderr
 	agentIn, err := l.cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "l.cmd.StdinPipe")
 	agentOut, err := l.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "l.cmd.StdoutPipe")
+	require.NoError(t, l.cmd.Start(), "l.cmd.Start")
 	logger := slog.New(slog.NewTextHandler(l.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// The fake agent sends no agentInfo: every translator is named.
 	all := []proxy.Option{proxy.WithLogger(logger), proxy.WithTranslators(proxy.Translators()...)}
@@ -97,9 +92,7 @@ func runFakeChecked(t *testing.T, check bool, behavior string, agentArgs []strin
 	}
 	all = append(all, opts...)
 	p, err := proxy.New(all...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "proxy.New")
 	cr, cw := io.Pipe()
 	coR, coW := io.Pipe()
 	l.cw, l.coW = cw, coW
@@ -120,17 +113,15 @@ func (l *live) send(line string) {
 	l.t.Helper()
 	raw := []byte(line + "\n")
 	l.sent.add(raw)
-	if _, err := l.cw.Write(raw); err != nil {
-		l.t.Fatalf("client write: %v", err)
-	}
+	_, err := l.cw.Write(raw)
+	require.NoError(l.t, err, "client write")
 }
 
 func (l *live) sendRaw(raw []byte) {
 	l.t.Helper()
 	l.sent.add(raw)
-	if _, err := l.cw.Write(raw); err != nil {
-		l.t.Fatalf("client write: %v", err)
-	}
+	_, err := l.cw.Write(raw)
+	require.NoError(l.t, err, "client write")
 }
 
 func (l *live) next() []byte {
@@ -142,12 +133,10 @@ func (l *live) nextWithin(d time.Duration) []byte {
 	l.t.Helper()
 	select {
 	case b, ok := <-l.toClient:
-		if !ok {
-			l.t.Fatalf("the client stream ended")
-		}
+		require.True(l.t, ok, "the client stream ended")
 		return b
 	case <-time.After(d):
-		l.t.Fatalf("the client received nothing within %s", d)
+		require.FailNow(l.t, fmt.Sprintf("the client received nothing within %s", d))
 	}
 	return nil
 }
@@ -155,9 +144,9 @@ func (l *live) nextWithin(d time.Duration) []byte {
 // forwarded expects the agent's line, unchanged.
 func (l *live) forwarded(want string) {
 	l.t.Helper()
-	if got := l.next(); string(got) != want+"\n" {
-		l.t.Fatalf("client got\n%s\nwant the agent's line\n%s", clipQ(got), want)
-	}
+	// Not require.Equal: a line may be 64 MiB, and the message clips it.
+	got := l.next()
+	require.True(l.t, string(got) == want+"\n", "client got\n%s\nwant the agent's line\n%s", clipQ(got), want)
 }
 
 // emitted expects a proxy-made line equal to want as JSON, valid against
@@ -165,12 +154,8 @@ func (l *live) forwarded(want string) {
 func (l *live) emitted(want string) {
 	l.t.Helper()
 	got := l.next()
-	if !jsonEqual(got, []byte(want)) {
-		l.t.Fatalf("client got\n%s\nwant\n%s", bytes.TrimSpace(got), want)
-	}
-	if err := schematest.For(l.t, l.version).Message(bytes.TrimSpace(got)); err != nil {
-		l.t.Errorf("proxy-made line fails the v%d schema: %v", l.version, err)
-	}
+	require.JSONEq(l.t, want, string(got), "what the client got")
+	assert.NoError(l.t, schematest.For(l.t, l.version).Message(bytes.TrimSpace(got)), "proxy-made line fails the v%d schema", l.version)
 }
 
 func (l *live) handshake(clientParams string, version int) {
@@ -202,7 +187,7 @@ func (l *live) finish() (rest [][]byte, runErr error) {
 	select {
 	case runErr = <-l.done:
 	case <-time.After(waitFor):
-		l.t.Fatalf("Run did not return after the agent exited")
+		require.FailNow(l.t, "Run did not return after the agent exited")
 	}
 	l.coW.Close()
 	for b := range l.toClient {
@@ -213,15 +198,12 @@ func (l *live) finish() (rest [][]byte, runErr error) {
 		l.checker.close()
 	}
 	f, err := os.Open(l.record)
-	if err != nil {
-		l.t.Fatal(err)
-	}
+	require.NoError(l.t, err, "os.Open")
 	defer f.Close()
 	h := sha256.New()
 	n, _ := io.Copy(h, f)
-	if n != l.sent.n || !bytes.Equal(h.Sum(nil), l.sent.h.Sum(nil)) {
-		l.t.Errorf("the agent read %d bytes that differ from the %d bytes the client sent", n, l.sent.n)
-	}
+	assert.Equal(l.t, l.sent.n, n, "the bytes the agent read, against those the client sent")
+	assert.Equal(l.t, l.sent.h.Sum(nil), h.Sum(nil), "the SHA-256 of what the agent read, against that of what the client sent")
 	return rest, runErr
 }
 
@@ -335,15 +317,10 @@ func TestProxyAgentCrashingMidCompaction(t *testing.T) {
 	l.forwarded(upd("s1", cmpUpdate("cmp_c1", "in_progress")))
 	l.emitted(upd("s1", cmpUpdate("cmp_c1", "failed", `"error":"the agent crashed during compaction"`)))
 	rest, err := l.finish()
-	if err != nil || len(rest) != 0 {
-		t.Errorf("Run = %v, then %q; want nil and nothing more", err, rest)
-	}
-	if code := exitCodeOf(l.cmd); code != 3 {
-		t.Errorf("agent exit code %d, want 3", code)
-	}
-	if !strings.Contains(l.stderr.String(), "fakeagent: panic: provider connection reset") {
-		t.Errorf("agent stderr lost: %q", l.stderr.String())
-	}
+	assert.NoError(t, err, "Run")
+	assert.Zero(t, len(rest), "lines the client got after the settlement: %q", rest)
+	assert.Equal(t, 3, exitCodeOf(l.cmd), "agent exit code")
+	assert.Contains(t, l.stderr.String(), "fakeagent: panic: provider connection reset", "agent stderr lost")
 }
 
 func TestProxyAgentLeavingStandardCompactionOpen(t *testing.T) {
@@ -385,13 +362,9 @@ func TestProxyAgentMalformedLinesBothWays(t *testing.T) {
 	l.finish()
 	logs := l.logs.String()
 	for _, want := range []string{"side=client line=3", "side=agent line=3", "side=agent line=4"} {
-		if !contains(logs, "malformed line", want) {
-			t.Errorf("log lacks a malformed-line entry with %q:\n%s", want, logs)
-		}
+		assert.True(t, contains(logs, "malformed line", want), "log lacks a malformed-line entry with %q:\n%s", want, logs)
 	}
-	if !strings.Contains(l.stderr.String(), "fakeagent: malformed line") {
-		t.Errorf("the agent did not receive the client's malformed line: %q", l.stderr.String())
-	}
+	assert.Contains(t, l.stderr.String(), "fakeagent: malformed line", "the agent did not receive the client's malformed line")
 }
 
 // TestAgent64MiBLines sends a 64 MiB line each way through the proxy.
@@ -409,27 +382,26 @@ func TestProxyAgent64MiBLines(t *testing.T) {
 	head := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"`, l.nextID)
 	tail := `"}]}}` + "\n"
 	big := append(append([]byte(head), bytes.Repeat([]byte("p"), size-len(head)-len(tail)+1)...), tail...)
-	if len(big) != size+1 {
-		t.Fatalf("built %d bytes", len(big))
-	}
+	require.Equal(t, size+1, len(big), "the bytes of the big prompt line")
 	l.sendRaw(big)
 	big = nil
 
 	// Agent → client: its 64 MiB agent_message_chunk arrives intact.
 	got := l.nextWithin(2 * time.Minute)
-	if len(got) != size+1 || got[size] != '\n' {
-		t.Fatalf("client got a line of %d bytes, want %d plus the newline", len(got), size)
-	}
+	require.Equal(t, size+1, len(got), "the bytes of the line the client got: want %d plus the newline", size)
+	require.Equal(t, byte('\n'), got[size], "the line the client got does not end with a newline")
 	wantHead := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`
-	if !bytes.HasPrefix(got, []byte(wantHead)) || !bytes.HasSuffix(got, []byte(`"}}}}`+"\n")) {
-		t.Fatalf("the big line arrived with a different frame: %s", clipQ(got))
-	}
+	require.True(t, bytes.HasPrefix(got, []byte(wantHead)), "the big line arrived with a different head: %s", clipQ(got))
+	require.True(t, bytes.HasSuffix(got, []byte(`"}}}}`+"\n")), "the big line arrived with a different tail: %s", clipQ(got))
 	txt := got[len(wantHead) : size-len(`"}}}}`)]
+	changed := -1 // one assertion, not one per byte of 64 MiB
 	for i := 0; i < len(txt); i++ {
 		if txt[i] != 'a'+byte(i%26) {
-			t.Fatalf("byte %d of the text changed", i)
+			changed = i
+			break
 		}
 	}
+	require.Equal(t, -1, changed, "the first byte of the text that changed")
 	got = nil
 	l.forwarded(upd("s1", text("after the big line")))
 	l.forwarded(promptResponse(l.nextID, "end_turn"))
@@ -442,10 +414,6 @@ func TestProxyAgentStderrAndExitCode(t *testing.T) {
 	l := runFake(t, "plain", []string{"-exit", "7", "-stderr", "hello from the agent"})
 	l.handshake(v1Capable, 1)
 	l.finish()
-	if code := exitCodeOf(l.cmd); code != 7 {
-		t.Errorf("exit code %d, want 7", code)
-	}
-	if !strings.Contains(l.stderr.String(), "hello from the agent") {
-		t.Errorf("stderr %q", l.stderr.String())
-	}
+	assert.Equal(t, 7, exitCodeOf(l.cmd), "exit code")
+	assert.Contains(t, l.stderr.String(), "hello from the agent", "the agent's stderr")
 }

@@ -5,36 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestProxyParseTranslators(t *testing.T) {
 	got, err := proxy.ParseTranslators(" claude-text, TOOLCALL,,claude-text")
-	if err != nil || !slices.Equal(got, []proxy.Translator{proxy.ClaudeText, proxy.ToolCall}) {
-		t.Fatalf("got %v, %v", got, err)
-	}
-	if got, err := proxy.ParseTranslators(""); err != nil || len(got) != 0 {
-		t.Fatalf("empty list: %v, %v", got, err)
-	}
-	if _, err := proxy.ParseTranslators("claude-text,bogus"); !errors.Is(err, proxy.ErrUnknownTranslator) {
-		t.Fatalf("unknown name: %v", err)
-	}
-	if _, err := proxy.New(proxy.WithoutTranslators("bogus")); !errors.Is(err, proxy.ErrUnknownTranslator) {
-		t.Fatalf("New with an unknown translator: %v", err)
-	}
+	require.NoError(t, err, "a list with spaces, case and repeats")
+	require.Equal(t, []proxy.Translator{proxy.ClaudeText, proxy.ToolCall}, got, "a list with spaces, case and repeats")
+	got, err = proxy.ParseTranslators("")
+	require.NoError(t, err, "empty list")
+	require.Empty(t, got, "empty list")
+	_, err = proxy.ParseTranslators("claude-text,bogus")
+	require.ErrorIs(t, err, proxy.ErrUnknownTranslator, "unknown name")
+	_, err = proxy.New(proxy.WithoutTranslators("bogus"))
+	require.ErrorIs(t, err, proxy.ErrUnknownTranslator, "New with an unknown translator")
 	p, err := proxy.New(proxy.WithTranslators(proxy.CodexText))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "proxy.New")
 	for _, tr := range proxy.Translators() {
-		if p.Enabled(tr) != (tr == proxy.CodexText) {
-			t.Errorf("Enabled(%s) = %v", tr, p.Enabled(tr))
-		}
+		assert.Equal(t, tr == proxy.CodexText, p.Enabled(tr), "Enabled(%s)", tr)
 	}
 }
 
@@ -54,16 +48,13 @@ func TestProxyCustomSettleReasons(t *testing.T) {
 	h.prompt("s1")
 	h.relay(upd("s1", cmpUpdate("cmp_2", "in_progress")))
 	rest, _ := h.end()
-	if len(rest) != 1 || !jsonEqual(rest[0], []byte(upd("s1", cmpUpdate("cmp_2", "failed", `"error":"the agent went away"`)))) {
-		t.Fatalf("got %q", rest)
-	}
+	require.Equal(t, 1, len(rest), "what the client got at the end: %q", rest)
+	require.JSONEq(t, upd("s1", cmpUpdate("cmp_2", "failed", `"error":"the agent went away"`)), string(rest[0]), "the settlement at the end")
 }
 
 func TestProxyRunRefusesASecondConcurrentRun(t *testing.T) {
 	p, err := proxy.New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "proxy.New")
 	cr, cw := io.Pipe()
 	ar, aw := io.Pipe()
 	cor, cow := io.Pipe()
@@ -71,25 +62,18 @@ func TestProxyRunRefusesASecondConcurrentRun(t *testing.T) {
 	go func() { done <- p.Run(context.Background(), cr, cow, io.Discard, ar) }()
 	// A line through the proxy shows the first Run is going.
 	go func() { _, _ = aw.Write([]byte("{}\n")) }()
-	if _, err := io.ReadFull(cor, make([]byte, 3)); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Run(context.Background(), nil, nil, nil, nil); !errors.Is(err, proxy.ErrRunning) {
-		t.Fatalf("second Run: %v, want ErrRunning", err)
-	}
+	_, err = io.ReadFull(cor, make([]byte, 3))
+	require.NoError(t, err, "reading the line through the first Run")
+	require.ErrorIs(t, p.Run(context.Background(), nil, nil, nil, nil), proxy.ErrRunning, "second Run")
 	aw.Close()
-	if err := <-done; err != nil {
-		t.Fatalf("first Run: %v", err)
-	}
+	require.NoError(t, <-done, "first Run")
 	cw.Close()
 	cow.Close()
 	// A finished proxy runs again.
 	cr2, cw2 := io.Pipe()
 	ar2, aw2 := io.Pipe()
 	aw2.Close()
-	if err := p.Run(context.Background(), cr2, io.Discard, io.Discard, ar2); err != nil {
-		t.Fatalf("Run after Run: %v", err)
-	}
+	require.NoError(t, p.Run(context.Background(), cr2, io.Discard, io.Discard, ar2), "Run after Run")
 	cw2.Close()
 }
 
@@ -99,9 +83,7 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken p
 
 func TestProxyRunStopsWhenTheClientIsGone(t *testing.T) {
 	p, err := proxy.New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "proxy.New")
 	cr, cw := io.Pipe()
 	ar, aw := io.Pipe()
 	air, aiw := io.Pipe()
@@ -110,25 +92,20 @@ func TestProxyRunStopsWhenTheClientIsGone(t *testing.T) {
 	go func() { _, _ = aw.Write([]byte(`{"jsonrpc":"2.0","method":"x"}` + "\n")) }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, proxy.ErrClientClosed) {
-			t.Fatalf("Run = %v, want ErrClientClosed", err)
-		}
+		require.ErrorIs(t, err, proxy.ErrClientClosed, "Run's return")
 	case <-time.After(waitFor):
-		t.Fatal("Run did not stop")
+		require.FailNow(t, "Run did not stop")
 	}
 	// The agent learns it from end of input.
-	if _, err := io.ReadAll(air); err != nil {
-		t.Fatalf("agent input: %v", err)
-	}
+	_, err = io.ReadAll(air)
+	require.NoError(t, err, "agent input")
 	cw.Close()
 	aw.Close()
 }
 
 func TestProxyRunStopsOnContextEndAndSettles(t *testing.T) {
 	p, err := proxy.New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "proxy.New")
 	ctx, cancel := context.WithCancel(context.Background())
 	cr, cw := io.Pipe()
 	ar, aw := io.Pipe()
@@ -155,17 +132,13 @@ func TestProxyRunStopsOnContextEndAndSettles(t *testing.T) {
 	cancel()
 	select {
 	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("Run = %v, want context.Canceled", err)
-		}
+		require.ErrorIs(t, err, context.Canceled, "Run's return")
 	case <-time.After(waitFor):
-		t.Fatal("Run did not stop")
+		require.FailNow(t, "Run did not stop")
 	}
 	cow.Close()
 	got := <-toClient
-	if !jsonEqual(got, []byte(upd("s1", cmpUpdate("cmp_1", "failed", `"error":"the connection closed"`)))) {
-		t.Fatalf("settlement on stop: %s", got)
-	}
+	require.JSONEq(t, upd("s1", cmpUpdate("cmp_1", "failed", `"error":"the connection closed"`)), string(got), "settlement on stop")
 	cw.Close()
 	for range toAgent {
 	}

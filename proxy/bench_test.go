@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkProxy: a stream of session updates from an agent to a client
@@ -53,18 +55,15 @@ func stream(b *testing.B, w io.Writer, line []byte, lines *lineCount) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := w.Write(line); err != nil {
-			b.Fatal(err)
-		}
+		_, err := w.Write(line)
+		require.NoError(b, err, "writing the line")
 	}
 	lines.waitFor(base + b.N)
 }
 
 func benchPipe(b *testing.B) (*os.File, *os.File) {
 	r, w, err := os.Pipe()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err, "os.Pipe")
 	return r, w
 }
 
@@ -129,9 +128,7 @@ type proxyBench struct {
 func startProxyBench(b *testing.B) *proxyBench {
 	b.Helper()
 	p, err := proxy.New()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err, "proxy.New")
 	clientInR, clientInW := benchPipe(b)
 	clientOutR, clientOutW := benchPipe(b)
 	agentInR, agentInW := benchPipe(b)
@@ -144,9 +141,7 @@ func startProxyBench(b *testing.B) *proxyBench {
 		pb.agentSays(b, `{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)
 		_ = clientInW.Close()
 		_ = agentOutW.Close()
-		if err := <-pb.done; err != nil {
-			b.Errorf("proxy: %v", err)
-		}
+		assert.NoError(b, <-pb.done, "the proxy's Run")
 		_ = clientOutW.Close()
 		_ = clientInR.Close()
 		_ = agentOutR.Close()
@@ -165,16 +160,14 @@ func startProxyBench(b *testing.B) *proxyBench {
 }
 
 func (pb *proxyBench) clientSays(b *testing.B, line string) {
-	if _, err := pb.clientW.WriteString(line + "\n"); err != nil {
-		b.Fatal(err)
-	}
+	_, err := pb.clientW.WriteString(line + "\n")
+	require.NoError(b, err, "client write")
 }
 
 // agentSays writes one agent line and waits until the client has it.
 func (pb *proxyBench) agentSays(b *testing.B, line string) {
 	n := pb.client.count()
-	if _, err := pb.agentW.WriteString(line + "\n"); err != nil {
-		b.Fatal(err)
-	}
+	_, err := pb.agentW.WriteString(line + "\n")
+	require.NoError(b, err, "agent write")
 	pb.client.waitFor(n + 1)
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The proxy holds output back only while the next input line is already
@@ -20,9 +22,7 @@ import (
 func osPipe(t *testing.T) (*os.File, *os.File) {
 	t.Helper()
 	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.Pipe")
 	t.Cleanup(func() { _ = r.Close(); _ = w.Close() })
 	return r, w
 }
@@ -38,9 +38,7 @@ type pipes struct {
 func runOnPipes(t *testing.T, opts ...proxy.Option) *pipes {
 	t.Helper()
 	p, err := proxy.New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "proxy.New")
 	ciR, ciW := osPipe(t)
 	coR, coW := osPipe(t)
 	aiR, aiW := osPipe(t)
@@ -50,9 +48,7 @@ func runOnPipes(t *testing.T, opts ...proxy.Option) *pipes {
 	t.Cleanup(func() {
 		_ = ciW.Close()
 		_ = aoW.Close()
-		if err := <-ps.done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+		assert.NoError(t, <-ps.done, "Run")
 	})
 	return ps
 }
@@ -60,17 +56,14 @@ func runOnPipes(t *testing.T, opts ...proxy.Option) *pipes {
 func readLine(t *testing.T, r *bufio.Reader, who string) string {
 	t.Helper()
 	line, err := r.ReadString('\n')
-	if err != nil {
-		t.Fatalf("%s read: %v (got %q)", who, err, line)
-	}
+	require.NoError(t, err, "%s read (got %q)", who, line)
 	return line
 }
 
 func write(t *testing.T, w io.Writer, s string) {
 	t.Helper()
-	if _, err := io.WriteString(w, s); err != nil {
-		t.Fatal(err)
-	}
+	_, err := io.WriteString(w, s)
+	require.NoError(t, err, "write")
 }
 
 // TestProxyBufferPingPong: a client that sends its next request only once
@@ -110,17 +103,13 @@ func TestProxyBufferPingPong(t *testing.T) {
 	for i := range rounds {
 		write(t, ps.clientW, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`+"\n", i))
 		for k := range i % 4 {
-			if got, want := readLine(t, ps.clientR, "client"), upd("s", fmt.Sprintf(`{"sessionUpdate":"agent_message_chunk","content":%s}`, text(fmt.Sprintf("r%d u%d", i, k))))+"\n"; got != want {
-				t.Fatalf("round %d: client got %q, want %q", i, got, want)
-			}
+			want := upd("s", fmt.Sprintf(`{"sessionUpdate":"agent_message_chunk","content":%s}`, text(fmt.Sprintf("r%d u%d", i, k)))) + "\n"
+			require.Equal(t, want, readLine(t, ps.clientR, "client"), "round %d: what the client got", i)
 		}
-		if got, want := readLine(t, ps.clientR, "client"), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"stopReason":"end_turn"}}`+"\n", i); got != want {
-			t.Fatalf("round %d: client got %q, want %q", i, got, want)
-		}
+		want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"stopReason":"end_turn"}}`+"\n", i)
+		require.Equal(t, want, readLine(t, ps.clientR, "client"), "round %d: what the client got", i)
 	}
-	if err := <-agentErr; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-agentErr, "the agent side")
 }
 
 // TestProxyBufferFlushesWhenDry: lines are not held for input that has
@@ -138,28 +127,20 @@ func TestProxyBufferFlushesWhenDry(t *testing.T) {
 	}
 	write(t, ps.agentW, burst.String())
 	for i := range 100 {
-		if got := readLine(t, ps.clientR, "client"); got != note(i) {
-			t.Fatalf("client got %q, want %q", got, note(i))
-		}
+		require.Equal(t, note(i), readLine(t, ps.clientR, "client"), "what the client got")
 	}
 	write(t, ps.agentW, note(100))
-	if got := readLine(t, ps.clientR, "client"); got != note(100) {
-		t.Fatalf("client got %q, want %q", got, note(100))
-	}
+	require.Equal(t, note(100), readLine(t, ps.clientR, "client"), "what the client got")
 	// The client's notifications (not requests) to the agent likewise.
 	cn := func(i int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","method":"_x/note","params":{"n":%d}}`+"\n", i)
 	}
 	write(t, ps.clientW, cn(0)+cn(1)+cn(2))
 	for i := range 3 {
-		if got := readLine(t, ps.agentR, "agent"); got != cn(i) {
-			t.Fatalf("agent got %q, want %q", got, cn(i))
-		}
+		require.Equal(t, cn(i), readLine(t, ps.agentR, "agent"), "what the agent got")
 	}
 	write(t, ps.clientW, cn(3))
-	if got := readLine(t, ps.agentR, "agent"); got != cn(3) {
-		t.Fatalf("agent got %q, want %q", got, cn(3))
-	}
+	require.Equal(t, cn(3), readLine(t, ps.agentR, "agent"), "what the agent got")
 }
 
 // mixedStream is lines of every kind the proxy forwards untouched, with a
@@ -222,9 +203,7 @@ func (w *boundWriter) Write(p []byte) (int, error) {
 		defer close(w.gate)
 	}
 	held := w.src.read - w.out.Len()
-	if held > w.limit {
-		w.t.Errorf("the proxy holds %d bytes read but not written, more than %d", held, w.limit)
-	}
+	assert.LessOrEqual(w.t, held, w.limit, "the bytes the proxy holds read but not written")
 	return len(p), nil
 }
 
@@ -241,29 +220,20 @@ func TestProxyBufferOrderAndBound(t *testing.T) {
 	const limit = 64<<10 + 64<<10 + 101<<10
 	for seed := range uint64(2) {
 		p, err := proxy.New()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "proxy.New")
 		// Agent to client; Run returns at the end of the agent's output.
 		rng := rand.New(rand.NewPCG(seed, 1))
 		agentOut := &chunkReader{data: mixedStream(1500, rng), rng: rng}
 		toClient := &boundWriter{t: t, src: agentOut, limit: limit}
-		if err := p.Run(context.Background(), strings.NewReader(""), toClient, io.Discard, agentOut); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(toClient.out.Bytes(), agentOut.data) {
-			t.Fatalf("seed %d: the client's stream differs from the agent's output", seed)
-		}
+		require.NoError(t, p.Run(context.Background(), strings.NewReader(""), toClient, io.Discard, agentOut), "p.Run")
+		// Not require.Equal: the message would print both streams.
+		require.True(t, bytes.Equal(toClient.out.Bytes(), agentOut.data), "seed %d: the client's stream differs from the agent's output", seed)
 		// Client to agent; the agent's output ends once all has arrived.
 		rng = rand.New(rand.NewPCG(seed, 2))
 		clientIn := &chunkReader{data: mixedStream(1500, rng), rng: rng}
 		gate := make(chan struct{})
 		toAgent := &boundWriter{t: t, src: clientIn, limit: limit, full: len(clientIn.data), gate: gate}
-		if err := p.Run(context.Background(), clientIn, io.Discard, toAgent, gateReader{gate}); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(toAgent.out.Bytes(), clientIn.data) {
-			t.Fatalf("seed %d: the agent's stream differs from the client's output", seed)
-		}
+		require.NoError(t, p.Run(context.Background(), clientIn, io.Discard, toAgent, gateReader{gate}), "p.Run")
+		require.True(t, bytes.Equal(toAgent.out.Bytes(), clientIn.data), "seed %d: the agent's stream differs from the client's output", seed)
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The wire rules the proxy takes from the one wire engine (package
@@ -20,7 +22,7 @@ func (h *harness) quiet(d time.Duration) {
 	h.t.Helper()
 	select {
 	case l := <-h.toClient:
-		h.t.Fatalf("the client got, too early:\n%s", clipQ(l))
+		require.FailNow(h.t, "the client got a line too early", "%s", clipQ(l))
 	case <-time.After(d):
 	}
 }
@@ -161,9 +163,7 @@ func TestProxyOverlongGatedCompactionUpdateIsDropped(t *testing.T) {
 	h.prompt("s1")
 	h.agent(upd("s1", cmpUpdate("cmp_big", "completed", `"summary":[{"type":"text","text":"`+repeat("s", 200000)+`"}]`)))
 	h.relay(upd("s1", text("after")))
-	if !contains(h.logs.String(), "dropped a compaction update longer than the inspection limit", "side=agent", "line=3") {
-		t.Errorf("the drop is not logged:\n%s", h.logs.String())
-	}
+	assert.True(t, contains(h.logs.String(), "dropped a compaction update longer than the inspection limit", "side=agent", "line=3"), "the drop is not logged:\n%s", h.logs.String())
 }
 
 // --- the gate holds for malformed envelopes ---
@@ -183,9 +183,7 @@ func TestProxyMalformedCompactionEnvelopeNeverPassesTheGate(t *testing.T) {
 			h.prompt("s1")
 			h.agent(tc.line)
 			h.relay(upd("s1", text("after")))
-			if !contains(h.logs.String(), "dropped a malformed compaction update", "side=agent", "line=3") {
-				t.Errorf("the drop is not logged:\n%s", h.logs.String())
-			}
+			assert.True(t, contains(h.logs.String(), "dropped a malformed compaction update", "side=agent", "line=3"), "the drop is not logged:\n%s", h.logs.String())
 		})
 	}
 	t.Run("inside a batch", func(t *testing.T) {
@@ -200,9 +198,7 @@ func TestProxyMalformedCompactionEnvelopeNeverPassesTheGate(t *testing.T) {
 		h.agent("[" + upd("s1", cmpUpdate("cmp_n", "completed")) + "]")
 		h.prompt("s1")
 		h.relay(upd("s1", text("next")))
-		if !contains(h.logs.String(), "dropped a compaction update inside a batch", "side=agent", "line=3") {
-			t.Errorf("the drop is not logged:\n%s", h.logs.String())
-		}
+		assert.True(t, contains(h.logs.String(), "dropped a compaction update inside a batch", "side=agent", "line=3"), "the drop is not logged:\n%s", h.logs.String())
 	})
 	t.Run("a capable client gets the batch as it came", func(t *testing.T) {
 		h := start(t)
@@ -244,9 +240,7 @@ func TestProxyNothingAboutCompactionAfterTheCancelledTurn(t *testing.T) {
 		h.agent(upd("s1", straggler))
 		h.relay(upd("s1", `{"sessionUpdate":"available_commands_update","availableCommands":[]}`))
 		h.prompt("s1")
-		if !contains(h.logs.String(), "dropped a compaction signal that arrived after the cancelled turn ended") {
-			h.t.Errorf("the drop is not logged:\n%s", h.logs.String())
-		}
+		assert.True(h.t, contains(h.logs.String(), "dropped a compaction signal that arrived after the cancelled turn ended"), "the drop is not logged:\n%s", h.logs.String())
 	}
 	t.Run("capable", func(t *testing.T) {
 		h := start(t)
@@ -306,9 +300,7 @@ func TestProxyCancelGraceMeansWhatItMeansForTheKits(t *testing.T) {
 		at := time.Now()
 		h.cancel("s1")
 		h.emitted(upd("s1", cmpUpdate("cmp_h", "cancelled")))
-		if d := time.Since(at); d < grace {
-			t.Errorf("settled %s after the cancel, before the grace of %s", d, grace)
-		}
+		assert.GreaterOrEqual(t, time.Since(at), grace, "time from the cancel to the settlement")
 		h.relay(promptResponse(id, "cancelled"))
 	})
 	t.Run("negative waits for the end of the turn", func(t *testing.T) {
@@ -333,9 +325,8 @@ func TestProxyCancelGraceDefaultsToTheKits(t *testing.T) {
 	at := time.Now()
 	h.cancel("s1")
 	h.emitted(upd("s1", cmpUpdate("cmp_h", "cancelled")))
-	if d := time.Since(at); d < proxy.DefaultCancelGrace || proxy.DefaultCancelGrace != 5*time.Second {
-		t.Errorf("settled %s after the cancel; the default grace is %s, want the kits' 5s", d, proxy.DefaultCancelGrace)
-	}
+	assert.GreaterOrEqual(t, time.Since(at), proxy.DefaultCancelGrace, "time from the cancel to the settlement")
+	assert.Equal(t, 5*time.Second, proxy.DefaultCancelGrace, "the default grace: want the kits'")
 	h.relay(promptResponse(id, "cancelled"))
 }
 
@@ -376,7 +367,6 @@ func TestProxyCompactionHeldBetweenTurnsGoesWithItsSession(t *testing.T) {
 	h.client(`{"jsonrpc":"2.0","id":50,"method":"session/close","params":{"sessionId":"s1"}}`)
 	h.agent(`{"jsonrpc":"2.0","id":50,"result":{}}`)
 	h.forwarded(`{"jsonrpc":"2.0","id":50,"result":{}}`)
-	if rest, _ := h.end(); len(rest) != 0 {
-		t.Errorf("after the close the client got %q", rest)
-	}
+	rest, _ := h.end()
+	assert.Zero(t, len(rest), "after the close the client got %q", rest)
 }

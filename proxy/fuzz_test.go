@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzClientsReadNoMoreThanTheProxy is the differential test of the
@@ -33,9 +35,7 @@ func FuzzClientsReadNoMoreThanTheProxy(f *testing.F) {
 		}
 		r := runAgentLines(t, capable, agent)
 		for _, p := range fuzzProperties {
-			if err := p.check(r); err != nil {
-				t.Errorf("%s: %v\nagent lines:\n%s\nclient received:\n%s", p.name, err, quoteLines(r.agent), quoteLines(r.received))
-			}
+			assert.NoError(t, p.check(r), "%s\nagent lines:\n%s\nclient received:\n%s", p.name, quoteLines(r.agent), quoteLines(r.received))
 		}
 	})
 }
@@ -197,9 +197,7 @@ func fuzzSeenCompaction(r *fuzzRun, m readMsg, l []byte) (id, status string, ok 
 func runAgentLines(t *testing.T, capable bool, agent []byte) *fuzzRun {
 	t.Helper()
 	p, err := proxy.New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "proxy.New")
 	cr, cw := io.Pipe()
 	ar, aw := io.Pipe()
 	coR, coW := io.Pipe()
@@ -220,20 +218,18 @@ func runAgentLines(t *testing.T, capable bool, agent []byte) *fuzzRun {
 		case l := <-ch:
 			return l
 		case <-time.After(waitFor):
-			t.Fatalf("nothing reached the %s", who)
+			require.FailNow(t, "nothing reached the "+who)
 		}
 		return nil
 	}
 	client := func(line string) {
-		if _, err := cw.Write([]byte(line + "\n")); err != nil {
-			t.Fatal(err)
-		}
+		_, err := cw.Write([]byte(line + "\n"))
+		require.NoError(t, err, "client write")
 		wait(toAgent, "agent")
 	}
 	say := func(line string) {
-		if _, err := aw.Write([]byte(line + "\n")); err != nil {
-			t.Fatal(err)
-		}
+		_, err := aw.Write([]byte(line + "\n"))
+		require.NoError(t, err, "agent write")
 		wait(toClient, "client")
 	}
 	params := v1Plain
@@ -267,15 +263,11 @@ func runAgentLines(t *testing.T, capable bool, agent []byte) *fuzzRun {
 	}()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
+		require.NoError(t, err, "Run")
 	case <-time.After(waitFor):
-		t.Fatalf("Run did not return once the agent's output ended")
+		require.FailNow(t, "Run did not return once the agent's output ended")
 	}
-	if err := <-written; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-written, "the agent's lines")
 	_ = coW.Close()
 	out := <-received
 	r.received = splitLines(out)

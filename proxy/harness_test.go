@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +19,8 @@ import (
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Initialize params of the client kinds the tests play.
@@ -91,9 +92,7 @@ func startWith(t *testing.T, ho harnessOpt, opts ...proxy.Option) *harness {
 	}
 	all = append(all, opts...)
 	p, err := proxy.New(all...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "proxy.New")
 	cr, cw := io.Pipe()
 	ar, aw := io.Pipe()
 	coR, coW := io.Pipe()
@@ -136,13 +135,11 @@ func (h *harness) client(line string) {
 
 func (h *harness) clientRaw(raw string) {
 	h.t.Helper()
-	if _, err := h.cw.Write([]byte(raw)); err != nil {
-		h.t.Fatalf("client write: %v", err)
-	}
+	_, err := h.cw.Write([]byte(raw))
+	require.NoError(h.t, err, "client write")
 	got := h.recv(h.toAgent, "agent")
-	if !bytes.Equal(got, []byte(raw)) {
-		h.t.Fatalf("the agent received\n%q\nnot what the client sent\n%q", clipQ(got), clipQ([]byte(raw)))
-	}
+	// Not require.Equal: a line may be megabytes long, and the message clips it.
+	require.True(h.t, bytes.Equal(got, []byte(raw)), "the agent received\n%q\nnot what the client sent\n%q", clipQ(got), clipQ([]byte(raw)))
 }
 
 // agent sends one agent line.
@@ -154,24 +151,21 @@ func (h *harness) agent(line string) {
 func (h *harness) agentRaw(raw string) {
 	h.t.Helper()
 	h.agentSent[raw] = true
-	if _, err := h.aw.Write([]byte(raw)); err != nil {
-		h.t.Fatalf("agent write: %v", err)
-	}
+	_, err := h.aw.Write([]byte(raw))
+	require.NoError(h.t, err, "agent write")
 }
 
 func (h *harness) recv(ch <-chan []byte, who string) []byte {
 	h.t.Helper()
 	select {
 	case l, ok := <-ch:
-		if !ok {
-			h.t.Fatalf("the %s stream ended", who)
-		}
+		require.True(h.t, ok, "the %s stream ended", who)
 		if who == "client" {
 			h.received = append(h.received, l)
 		}
 		return l
 	case <-time.After(waitFor):
-		h.t.Fatalf("nothing reached the %s within %s", who, waitFor)
+		require.FailNow(h.t, fmt.Sprintf("nothing reached the %s within %s", who, waitFor))
 	}
 	return nil
 }
@@ -186,9 +180,8 @@ func (h *harness) next() []byte {
 func (h *harness) forwarded(line string) {
 	h.t.Helper()
 	got := h.next()
-	if string(got) != line+"\n" {
-		h.t.Fatalf("client got\n%s\nwant the agent's line unchanged\n%s", clipQ(got), line)
-	}
+	// Not require.Equal: a line may be megabytes long, and the message clips it.
+	require.True(h.t, string(got) == line+"\n", "client got\n%s\nwant the agent's line unchanged\n%s", clipQ(got), line)
 }
 
 // emitted expects the client's next line to be a proxy-made message equal,
@@ -196,12 +189,8 @@ func (h *harness) forwarded(line string) {
 func (h *harness) emitted(want string) {
 	h.t.Helper()
 	got := h.next()
-	if h.agentSent[string(got)] {
-		h.t.Fatalf("client got the agent's line\n%s\nwant a proxy-made\n%s", got, want)
-	}
-	if !jsonEqual(got, []byte(want)) {
-		h.t.Fatalf("client got\n%s\nwant\n%s", bytes.TrimSpace(got), want)
-	}
+	require.False(h.t, h.agentSent[string(got)], "client got the agent's line\n%s\nwant a proxy-made\n%s", got, want)
+	require.JSONEq(h.t, want, string(got), "the proxy-made line the client got")
 }
 
 // relay sends an agent line and expects it unchanged at the client.
@@ -248,7 +237,7 @@ func (h *harness) end() (rest [][]byte, runErr error) {
 	select {
 	case runErr = <-h.done:
 	case <-time.After(waitFor):
-		h.t.Fatalf("Run did not return after the agent's output ended")
+		require.FailNow(h.t, "Run did not return after the agent's output ended")
 	}
 	h.coW.Close()
 	for l := range h.toClient {
@@ -284,22 +273,16 @@ func (h *harness) validateEmitted() {
 		msgs := []json.RawMessage{bytes.TrimSpace(l)}
 		if msgs[0][0] == '[' {
 			// A batch the proxy rewrote: each message is held to the schema.
-			if err := json.Unmarshal(msgs[0], &msgs); err != nil {
-				h.t.Errorf("proxy-made batch: %v", err)
-			}
+			assert.NoError(h.t, json.Unmarshal(msgs[0], &msgs), "proxy-made batch")
 		}
 		for _, msg := range msgs {
-			if err := v.Message(msg); err != nil {
-				h.t.Errorf("proxy-made line fails the v%d schema: %v", h.version, err)
-			}
+			assert.NoError(h.t, v.Message(msg), "proxy-made line fails the v%d schema", h.version)
 			var n struct {
 				Method string          `json:"method"`
 				Params json.RawMessage `json:"params"`
 			}
 			if json.Unmarshal(msg, &n) == nil && n.Method == "session/update" {
-				if err := v.Notification(n.Params); err != nil {
-					h.t.Errorf("proxy-made session/update fails the v%d schema: %v", h.version, err)
-				}
+				assert.NoError(h.t, v.Notification(n.Params), "proxy-made session/update fails the v%d schema", h.version)
 			}
 		}
 	}
@@ -328,14 +311,6 @@ func cmpUpdate(id, status string, extra ...string) string {
 func mintedID(sid string, tr proxy.Translator, n int) string {
 	sum := sha256.Sum256([]byte(sid + "\x00" + string(tr) + "\x00" + strconv.Itoa(n)))
 	return "cmp_" + hex.EncodeToString(sum[:12])
-}
-
-func jsonEqual(a, b []byte) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	return reflect.DeepEqual(x, y)
 }
 
 func clipQ(b []byte) string {
@@ -393,7 +368,7 @@ func (r *recordingChecker) close() {
 		for _, v := range r.vs {
 			r.t.Logf("violation on the client stream: %s", v)
 		}
-		r.t.Errorf("client stream violations %v, want %v", got, want)
+		assert.Fail(r.t, "client stream violations", "got %v, want %v", got, want)
 	}
 }
 

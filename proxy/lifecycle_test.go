@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -12,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"fmt"
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // lifePeers are the four ends of a Run under test, seen from the peers.
@@ -33,9 +35,7 @@ func runLife(t *testing.T, ctx context.Context, osPipe bool, opts ...proxy.Optio
 	logs := &syncBuffer{}
 	opts = append([]proxy.Option{proxy.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}, opts...)
 	p, err := proxy.New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "proxy.New")
 	return runLifeWith(t, ctx, p, osPipe, logs)
 }
 
@@ -48,9 +48,7 @@ func runLifeWith(t *testing.T, ctx context.Context, p *proxy.Proxy, osPipe bool,
 	var cow io.WriteCloser
 	if osPipe {
 		r, w, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "os.Pipe")
 		cor, cow = r, w
 	} else {
 		cor, cow = io.Pipe()
@@ -72,19 +70,16 @@ func runLifeWith(t *testing.T, ctx context.Context, p *proxy.Proxy, osPipe bool,
 
 func (l *lifePeers) clientSends(t *testing.T, line string) {
 	t.Helper()
-	if _, err := io.WriteString(l.clientIn, line+"\n"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.agentIn.ReadBytes('\n'); err != nil {
-		t.Fatalf("the agent did not get the client's line: %v", err)
-	}
+	_, err := io.WriteString(l.clientIn, line+"\n")
+	require.NoError(t, err, "client write")
+	_, err = l.agentIn.ReadBytes('\n')
+	require.NoError(t, err, "the agent did not get the client's line")
 }
 
 func (l *lifePeers) agentSends(t *testing.T, line string) {
 	t.Helper()
-	if _, err := io.WriteString(l.agentOut, line+"\n"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := io.WriteString(l.agentOut, line+"\n")
+	require.NoError(t, err, "agent write")
 }
 
 func (l *lifePeers) wait(t *testing.T, d time.Duration) error {
@@ -93,7 +88,7 @@ func (l *lifePeers) wait(t *testing.T, d time.Duration) error {
 	case err := <-l.done:
 		return err
 	case <-time.After(d):
-		t.Fatalf("Run did not return within %s", d)
+		require.FailNow(t, fmt.Sprintf("Run did not return within %s", d))
 	}
 	return nil
 }
@@ -125,12 +120,8 @@ func TestRunAbandonsAClientThatDoesNotRead(t *testing.T) {
 			go io.WriteString(l.agentOut, lifeInitOK+"\n"+lifeStarted+"\n"+big+"\n")
 			time.Sleep(200 * time.Millisecond) // the proxy is now stuck writing
 			cancel()
-			if err := l.wait(t, 10*time.Second); !errors.Is(err, context.Canceled) {
-				t.Fatalf("Run = %v, want context.Canceled", err)
-			}
-			if !strings.Contains(l.logs.String(), "output is abandoned") {
-				t.Errorf("the abandonment was not logged:\n%s", l.logs.String())
-			}
+			require.ErrorIs(t, l.wait(t, 10*time.Second), context.Canceled, "Run's return")
+			assert.Contains(t, l.logs.String(), "output is abandoned", "the abandonment was not logged")
 			// What the client finally reads ends with what was stuck: no
 			// settlement follows an abandoned write.
 			got := make(chan []byte, 1)
@@ -146,11 +137,10 @@ func TestRunAbandonsAClientThatDoesNotRead(t *testing.T) {
 			l.outW.Close()
 			select {
 			case b := <-got:
-				if bytes.Contains(b, []byte(`"status":"failed"`)) {
-					t.Errorf("a settlement was written after the client's output was abandoned")
-				}
+				// Not NotContains: b holds a 1 MiB line, which its message would print.
+				assert.False(t, bytes.Contains(b, []byte(`"status":"failed"`)), "a settlement was written after the client's output was abandoned")
 			case <-time.After(10 * time.Second):
-				t.Fatal("the client's output did not end")
+				require.FailNow(t, "the client's output did not end")
 			}
 		})
 	}
@@ -168,9 +158,8 @@ func TestRunSettlesAsConnectionClosedWhenTheConnectionIsEnding(t *testing.T) {
 		{"client input ended", func(t *testing.T, l *lifePeers, _ *proxy.Proxy) {
 			l.clientIn.Close()
 			// The agent learns it from its own input.
-			if _, err := l.agentIn.ReadBytes('\n'); err != io.EOF {
-				t.Fatalf("the agent's input did not end: %v", err)
-			}
+			_, err := l.agentIn.ReadBytes('\n')
+			require.ErrorIs(t, err, io.EOF, "the agent's input did not end")
 		}, "the connection closed"},
 		{"terminating", func(_ *testing.T, _ *lifePeers, p *proxy.Proxy) { p.Terminating() }, "the connection closed"},
 		{"agent ended alone", func(*testing.T, *lifePeers, *proxy.Proxy) {}, "the agent crashed during compaction"},
@@ -178,9 +167,7 @@ func TestRunSettlesAsConnectionClosedWhenTheConnectionIsEnding(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := &syncBuffer{}
 			p, err := proxy.New(proxy.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "proxy.New")
 			l := runLifeWith(t, context.Background(), p, false, logs)
 			lines := make(chan []byte, 16)
 			go readLines(l.clientOut, lines)
@@ -192,17 +179,13 @@ func TestRunSettlesAsConnectionClosedWhenTheConnectionIsEnding(t *testing.T) {
 			<-lines
 			tc.end(t, l, p)
 			l.agentOut.Close()
-			if err := l.wait(t, 10*time.Second); err != nil {
-				t.Fatalf("Run = %v", err)
-			}
+			require.NoError(t, l.wait(t, 10*time.Second), "Run =")
 			want := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"compaction_update","compactionId":"c1","status":"failed","error":"` + tc.want + `"}}}`
 			select {
 			case got := <-lines:
-				if string(bytes.TrimSpace(got)) != want {
-					t.Errorf("client got\n%s\nwant\n%s", bytes.TrimSpace(got), want)
-				}
+				assert.Equal(t, want, string(bytes.TrimSpace(got)), "the settlement the client got")
 			case <-time.After(10 * time.Second):
-				t.Fatal("no settlement")
+				require.FailNow(t, "no settlement")
 			}
 		})
 	}

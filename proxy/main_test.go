@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -44,8 +45,6 @@ func fakeAgent(t testing.TB) string {
 			t.Logf("%s", out)
 		}
 	})
-	if fakeErr != nil {
-		t.Fatalf("building the fake agent: %v", fakeErr)
-	}
+	require.NoError(t, fakeErr, "building the fake agent")
 	return fakeBin
 }

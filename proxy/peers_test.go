@@ -21,6 +21,8 @@ import (
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The recordings of the real agent releases (test/peers/README.md): both
@@ -222,9 +224,7 @@ func wantFor(agentDir, scenario, recMode string) (peerWant, bool) {
 // byte.
 func TestPeersReplay(t *testing.T) {
 	files, err := filepath.Glob(peersGlob)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "filepath.Glob")
 	if len(files) == 0 {
 		t.Skipf("no recordings under %s (test/peers/README.md records them)", peersGlob)
 	}
@@ -238,8 +238,7 @@ func TestPeersReplay(t *testing.T) {
 			continue
 		}
 		want, known := wantFor(agentDir, scenario, recMode)
-		if !known {
-			t.Errorf("%s: no expectations for agent %s: add it to peerWants", f, agentDir)
+		if !assert.True(t, known, "%s: no expectations for agent %s: add it to peerWants", f, agentDir) {
 			continue
 		}
 		for _, mode := range clientModes {
@@ -264,9 +263,7 @@ func TestPeersReplay(t *testing.T) {
 			if !strings.HasPrefix(key, dir) || !strings.Contains(key, "/load-") || !ok || len(replayed) == 0 {
 				continue
 			}
-			if strings.Join(live, ",") != strings.Join(replayed, ",") {
-				t.Errorf("%s: the replay shows compaction IDs %v, live they were %v", key, replayed, live)
-			}
+			assert.Equal(t, strings.Join(live, ","), strings.Join(replayed, ","), "%s: the compaction IDs of the replay against those live", key)
 		}
 	}
 }
@@ -289,14 +286,10 @@ type peerLine struct {
 func readRecording(t *testing.T, path string) []peerLine {
 	t.Helper()
 	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.Open")
 	defer f.Close()
 	lines, errs := conformance.ReadTranscript(f)
-	for _, e := range errs {
-		t.Fatalf("%s: %v", path, e)
-	}
+	require.Empty(t, errs, "%s: errors reading the transcript", path)
 	out := make([]peerLine, 0, len(lines))
 	for _, l := range lines {
 		out = append(out, peerLine{fromClient: l.Dir == conformance.FromClient, raw: l.Raw})
@@ -332,9 +325,7 @@ func withCapability(t *testing.T, raw []byte, capable bool) []byte {
 		}
 	}
 	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "json.Marshal")
 	return b
 }
 
@@ -371,18 +362,14 @@ func runPeer(t *testing.T, path string, mode clientMode) *peerRun {
 			segs = append(segs, segment{client: append(withCapability(t, l.raw, mode.capable), '\n')})
 			continue
 		}
-		if len(segs) == 0 {
-			t.Fatalf("%s: an agent line before any client line", path)
-		}
+		require.NotEmpty(t, segs, "%s: an agent line before any client line", path)
 		segs[len(segs)-1].agent = append(segs[len(segs)-1].agent, l.raw)
 	}
 
 	run := &peerRun{logs: &syncBuffer{}, version: 1, reducer: conformance.NewReducer(1)}
 	logger := slog.New(slog.NewTextHandler(run.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	p, err := proxy.New(append([]proxy.Option{proxy.WithLogger(logger)}, mode.opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "proxy.New")
 	cr, cw := io.Pipe()
 	coR, coW := io.Pipe()
 	aiR, aiW := io.Pipe()
@@ -431,36 +418,29 @@ func runPeer(t *testing.T, path string, mode clientMode) *peerRun {
 		observe(conformance.FromAgent, n, line)
 		run.received = append(run.received, line)
 		run.events = append(run.events, peerLine{raw: line})
-		if err := run.reducer.ApplyMessage(bytes.TrimSpace(line)); err != nil {
-			t.Errorf("the client's reducer refused %s: %v", clipQ(line), err)
-		}
+		assert.NoError(t, run.reducer.ApplyMessage(bytes.TrimSpace(line)), "the client's reducer refused %s", clipQ(line))
 	}
 	for i, s := range segs {
 		n++
 		observe(conformance.FromClient, n, s.client)
 		run.events = append(run.events, peerLine{fromClient: true, raw: s.client})
-		if _, err := cw.Write(s.client); err != nil {
-			t.Fatalf("client write: %v", err)
-		}
+		_, err := cw.Write(s.client)
+		require.NoError(t, err, "client write")
 		run.agentLines = append(run.agentLines, s.agent...)
 	wait:
 		for {
 			select {
 			case line, ok := <-toClient:
-				if !ok {
-					t.Fatalf("the client stream ended during segment %d", i)
-				}
+				require.True(t, ok, "the client stream ended during segment %d", i)
 				if isSync(line) {
 					break wait
 				}
 				receive(line)
 			case err := <-agentErr:
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err, "the agent's side of the recording")
 				agentErr <- nil
 			case <-time.After(waitFor):
-				t.Fatalf("no sync for segment %d within %s", i, waitFor)
+				require.FailNow(t, fmt.Sprintf("no sync for segment %d within %s", i, waitFor))
 			}
 		}
 	}
@@ -469,11 +449,9 @@ func runPeer(t *testing.T, path string, mode clientMode) *peerRun {
 	cw.Close()
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Errorf("Run: %v", err)
-		}
+		assert.NoError(t, err, "Run")
 	case <-time.After(waitFor):
-		t.Fatal("Run did not return")
+		require.FailNow(t, "Run did not return")
 	}
 	coW.Close()
 	for line := range toClient {
@@ -510,7 +488,7 @@ func replayPeer(t *testing.T, path, agentDir, scenario, recMode string, mode cli
 			t.Logf("expected checker reading of the model's prose: %s", v)
 			continue
 		}
-		t.Errorf("violation on the client stream: %s", v)
+		assert.Fail(t, "violation on the client stream", "%s", v)
 	}
 
 	// Every line the client got that the agent sent is the agent's line,
@@ -551,12 +529,12 @@ func replayPeer(t *testing.T, path, agentDir, scenario, recMode string, mode cli
 		u := m.Params.Update
 		switch {
 		case everything:
-			t.Errorf("the agent's line did not reach the client unchanged: %s", clipQ(a))
+			assert.Fail(t, "the agent's line did not reach the client unchanged", "%s", clipQ(a))
 		case m.Method != "session/update":
-			t.Errorf("the agent's %q message did not reach the client unchanged: %s", m.Method, clipQ(a))
+			assert.Fail(t, fmt.Sprintf("the agent's %q message did not reach the client unchanged", m.Method), "%s", clipQ(a))
 		case u.MessageID != "" && strings.HasSuffix(u.Kind, "_chunk") &&
 			!(mode.capable && u.Kind == "user_message_chunk" && strings.HasPrefix(u.Content.Text, "This session is being continued")):
-			t.Errorf("model prose did not reach the client unchanged: %s", clipQ(a))
+			assert.Fail(t, "model prose did not reach the client unchanged", "%s", clipQ(a))
 		}
 	}
 
@@ -582,16 +560,14 @@ func replayPeer(t *testing.T, path, agentDir, scenario, recMode string, mode cli
 		}
 		wantS = append(wantS, s)
 	}
-	if strings.Join(gotS, ",") != strings.Join(wantS, ",") {
-		t.Fatalf("the client holds compactions %v, want %v", gotS, wantS)
-	}
+	require.Equal(t, strings.Join(wantS, ","), strings.Join(gotS, ","), "the compactions the client holds")
 	for i, c := range expected {
 		g := got[i]
-		if c.err != "" && !strings.Contains(g.err, c.err) {
-			t.Errorf("compaction %d: error %q, want it to contain %q", i, g.err, c.err)
+		if c.err != "" {
+			assert.Contains(t, g.err, c.err, "compaction %d: error", i)
 		}
-		if !mode.capable && c.status == "cancelled" && !strings.Contains(g.err, "cancelled") {
-			t.Errorf("compaction %d: a cancel reads %q", i, g.err)
+		if !mode.capable && c.status == "cancelled" {
+			assert.Contains(t, g.err, "cancelled", "compaction %d: how a cancel reads", i)
 		}
 	}
 
@@ -608,15 +584,13 @@ func replayPeer(t *testing.T, path, agentDir, scenario, recMode string, mode cli
 			if f, ok := val.(float64); ok {
 				val = int64(f)
 			}
-			if fmt.Sprint(val) != fmt.Sprint(v) {
-				t.Errorf("record %s = %v, want %v (record %v)", k, val, v, rec)
-			}
+			assert.Equal(t, fmt.Sprint(v), fmt.Sprint(val), "record %s (record %v)", k, rec)
 		}
 	}
 	// Nothing about compaction reaches the client outside a turn (or a
 	// session/load's replay).
 	for _, line := range outsideTurns(run) {
-		t.Errorf("the client received a compaction line outside a turn: %s", clipQ(line))
+		assert.Fail(t, "the client received a compaction line outside a turn", "%s", clipQ(line))
 	}
 	// Kimi's /compact reports after its turn: the client gets it when the
 	// next turn begins, terminal-first, before anything else of that turn.
@@ -628,12 +602,11 @@ func replayPeer(t *testing.T, path, agentDir, scenario, recMode string, mode cli
 	// from it (a compaction the agent replays itself keeps its own).
 	if mode.capable && scenario == "load" && strings.HasPrefix(agentDir, "claude-") && sentContinuation(run.agentLines) {
 		for _, line := range run.received {
-			if bytes.Contains(line, []byte("read the full transcript at")) || bytes.Contains(line, []byte("This session is being continued")) {
-				t.Errorf("the continuation's model-facing text reached the client: %s", clipQ(line))
-			}
+			assert.False(t, bytes.Contains(line, []byte("read the full transcript at")), "the continuation's model-facing text reached the client: %s", clipQ(line))
+			assert.False(t, bytes.Contains(line, []byte("This session is being continued")), "the continuation's model-facing text reached the client: %s", clipQ(line))
 		}
-		if len(got) > 0 && got[0].summary {
-			t.Errorf("the continuation's compaction carries a summary under the default summary policy")
+		if len(got) > 0 {
+			assert.False(t, got[0].summary, "the continuation's compaction carries a summary under the default summary policy")
 		}
 	}
 	return ids
@@ -858,23 +831,22 @@ func checkDeliveredAtNextTurn(t *testing.T, run *peerRun, got []seenCompaction) 
 			lastPrompt = i
 		}
 	}
-	if lastPrompt < 0 || lastPrompt+1 >= len(run.events) {
-		t.Fatalf("no line after the last prompt")
-	}
+	require.GreaterOrEqual(t, lastPrompt, 0, "no prompt")
+	require.Less(t, lastPrompt+1, len(run.events), "no line after the last prompt")
 	first := run.events[lastPrompt+1].raw
-	if !bytes.Contains(first, []byte(`"completed"`)) || (!bytes.Contains(first, []byte(`"compaction_update"`)) && !bytes.Contains(first, []byte(`"Compact conversation"`))) {
-		t.Errorf("the next turn begins with %s, want the held compaction, completed", clipQ(first))
-	}
+	assert.True(t, bytes.Contains(first, []byte(`"completed"`)), "the next turn begins with %s, want the held compaction, completed", clipQ(first))
+	assert.True(t, bytes.Contains(first, []byte(`"compaction_update"`)) || bytes.Contains(first, []byte(`"Compact conversation"`)),
+		"the next turn begins with %s, want the held compaction (an update or its tool call)", clipQ(first))
 	id := ""
 	if len(got) > 0 {
 		id = got[0].id
 	}
 	for _, ev := range run.events[:lastPrompt+1] {
-		if !ev.fromClient && id != "" && bytes.Contains(ev.raw, []byte(id)) {
-			t.Errorf("the client saw the held compaction before the next turn: %s", clipQ(ev.raw))
+		if !ev.fromClient && id != "" {
+			assert.False(t, bytes.Contains(ev.raw, []byte(id)), "the client saw the held compaction before the next turn: %s", clipQ(ev.raw))
 		}
 	}
-	if len(got) > 0 && got[0].record == nil {
-		t.Errorf("the held compaction carries no record")
+	if len(got) > 0 {
+		assert.NotNil(t, got[0].record, "the held compaction carries no record")
 	}
 }

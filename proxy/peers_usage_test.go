@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Copilot CLI and Gemini CLI compact automatically without a word on the
@@ -50,9 +53,7 @@ func (d usageDrop) ratio() float64 { return float64(d.from-d.to) / float64(d.fro
 
 func TestPeersUsageDropIsNoCompactionSignal(t *testing.T) {
 	files, err := filepath.Glob(peersGlob)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "filepath.Glob")
 	if len(files) == 0 {
 		t.Skipf("no recordings under %s", peersGlob)
 	}
@@ -125,10 +126,8 @@ func TestPeersUsageDropIsNoCompactionSignal(t *testing.T) {
 	// profile reads a usage drop as a compaction (translatorTable has no
 	// such recogniser; the README's "Agent profiles" says why).
 	for _, r := range all {
-		if r.fp == 0 || r.fn == 0 {
-			t.Errorf("at a drop of more than %.0f%%: %d false positives, %d false negatives: the recordings no longer rule a usage-drop signal out; revisit the decision (docs/proxy.md, \"Agent profiles\")",
-				r.threshold*100, r.fp, r.fn)
-		}
+		assert.True(t, r.fp != 0 && r.fn != 0, "at a drop of more than %.0f%%: %d false positives, %d false negatives: the recordings no longer rule a usage-drop signal out; revisit the decision (docs/proxy.md, \"Agent profiles\")",
+			r.threshold*100, r.fp, r.fn)
 	}
 }
 

@@ -3,11 +3,12 @@ package proxy_test
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The profiles added for issue 20: Claude ACP 0.75 to 0.96, the old
@@ -56,13 +57,11 @@ func userText(s string) string {
 func (h *harness) wantUpdate(id, status string, wants ...string) {
 	h.t.Helper()
 	line := string(h.next())
-	if !strings.Contains(line, `"sessionUpdate":"compaction_update"`) || !strings.Contains(line, `"compactionId":"`+id+`"`) || !strings.Contains(line, `"status":"`+status+`"`) {
-		h.t.Fatalf("client got\n%s\nwant a %s compaction_update of %s", line, status, id)
-	}
+	require.Contains(h.t, line, `"sessionUpdate":"compaction_update"`, "want a %s compaction_update of %s", status, id)
+	require.Contains(h.t, line, `"compactionId":"`+id+`"`, "want a %s compaction_update of %s", status, id)
+	require.Contains(h.t, line, `"status":"`+status+`"`, "want a %s compaction_update of %s", status, id)
 	for _, w := range wants {
-		if !strings.Contains(line, w) {
-			h.t.Errorf("the update %s lacks %s", line, w)
-		}
+		assert.Contains(h.t, line, w, "the update")
 	}
 }
 
@@ -95,9 +94,8 @@ func TestProfileNewAgentsOwnTextsFromTheModelStayProse(t *testing.T) {
 					h.forwarded(upd("s1", text("more prose")))
 					h.relay(promptResponse(id, "end_turn"))
 				}
-				if rest, _ := h.end(); len(rest) != 0 {
-					t.Errorf("at the end the client got %q", rest)
-				}
+				rest, _ := h.end()
+				assert.Zero(t, len(rest), "at the end the client got %q", rest)
 			}
 		})
 	}
@@ -131,9 +129,8 @@ func TestProfileKimiBackgroundCompactionIsDeliveredAtTheNextTurn(t *testing.T) {
 		h.relay(usage)
 		h.prompt("s1")
 		h.wantUpdate(mintedID("s1", proxy.Kimi, 2), "failed", `"error":"Kimi Code reported the compaction cancelled, but no cancel was asked for`)
-		if rest, _ := h.end(); len(rest) != 0 {
-			t.Errorf("at the end the client got %q", rest)
-		}
+		rest, _ := h.end()
+		assert.Zero(t, len(rest), "at the end the client got %q", rest)
 	})
 	t.Run("a second /compact while one runs", func(t *testing.T) {
 		h := startProfiled(t)
@@ -157,9 +154,8 @@ func TestProfileKimiBackgroundCompactionIsDeliveredAtTheNextTurn(t *testing.T) {
 		h.relay(usage)
 		h.prompt("s1")
 		line := string(h.next())
-		if !strings.Contains(line, `"sessionUpdate":"tool_call"`) || !strings.Contains(line, `"status":"completed"`) {
-			t.Fatalf("client got %s, want a terminal-first completed tool call", line)
-		}
+		require.Contains(t, line, `"sessionUpdate":"tool_call"`, "want a terminal-first completed tool call")
+		require.Contains(t, line, `"status":"completed"`, "want a terminal-first completed tool call")
 	})
 	t.Run("without the capability, the texts as they come", func(t *testing.T) {
 		h := startProfiled(t)
@@ -170,9 +166,8 @@ func TestProfileKimiBackgroundCompactionIsDeliveredAtTheNextTurn(t *testing.T) {
 		h.relay(upd("s1", text(kimiDone)))
 		h.prompt("s1")
 		h.relay(upd("s1", text("Hello!")))
-		if rest, _ := h.end(); len(rest) != 0 {
-			t.Errorf("at the end the client got %q", rest)
-		}
+		rest, _ := h.end()
+		assert.Zero(t, len(rest), "at the end the client got %q", rest)
 	})
 }
 
@@ -266,9 +261,8 @@ func TestProfileCopilotCompactResults(t *testing.T) {
 	id = h.promptText("s1", "/compact")
 	h.relay(upd("s1", text(copilotDone)))
 	h.relay(promptResponse(id, "end_turn"))
-	if rest, _ := h.end(); len(rest) != 0 {
-		t.Errorf("at the end the client got %q", rest)
-	}
+	rest, _ := h.end()
+	assert.Zero(t, len(rest), "at the end the client got %q", rest)
 }
 
 // Qwen Code before 0.24.2 marks its /compress texts with _meta.source

@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,6 +10,8 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The agentInfo names of the profiled agents (peers-observed.md).
@@ -123,9 +124,7 @@ func TestProfileUnknownAgentGetsTheUniversalRules(t *testing.T) {
 	h.relay(upd("s1", cmpUpdate("cmp_u", "completed")))
 	h.agent(upd("s1", cmpUpdate("cmp_u", "completed"))) // one terminal per ID
 	h.relay(upd("s1", text("after")))
-	if !contains(h.logs.String(), "no profile for this agent") {
-		t.Errorf("the log does not say the agent has no profile:\n%s", h.logs.String())
-	}
+	assert.True(t, contains(h.logs.String(), "no profile for this agent"), "the log does not say the agent has no profile:\n%s", h.logs.String())
 	h.end()
 
 	h = startProfiled(t)
@@ -146,9 +145,8 @@ func TestProfileNewerReleaseGetsTheNewestProfileAndSaysSo(t *testing.T) {
 	h := startProfiled(t)
 	h.handshakeAgent(v1Capable, claudeACP, "0.140.2")
 	h.end()
-	if !contains(h.logs.String(), "agent profile", "profile=claude-acp", "newer than the last one observed (0.101.0)") {
-		t.Errorf("the log does not name the profile and the newer release:\n%s", h.logs.String())
-	}
+	assert.True(t, contains(h.logs.String(), "agent profile", "profile=claude-acp", "newer than the last one observed (0.101.0)"),
+		"the log does not name the profile and the newer release:\n%s", h.logs.String())
 }
 
 func TestProfileCanBeForcedOrSwitchedOff(t *testing.T) {
@@ -170,9 +168,8 @@ func TestProfileCanBeForcedOrSwitchedOff(t *testing.T) {
 	h.relay(upd("s1", text(codexHeadsUp)))
 	h.end()
 
-	if _, err := proxy.New(proxy.WithProfile("bogus")); !errors.Is(err, proxy.ErrUnknownProfile) {
-		t.Errorf("New(WithProfile(bogus)) = %v, want ErrUnknownProfile", err)
-	}
+	_, err := proxy.New(proxy.WithProfile("bogus"))
+	assert.ErrorIs(t, err, proxy.ErrUnknownProfile, "New(WithProfile(bogus))")
 }
 
 // --- codex-acp 0.16 ---
@@ -197,9 +194,8 @@ func TestProfileCodexTextWithoutItsWarningIsProse(t *testing.T) {
 	h.prompt("s1")
 	h.agent(upd("s1", text("Context compacted\n")))
 	rest, _ := h.end()
-	if len(rest) != 1 || string(rest[0]) != upd("s1", text("Context compacted\n"))+"\n" {
-		t.Fatalf("at the end the client got %q, want the held text", rest)
-	}
+	require.Equal(t, 1, len(rest), "at the end the client got %q, want the held text", rest)
+	require.Equal(t, upd("s1", text("Context compacted\n"))+"\n", string(rest[0]), "at the end the client got the held text")
 }
 
 // --- the agents' own standard updates ---
@@ -243,9 +239,7 @@ func TestProfileReplayedRunningCompactionIsLeftOut(t *testing.T) {
 	h.relay(`{"jsonrpc":"2.0","id":5,"result":{}}`)
 	h.relay(upd("s1", text("after")))
 	rest, _ := h.end()
-	if len(rest) != 0 {
-		t.Fatalf("the replayed running compaction was settled at the end: %q", rest)
-	}
+	require.Zero(t, len(rest), "the replayed running compaction was settled at the end: %q", rest)
 }
 
 // --- settling what the agent left open, with its own words ---
@@ -467,12 +461,12 @@ func TestProfileClaudeContinuationOnLoad(t *testing.T) {
 			} `json:"params"`
 		}
 		line := h.next()
-		if err := json.Unmarshal(line, &got); err != nil {
-			t.Fatal(err)
-		}
-		if u := got.Params.Update; u.Kind != "compaction_update" || u.Status != "completed" || string(u.Summary) != "null" || u.ID == "" {
-			t.Fatalf("client got %s, want a terminal-first completed compaction without a summary", line)
-		}
+		require.NoError(t, json.Unmarshal(line, &got), "json.Unmarshal")
+		u := got.Params.Update
+		require.Equal(t, "compaction_update", u.Kind, "client got %s, want a terminal-first completed compaction without a summary", line)
+		require.Equal(t, "completed", u.Status, "client got %s, want a terminal-first completed compaction without a summary", line)
+		require.Equal(t, "null", string(u.Summary), "client got %s, want a terminal-first completed compaction without a summary", line)
+		require.NotEmpty(t, u.ID, "client got %s, want a terminal-first completed compaction with an ID", line)
 		h.relay(`{"jsonrpc":"2.0","id":5,"result":{}}`)
 	})
 	t.Run("summaries allowed", func(t *testing.T) {
@@ -481,9 +475,7 @@ func TestProfileClaudeContinuationOnLoad(t *testing.T) {
 		h.load(5)
 		h.agent(upd("s1", continuationChunk()))
 		line := string(h.next())
-		if !strings.Contains(line, `"summary":[{"type":"text","text":"The user said hello."}]`) {
-			t.Fatalf("client got %s, want the summary without its framing", line)
-		}
+		require.Contains(t, line, `"summary":[{"type":"text","text":"The user said hello."}]`, "want the summary without its framing")
 	})
 	t.Run("without the capability", func(t *testing.T) {
 		for _, opts := range [][]proxy.Option{nil, {proxy.WithFallback(fallback.ToolCall())}} {
@@ -529,9 +521,7 @@ func TestProfileQwenCompressionBecomesCompactions(t *testing.T) {
 	h.agent(upd("s1", qwenChunk("Context compressed (100 -> ~72).", qwenDone)))
 	line := string(h.next())
 	for _, want := range []string{`"compactionId":"` + c1 + `"`, `"status":"completed"`, `"trigger":"manual"`, `"tokensBefore":100`, `"tokensAfter":72`} {
-		if !strings.Contains(line, want) {
-			t.Errorf("the completion %s lacks %s", line, want)
-		}
+		assert.Contains(t, line, want, "the completion")
 	}
 	h.relay(promptResponse(id, "end_turn"))
 
@@ -608,16 +598,13 @@ func wantStableQwenReplay(t *testing.T, version, replayed, want string) {
 		}
 		line := h.next()
 		_ = json.Unmarshal(line, &got)
-		if got.Params.Update.Status != "completed" || !strings.Contains(string(line), want) {
-			t.Fatalf("client got %s, want one terminal-first completed update holding %q", line, want)
-		}
+		require.Equal(t, "completed", got.Params.Update.Status, "client got %s, want one terminal-first completed update", line)
+		require.Contains(t, string(line), want, "client got one terminal-first completed update, but without the ID")
 		ids = append(ids, got.Params.Update.ID)
 		h.relay(`{"jsonrpc":"2.0","id":5,"result":{}}`)
 		h.end()
 	}
-	if ids[0] != ids[1] {
-		t.Errorf("two loads gave IDs %q and %q: want one, from the transcript record", ids[0], ids[1])
-	}
+	assert.Equal(t, ids[0], ids[1], "two loads gave two IDs: want one, from the transcript record")
 }
 
 // --- heartbeat ---
@@ -634,9 +621,7 @@ func TestProfileHeartbeatDuringSilence(t *testing.T) {
 		h.relay(upd("s1", cmpUpdate("cmp_s", "in_progress")))
 		// The heartbeat is the agent's own line again, byte for byte.
 		for range 2 {
-			if got := h.next(); !jsonEqual(got, []byte(upd("s1", cmpUpdate("cmp_s", "in_progress")))) {
-				t.Fatalf("client got %s, want a field-less in_progress", got)
-			}
+			require.JSONEq(t, upd("s1", cmpUpdate("cmp_s", "in_progress")), string(h.next()), "want a field-less in_progress")
 		}
 		h.agent(upd("s1", cmpUpdate("cmp_s", "failed", `"error":"overloaded"`)))
 		// Lines already beating may precede it.
@@ -679,14 +664,13 @@ func TestProfilesAreListed(t *testing.T) {
 	names := map[string]bool{}
 	for _, p := range proxy.Profiles() {
 		names[p.Name] = true
-		if p.Agent == "" || p.Range == "" || p.Sends == "" || p.Gets == "" {
-			t.Errorf("profile %q is not described: %+v", p.Name, p)
-		}
+		assert.NotEmpty(t, p.Agent, "profile %q: Agent", p.Name)
+		assert.NotEmpty(t, p.Range, "profile %q: Range", p.Name)
+		assert.NotEmpty(t, p.Sends, "profile %q: Sends", p.Name)
+		assert.NotEmpty(t, p.Gets, "profile %q: Gets", p.Name)
 	}
 	for _, want := range []string{"claude-acp-text", "claude-acp-toolcall", "claude-acp-replay", "claude-acp", "claude-code-acp", "codex-acp", "codex-acp-rs",
 		"opencode-1.18", "opencode", "qwen-code-0.24.0", "qwen-code", "gemini-cli", "kimi-code", "copilot-cli"} {
-		if !names[want] {
-			t.Errorf("no profile %q", want)
-		}
+		assert.True(t, names[want], "no profile %q", want)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The proxy reads every line at least as leniently as the clients it
@@ -57,17 +59,13 @@ func noCompactionRead(t *testing.T, version int, lines [][]byte) {
 	for _, l := range lines {
 		for _, r := range readers {
 			m := r.read(bytes.TrimSuffix(l, []byte("\n")))
-			if m.isCompaction() {
-				t.Errorf("a client without the capability received %s, which the %s client reads as a %s", clipQ(l), r.name, m.kind)
-			}
+			assert.False(t, m.isCompaction(), "a client without the capability received %s, which the %s client reads as a %s", clipQ(l), r.name, m.kind)
 			if v != nil && m.ok && m.method == "session/update" && r.name == "typescript" {
 				var n struct {
 					Params json.RawMessage `json:"params"`
 				}
 				if json.Unmarshal([]byte(m.raw), &n) == nil && len(m.raw) < 1<<20 {
-					if err := v.Notification(n.Params); err != nil {
-						t.Errorf("the client received a session/update that fails the v%d schema: %v", version, err)
-					}
+					assert.NoError(t, v.Notification(n.Params), "the client received a session/update that fails the v%d schema", version)
 				}
 			}
 		}
@@ -115,9 +113,7 @@ func TestReadUnreadableLineThatMayCarryACompactionUpdateIsDropped(t *testing.T) 
 			h.prompt("s1")
 			h.agentRaw(tc.line + "\n")
 			h.relay(upd("s1", text("after")))
-			if !contains(h.logs.String(), "dropped an unreadable line that may carry a compaction update", "side=agent", "line=3") {
-				t.Errorf("the drop is not logged:\n%s", h.logs.String())
-			}
+			assert.True(t, contains(h.logs.String(), "dropped an unreadable line that may carry a compaction update", "side=agent", "line=3"), "the drop is not logged:\n%s", h.logs.String())
 		})
 	}
 	t.Run("capable client", func(t *testing.T) {
@@ -156,15 +152,11 @@ func TestReadTurnEndInALenientLineComesAfterTheSettlement(t *testing.T) {
 			h := start(t)
 			h.handshake(v1Capable, 1)
 			h.nextID = 2
-			if id := h.prompt("s1"); id != 3 {
-				t.Fatalf("prompt id %d", id)
-			}
+			require.Equal(t, 3, h.prompt("s1"), "prompt id")
 			h.relay(upd("s1", cmpUpdate("cmp_t", "in_progress")))
 			h.agentRaw(c.response + "\n")
 			h.emitted(upd("s1", cmpUpdate("cmp_t", "failed", `"error":"the turn ended before the compaction finished"`)))
-			if got := h.next(); string(got) != c.response+"\n" {
-				t.Fatalf("client got %s, want the agent's answer as it came", clipQ(got))
-			}
+			require.Equal(t, c.response+"\n", string(h.next()), "want the agent's answer as it came")
 			// The settlement followed the turn the answer ended: a later
 			// update of the compaction is dropped.
 			h.agent(upd("s1", cmpUpdate("cmp_t", "completed")))
@@ -224,9 +216,7 @@ func TestReadClientCheckerSeesEveryLineTheClientReceives(t *testing.T) {
 				found = true
 			}
 		}
-		if !found {
-			t.Errorf("the checker did not see %s", clipQ([]byte(l)))
-		}
+		assert.True(t, found, "the checker did not see %s", clipQ([]byte(l)))
 	}
 	obs.close()
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The profile table of docs/proxy.md (section "Agent profiles") is generated from
@@ -25,9 +27,7 @@ func profileTable(t *testing.T) string {
 	b.WriteString("| profile | agent (`agentInfo.name`) | versions | recorded | what it sends | what the client gets through the proxy |\n")
 	b.WriteString("|---|---|---|---|---|---|\n")
 	cell := func(s string) string {
-		if strings.ContainsAny(s, "|\n") {
-			t.Errorf("a profile's text holds a table separator or a newline: %q", s)
-		}
+		assert.False(t, strings.ContainsAny(s, "|\n"), "a profile's text holds a table separator or a newline: %q", s)
 		return s
 	}
 	for _, p := range proxy.Profiles() {
@@ -50,23 +50,19 @@ func TestReadmeProfileTable(t *testing.T) {
 	s := string(readme)
 	i := strings.Index(s, profilesBegin)
 	j := strings.Index(s, profilesEnd)
-	if i < 0 || j < i {
-		t.Fatalf("docs/proxy.md has no generated profile table (%q … %q)", profilesBegin, profilesEnd)
-	}
-	if sec := strings.Index(s, "## Agent profiles\n"); sec < 0 || sec > i {
-		t.Errorf("the generated profile table is not in the section \"Agent profiles\"")
-	}
+	require.GreaterOrEqual(t, i, 0, "docs/proxy.md has no generated profile table (no %q)", profilesBegin)
+	require.GreaterOrEqual(t, j, i, "docs/proxy.md has no generated profile table (no %q after %q)", profilesEnd, profilesBegin)
+	sec := strings.Index(s, "## Agent profiles\n")
+	assert.True(t, sec >= 0 && sec <= i, "the generated profile table is not in the section \"Agent profiles\"")
 	want := profileTable(t)
 	got := s[i+len(profilesBegin) : j]
 	if got == want {
 		return
 	}
 	if os.Getenv("ACPCOMPACT_UPDATE_README") == "1" {
-		if err := os.WriteFile(path, []byte(s[:i+len(profilesBegin)]+want+s[j:]), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, []byte(s[:i+len(profilesBegin)]+want+s[j:]), 0o644), "os.WriteFile")
 		t.Logf("rewrote the profile table of %s", path)
 		return
 	}
-	t.Errorf("the profile table of docs/proxy.md disagrees with proxy.Profiles(); run ACPCOMPACT_UPDATE_README=1 go test ./proxy -run TestReadmeProfileTable\nwant:\n%s\ngot:\n%s", want, got)
+	assert.Equal(t, want, got, "the profile table of docs/proxy.md disagrees with proxy.Profiles(); run ACPCOMPACT_UPDATE_README=1 go test ./proxy -run TestReadmeProfileTable")
 }

@@ -7,6 +7,8 @@ import (
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const (
@@ -421,17 +423,11 @@ func TestProxyAgentExitSettlesWhatIsOpen(t *testing.T) {
 	h.agent(upd("s1", toolStart))
 	h.emitted(upd("s1", cmpUpdate("toolu_1", "in_progress")))
 	rest, err := h.end()
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if len(rest) != 2 {
-		t.Fatalf("after the agent's exit the client got %d lines, want 2: %q", len(rest), rest)
-	}
+	require.NoError(t, err, "Run")
+	require.Equal(t, 2, len(rest), "after the agent's exit the client got %q", rest)
 	for i, id := range []string{"cmp_c1", "toolu_1"} {
 		want := upd("s1", cmpUpdate(id, "failed", `"error":"the agent crashed during compaction"`))
-		if !jsonEqual(rest[i], []byte(want)) {
-			t.Errorf("line %d: got %s, want %s", i, rest[i], want)
-		}
+		assert.JSONEq(t, want, string(rest[i]), "line %d", i)
 	}
 }
 
@@ -442,9 +438,8 @@ func TestProxyAgentExitAfterCancelSettlesAsCancelled(t *testing.T) {
 	h.relay(upd("s1", cmpUpdate("cmp_c1", "in_progress")))
 	h.cancel("s1")
 	rest, _ := h.end()
-	if len(rest) != 1 || !jsonEqual(rest[0], []byte(upd("s1", cmpUpdate("cmp_c1", "cancelled")))) {
-		t.Fatalf("got %q, want one cancelled update", rest)
-	}
+	require.Equal(t, 1, len(rest), "got %q, want one cancelled update", rest)
+	require.JSONEq(t, upd("s1", cmpUpdate("cmp_c1", "cancelled")), string(rest[0]), "want one cancelled update")
 }
 
 func TestProxyAgentFinalLineWithoutNewlineIsNotJoinedToSettlement(t *testing.T) {
@@ -455,9 +450,8 @@ func TestProxyAgentFinalLineWithoutNewlineIsNotJoinedToSettlement(t *testing.T) 
 	last := upd("s1", text("cut"))
 	h.agentRaw(last)
 	rest, _ := h.end()
-	if len(rest) != 2 || string(rest[0]) != last+"\n" {
-		t.Fatalf("got %q", rest)
-	}
+	require.Equal(t, 2, len(rest), "got %q", rest)
+	require.Equal(t, last+"\n", string(rest[0]), "the agent's last line")
 }
 
 // --- cancel grace ---
@@ -510,9 +504,7 @@ func TestProxyMalformedLinesAreForwardedAndLogged(t *testing.T) {
 	h.end()
 	logs := h.logs.String()
 	for _, want := range []string{"side=client line=3", "side=client line=4", "side=agent line=3", "side=agent line=4"} {
-		if !contains(logs, "malformed line", want) {
-			t.Errorf("log lacks a malformed-line entry with %q:\n%s", want, logs)
-		}
+		assert.True(t, contains(logs, "malformed line", want), "log lacks a malformed-line entry with %q:\n%s", want, logs)
 	}
 }
 
@@ -534,13 +526,10 @@ func TestProxyByteIdenticalForwarding(t *testing.T) {
 	h.clientRaw("\n")
 	h.clientRaw("   \n")
 	h.agentRaw("{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{\"sessionId\":\"s1\",\"update\":{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"\\u00e9 <b> & \"}}}}\r\n")
-	if got := h.next(); string(got) != "{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{\"sessionId\":\"s1\",\"update\":{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"\\u00e9 <b> & \"}}}}\r\n" {
-		t.Fatalf("got %q", got)
-	}
+	require.Equal(t, "{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{\"sessionId\":\"s1\",\"update\":{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"\\u00e9 <b> & \"}}}}\r\n",
+		string(h.next()), "the agent's line, byte for byte")
 	h.agentRaw("\n")
-	if got := h.next(); string(got) != "\n" {
-		t.Fatalf("got %q", got)
-	}
+	require.Equal(t, "\n", string(h.next()), "the agent's empty line")
 }
 
 func TestProxyCheckerReportsTheAgentsBugs(t *testing.T) {
@@ -556,9 +545,7 @@ func TestProxyCheckerReportsTheAgentsBugs(t *testing.T) {
 	h.end()
 	rc.want = []conformance.Rule{conformance.RuleCapability}
 	rc.close()
-	if !contains(h.logs.String(), "conformance:", "rule=capability") {
-		t.Errorf("violation not logged:\n%s", h.logs.String())
-	}
+	assert.True(t, contains(h.logs.String(), "conformance:", "rule=capability"), "violation not logged:\n%s", h.logs.String())
 }
 
 func TestProxyGatedStandardReplayIsTerminalFirstFallback(t *testing.T) {

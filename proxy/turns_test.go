@@ -7,6 +7,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
 )
 
 // Nothing about compaction outside a turn: a compaction the agent starts,
@@ -152,9 +153,7 @@ func TestProxyDropsBetweenTurnsWhatItCannotHold(t *testing.T) {
 		h.relay(promptResponse(id, "end_turn"))
 		h.agent(upd("s1", cmpUpdate("cmp_big", "completed", `"summary":[{"type":"text","text":"`+repeat("s", 200000)+`"}]`)))
 		h.relay(upd("s1", text("idle")))
-		if !contains(h.logs.String(), "dropped a compaction update longer than the inspection limit sent between turns", "side=agent", "line=4") {
-			t.Errorf("the drop is not logged:\n%s", h.logs.String())
-		}
+		assert.True(t, contains(h.logs.String(), "dropped a compaction update longer than the inspection limit sent between turns", "side=agent", "line=4"), "the drop is not logged:\n%s", h.logs.String())
 	})
 	t.Run("longer than the inspection limit, in a turn", func(t *testing.T) {
 		h := start(t, proxy.WithMaxLineBytes(256))
@@ -172,8 +171,6 @@ func TestProxyDropsBetweenTurnsWhatItCannotHold(t *testing.T) {
 		h.agent("[" + before + "," + upd("s1", cmpUpdate("cmp_b", "in_progress")) + "," + upd("s1", cmpUpdate("cmp_b", "completed")) + "]")
 		h.emitted("[" + before + "]")
 		h.relay(upd("s1", text("idle")))
-		if !contains(h.logs.String(), "dropped a compaction update inside a batch sent between turns", "side=agent", "line=4") {
-			t.Errorf("the drop is not logged:\n%s", h.logs.String())
-		}
+		assert.True(t, contains(h.logs.String(), "dropped a compaction update inside a batch sent between turns", "side=agent", "line=4"), "the drop is not logged:\n%s", h.logs.String())
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const (
@@ -46,18 +48,14 @@ func checkRun(t *testing.T, stdin string, args ...string) checkResult {
 func checkWriteFile(t *testing.T, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "t.jsonl")
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600), "os.WriteFile")
 	return p
 }
 
 func TestCheckCleanTranscriptExitsZero(t *testing.T) {
 	p := checkWriteFile(t, checkCleanTranscript)
 	r := checkRun(t, "", p)
-	if r.code != 0 || r.stdout != p+": ok, no violations\n" || r.stderr != "" {
-		t.Errorf("got %+v", r)
-	}
+	assert.Equal(t, checkResult{0, p + ": ok, no violations\n", ""}, r, "a clean transcript")
 }
 
 func TestCheckPrintsFileLineRuleMessageAndExitsOne(t *testing.T) {
@@ -69,21 +67,18 @@ func TestCheckPrintsFileLineRuleMessageAndExitsOne(t *testing.T) {
 		p + `: 2 violations (after-turn 1, settlement 1)`,
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if r.code != 1 || len(lines) != len(want) {
-		t.Fatalf("got %+v", r)
-	}
+	require.Equal(t, 1, r.code, "exit code; got %+v", r)
+	require.Len(t, lines, len(want), "output lines; got %+v", r)
 	for i, w := range want {
-		if !strings.HasPrefix(lines[i], w) {
-			t.Errorf("line %d = %q, want prefix %q", i, lines[i], w)
-		}
+		assert.True(t, strings.HasPrefix(lines[i], w), "line %d = %q, want prefix %q", i, lines[i], w)
 	}
 }
 
 func TestCheckReadsStdin(t *testing.T) {
 	r := checkRun(t, "client {}\nnonsense\n", "-")
-	if r.code != 1 || !strings.HasPrefix(r.stdout, "<stdin>:2: transcript: ") || !strings.HasSuffix(r.stdout, "<stdin>: 1 violation (transcript 1)\n") {
-		t.Errorf("got %+v", r)
-	}
+	assert.Equal(t, 1, r.code, "exit code; got %+v", r)
+	assert.True(t, strings.HasPrefix(r.stdout, "<stdin>:2: transcript: "), "stdout does not begin with the violation: %+v", r)
+	assert.True(t, strings.HasSuffix(r.stdout, "<stdin>: 1 violation (transcript 1)\n"), "stdout does not end with the count: %+v", r)
 }
 
 func TestCheckSchemaModes(t *testing.T) {
@@ -102,11 +97,9 @@ func TestCheckSchemaModes(t *testing.T) {
 		var out, errOut bytes.Buffer
 		code := runCheck(context.Background(), tc.args, nil, &out, &errOut)
 		r := checkResult{code, out.String(), errOut.String()}
-		if r.code != tc.code {
-			t.Errorf("%v: got %+v, want exit %d", tc.args, r, tc.code)
-		}
-		if tc.code == 1 && !strings.Contains(r.stdout, p+":4: schema: session/update fails the v1 schema") {
-			t.Errorf("%v: stdout %q lacks the schema violation", tc.args, r.stdout)
+		assert.Equal(t, tc.code, r.code, "%v: exit code; got %+v", tc.args, r)
+		if tc.code == 1 {
+			assert.Contains(t, r.stdout, p+":4: schema: session/update fails the v1 schema", "%v: stdout lacks the schema violation", tc.args)
 		}
 	}
 }
@@ -141,9 +134,7 @@ func TestCheckWithoutTheSchema(t *testing.T) {
 		if strings.Contains(errOut.String(), "make test-deps") && !strings.Contains(errOut.String(), "in a checkout of acpcompact, `make test-deps`") {
 			ok = false // the user may have only the binary
 		}
-		if !ok {
-			t.Errorf("--schema=%s: got %d, stdout %q, stderr %q; want %d, stdout %q, stderr with %q", tc.mode, code, out.String(), errOut.String(), tc.code, tc.stdout, tc.stderr)
-		}
+		assert.True(t, ok, "--schema=%s: got %d, stdout %q, stderr %q; want %d, stdout %q, stderr with %q", tc.mode, code, out.String(), errOut.String(), tc.code, tc.stdout, tc.stderr)
 	}
 }
 
@@ -157,13 +148,13 @@ func TestCheckUsageAndIOErrorsExitTwo(t *testing.T) {
 		"bad schema arg": {"--schema=maybe", p},
 		"directory":      {t.TempDir()},
 	} {
-		if r := checkRun(t, "", args...); r.code != 2 || r.stderr == "" {
-			t.Errorf("%s: got %+v", name, r)
-		}
+		r := checkRun(t, "", args...)
+		assert.Equal(t, 2, r.code, "%s: exit code; got %+v", name, r)
+		assert.NotEmpty(t, r.stderr, "%s: stderr", name)
 	}
-	if r := checkRun(t, "", "-h"); r.code != 0 || !strings.Contains(r.stderr, "usage: acpcompact check") {
-		t.Errorf("-h: got %+v", r)
-	}
+	r := checkRun(t, "", "-h")
+	assert.Equal(t, 0, r.code, "-h: exit code")
+	assert.Contains(t, r.stderr, "usage: acpcompact check", "-h: usage")
 }
 
 func TestCheckStopsWhenTheContextEnds(t *testing.T) {
@@ -171,19 +162,16 @@ func TestCheckStopsWhenTheContextEnds(t *testing.T) {
 	cancel()
 	var out, errOut bytes.Buffer
 	code := runCheck(ctx, []string{"-"}, strings.NewReader(checkCleanTranscript), &out, &errOut)
-	if code != 2 || !strings.Contains(errOut.String(), "context canceled") {
-		t.Errorf("got %d, stdout %q, stderr %q", code, out.String(), errOut.String())
-	}
+	assert.Equal(t, 2, code, "exit code; stdout %q", out.String())
+	assert.Contains(t, errOut.String(), "context canceled", "stderr")
 }
 
 func TestCheckStrictReplay(t *testing.T) {
 	p := filepath.Join("..", "..", "conformance", "testdata", "clean_v1_replay_restreamed.jsonl")
-	if r := checkRun(t, "", p); r.code != 0 {
-		t.Errorf("without --strict-replay a re-streamed replay is legal: %+v", r)
-	}
-	r := checkRun(t, "", "--strict-replay", p)
-	if r.code != 1 || !strings.Contains(r.stdout, p+`:11: replay: session "s1": first replayed update for compaction "cmp_1" has status "in_progress"`) ||
-		!strings.HasSuffix(r.stdout, p+": 6 violations (replay 6)\n") {
-		t.Errorf("--strict-replay: %+v", r)
-	}
+	r := checkRun(t, "", p)
+	assert.Equal(t, 0, r.code, "without --strict-replay a re-streamed replay is legal: %+v", r)
+	r = checkRun(t, "", "--strict-replay", p)
+	assert.Equal(t, 1, r.code, "--strict-replay: exit code; got %+v", r)
+	assert.Contains(t, r.stdout, p+`:11: replay: session "s1": first replayed update for compaction "cmp_1" has status "in_progress"`, "--strict-replay: stdout")
+	assert.True(t, strings.HasSuffix(r.stdout, p+": 6 violations (replay 6)\n"), "--strict-replay: stdout does not end with the count: %+v", r)
 }

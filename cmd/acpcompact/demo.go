@@ -13,12 +13,14 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/scenario"
 	"github.com/acpcompact/acpcompact/internal/scenario/client"
+	"golang.org/x/sync/errgroup"
 )
 
 const demoUsage = `usage: acpcompact demo [--wire] [--fallback NAME] [--verbose]
@@ -156,32 +158,31 @@ func (d demo) play(ctx context.Context, dc demoClient) ([]demoConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	live, done, err := demoConnect(ctx, agent, dc.capable)
-	if err != nil {
-		return nil, err
-	}
-	sid, err := live.NewSession(ctx, demoCwd)
-	if err != nil {
-		return nil, fmt.Errorf("session/new: %w", err)
-	}
-	for _, p := range demoScript {
-		if err := demoPrompt(ctx, live, sid, p, dc.capable); err != nil {
-			return nil, fmt.Errorf("prompt %q: %w", p, err)
+	var sid string
+	live, err := demoServe(ctx, agent, dc.capable, func(ctx context.Context, cl *client.Client) error {
+		var err error
+		if sid, err = cl.NewSession(ctx, demoCwd); err != nil {
+			return fmt.Errorf("session/new: %w", err)
 		}
+		for _, p := range demoScript {
+			if err := demoPrompt(ctx, cl, sid, p, dc.capable); err != nil {
+				return fmt.Errorf("prompt %q: %w", p, err)
+			}
+		}
+		return nil
+	})
+	// The agent stops, failed or not: its files are closed before the
+	// state directory is removed.
+	if cerr := agent.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("stopping the agent: %w", cerr)
 	}
-	if err := demoHangUp(live, done); err != nil {
+	if err != nil {
 		return nil, err
-	}
-	if err := agent.Close(); err != nil { // the agent stops: its files are closed
-		return nil, fmt.Errorf("stopping the agent: %w", err)
 	}
 
-	loaded, how, err := d.restart(ctx, dc.capable)
+	loaded, how, err := d.reload(ctx, dc.capable, sid)
 	if err != nil {
 		return nil, err
-	}
-	if err := loaded.load(ctx, sid); err != nil {
-		return nil, fmt.Errorf("session/load: %w", err)
 	}
 	capability := "with the capability"
 	if !dc.capable {
@@ -190,114 +191,122 @@ func (d demo) play(ctx context.Context, dc demoClient) ([]demoConn, error) {
 	return []demoConn{
 		{title: fmt.Sprintf("client %s (v1, %s): live session, the agent in process %d", dc.name, capability, os.Getpid()), cl: live, sid: sid,
 			heading: fmt.Sprintf("Live session %s (the agent runs in this process, pid %d)", sid, os.Getpid())},
-		{title: fmt.Sprintf("client %s (v1, %s): the agent stopped, session/load in %s", dc.name, capability, how), cl: loaded.cl, sid: sid,
+		{title: fmt.Sprintf("client %s (v1, %s): the agent stopped, session/load in %s", dc.name, capability, how), cl: loaded, sid: sid,
 			heading: fmt.Sprintf("After a restart: that agent was stopped; %s reads\n  %s from the state directory, and session/load replays the history", how, sid+".jsonl")},
 	}, nil
 }
 
-// restarted is the client of the agent the demo restarts, and how to end
-// it.
-type restarted struct {
-	cl   *client.Client
-	stop func() error
-}
-
-// load loads sid and stops the agent.
-func (r restarted) load(ctx context.Context, sid string) error {
-	err := r.cl.Load(ctx, sid, demoCwd)
-	if serr := r.stop(); err == nil {
-		err = serr
-	}
-	return err
-}
-
-// restart starts a new agent on the state directory: a new process, this
-// program re-executed as "acpcompact demo-agent", and initializes a client
-// on its stdio. Where a process cannot be started, a new agent in this
-// process stands in, and how says so.
-func (d demo) restart(ctx context.Context, capable bool) (r restarted, how string, err error) {
+// reload starts a new agent on the state directory and loads sid from it
+// (session/load), then stops that agent. The new agent is a new process,
+// this program re-executed as "acpcompact demo-agent"; where a process
+// cannot be started (or does not initialize), a new agent in this process
+// stands in, and how says so.
+func (d demo) reload(ctx context.Context, capable bool, sid string) (cl *client.Client, how string, err error) {
 	exe, err := os.Executable()
 	if err == nil {
-		var cmd *exec.Cmd
-		if r, cmd, err = d.startProcess(ctx, exe, capable); err == nil {
-			return r, fmt.Sprintf("a new agent process (pid %d)", cmd.Process.Pid), nil
+		var pid int
+		cl, pid, err = d.loadInProcess(ctx, exe, capable, sid)
+		if !errors.Is(err, errNoAgentProcess) {
+			return cl, fmt.Sprintf("a new agent process (pid %d)", pid), err
 		}
 	}
 	fmt.Fprintf(d.stderr, "acpcompact demo: no new agent process (%v); a new agent in this process loads the session instead\n", err)
 	agent, err := scenario.New(d.cfg)
 	if err != nil {
-		return r, "", err
+		return nil, "", err
 	}
-	cl, done, err := demoConnect(ctx, agent, capable)
-	if err != nil {
-		return r, "", err
-	}
-	stop := func() error {
-		err := demoHangUp(cl, done)
-		if cerr := agent.Close(); err == nil {
-			err = cerr
+	cl, err = demoServe(ctx, agent, capable, func(ctx context.Context, cl *client.Client) error {
+		if err := cl.Load(ctx, sid, demoCwd); err != nil {
+			return fmt.Errorf("session/load: %w", err)
 		}
-		return err
+		return nil
+	})
+	if cerr := agent.Close(); err == nil {
+		err = cerr
 	}
-	return restarted{cl: cl, stop: stop}, "a new agent in this process", nil
+	return cl, "a new agent in this process", err
 }
 
-// startProcess runs exe demo-agent on the state directory.
-func (d demo) startProcess(ctx context.Context, exe string, capable bool) (restarted, *exec.Cmd, error) {
+// errNoAgentProcess marks a new agent process that could not be started,
+// or did not initialize, for reload to fall back to an agent in this
+// process.
+var errNoAgentProcess = errors.New("cannot start")
+
+// loadInProcess runs exe demo-agent on the state directory, loads sid from
+// it and ends its input, upon which it exits. The process and its client
+// are one errgroup: the first failure of either ends the other (the
+// process is killed when the client fails; the client's calls end when the
+// process exits), and is the error returned.
+func (d demo) loadInProcess(ctx context.Context, exe string, capable bool, sid string) (*client.Client, int, error) {
 	args := []string{demoAgentCommand, "--state-dir", d.cfg.StateDir, "--fallback", d.cfg.Fallback}
 	if d.verbose {
 		args = append(args, "--verbose")
 	}
-	cmd := exec.CommandContext(ctx, exe, args...)
+	g, gctx := errgroup.WithContext(ctx)
+	cmd := exec.CommandContext(gctx, exe, args...)
 	cmd.Stderr = d.stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return restarted{}, nil, err
+		return nil, 0, fmt.Errorf("%w: %w", errNoAgentProcess, err)
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return restarted{}, nil, err
+		return nil, 0, fmt.Errorf("%w: %w", errNoAgentProcess, err)
 	}
 	if err := cmd.Start(); err != nil {
-		return restarted{}, nil, err
+		return nil, 0, fmt.Errorf("%w: %w", errNoAgentProcess, err)
 	}
-	cl := client.New(ctx, duplex{stdout, stdin})
-	stop := func() error {
-		_ = stdin.Close() // the end of its input: the agent answers what it read and exits
+	cl := client.New(gctx, duplex{stdout, stdin})
+	var initialized atomic.Bool
+	g.Go(func() error {
+		// Wait closes stdout: not before the client has read all of it.
 		<-cl.Done()
-		if err := cmd.Wait(); err != nil {
+		err := cmd.Wait()
+		switch {
+		case err != nil && !initialized.Load():
+			return fmt.Errorf("%w: the new agent process: %w", errNoAgentProcess, err)
+		case err != nil:
 			return fmt.Errorf("the new agent process: %w", err)
 		}
 		return nil
-	}
-	if _, err := cl.Initialize(ctx, 1, capable); err != nil {
-		_ = stop()
-		return restarted{}, nil, fmt.Errorf("initialize: %w", err)
-	}
-	return restarted{cl: cl, stop: stop}, cmd, nil
+	})
+	g.Go(func() error {
+		defer stdin.Close() // the end of its input: the agent answers what it read and exits
+		if _, err := cl.Initialize(gctx, 1, capable); err != nil {
+			return fmt.Errorf("%w: initialize: %w", errNoAgentProcess, err)
+		}
+		initialized.Store(true)
+		if err := cl.Load(gctx, sid, demoCwd); err != nil {
+			return fmt.Errorf("session/load: %w", err)
+		}
+		return nil
+	})
+	return cl, cmd.Process.Pid, g.Wait()
 }
 
-// demoConnect serves a new connection of agent over net.Pipe and
-// initializes a v1 client on it.
-func demoConnect(ctx context.Context, agent *scenario.Agent, capable bool) (*client.Client, <-chan error, error) {
+// demoServe serves a new connection of agent over net.Pipe, initializes a
+// v1 client on it and runs use, then hangs up. The agent's Serve and the
+// client are one errgroup: the first failure ends the other (Serve by the
+// group's context, the client's calls likewise) and is the error returned,
+// so that neither outlives a failure of the other.
+func demoServe(ctx context.Context, agent *scenario.Agent, capable bool, use func(context.Context, *client.Client) error) (*client.Client, error) {
 	agentEnd, clientEnd := net.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- agent.Serve(ctx, agentEnd) }()
-	cl := client.New(ctx, clientEnd)
-	if _, err := cl.Initialize(ctx, 1, capable); err != nil {
-		_ = cl.Close()
-		<-done
-		return nil, nil, fmt.Errorf("initialize: %w", err)
-	}
-	return cl, done, nil
-}
-
-func demoHangUp(cl *client.Client, served <-chan error) error {
-	_ = cl.Close()
-	if err := <-served; err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	return nil
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := agent.Serve(gctx, agentEnd); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		return nil
+	})
+	cl := client.New(gctx, clientEnd)
+	g.Go(func() error {
+		defer cl.Close() // the hang-up: Serve settles what is open and returns
+		if _, err := cl.Initialize(gctx, 1, capable); err != nil {
+			return fmt.Errorf("initialize: %w", err)
+		}
+		return use(gctx, cl)
+	})
+	return cl, g.Wait()
 }
 
 // demoPrompt runs one prompt; the slow one is cancelled once a couple of

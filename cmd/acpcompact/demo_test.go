@@ -14,6 +14,8 @@ import (
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMain lets the demo re-execute the test binary as its new agent
@@ -43,9 +45,7 @@ func demoRun(t *testing.T, args ...string) demoResult {
 func demoSection(t *testing.T, out, client string) string {
 	t.Helper()
 	start := strings.Index(out, "\nClient "+client+"  (")
-	if start < 0 {
-		t.Fatalf("no section for client %s in:\n%s", client, out)
-	}
+	require.GreaterOrEqual(t, start, 0, "no section for client %s in:\n%s", client, out)
 	rest := out[start+1:]
 	if end := strings.Index(rest[1:], "\nClient "); end >= 0 {
 		return rest[:end+1]
@@ -55,14 +55,10 @@ func demoSection(t *testing.T, out, client string) string {
 
 func TestDemoPrintsEachClientsTimeline(t *testing.T) {
 	r := demoRun(t)
-	if r.code != 0 {
-		t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
-	}
+	require.Equal(t, 0, r.code, "exit code\nstderr:\n%s", r.stderr)
 	a, b := demoSection(t, r.stdout, "A"), demoSection(t, r.stdout, "B")
 	live, replay, ok := strings.Cut(a, "After a restart: that agent was stopped; a new agent process (pid ")
-	if !ok {
-		t.Fatalf("client A has no replay section:\n%s", a)
-	}
+	require.True(t, ok, "client A has no replay section:\n%s", a)
 	for _, want := range []string{
 		"    you         hello, scenario agent\n    agent       hello, scenario agent\n                turn ends: end_turn\n",
 		"    compaction  cmp_1  completed\n                updates: in_progress, 4 chunks, completed\n                summary: ## Retained context\n",
@@ -75,23 +71,17 @@ func TestDemoPrintsEachClientsTimeline(t *testing.T) {
 		"(cancel: session/cancel, after ",
 		"turn ends: cancelled",
 	} {
-		if !strings.Contains(live, want) {
-			t.Errorf("client A's live timeline lacks %q:\n%s", want, live)
-		}
+		assert.Contains(t, live, want, "client A's live timeline")
 	}
 	for _, want := range []string{
 		"    compaction  cmp_1  completed\n                updates: completed (replayed: one terminal update)\n                summary: ## Retained context\n",
 		"    compaction  cmp_2  failed: summary request failed\n                updates: failed (replayed: one terminal update)\n",
 		"    compaction  cmp_3  cancelled\n                updates: cancelled (replayed: one terminal update)\n",
 	} {
-		if !strings.Contains(replay, want) {
-			t.Errorf("client A's replayed timeline lacks %q:\n%s", want, replay)
-		}
+		assert.Contains(t, replay, want, "client A's replayed timeline")
 	}
 	// One row per compaction, updated in place.
-	if n := strings.Count(live, "compaction  cmp_1"); n != 1 {
-		t.Errorf("client A's live timeline has %d rows for cmp_1", n)
-	}
+	assert.Equal(t, 1, strings.Count(live, "compaction  cmp_1"), "client A's live timeline: rows for cmp_1")
 	for _, want := range []string{
 		"    tool call   compact-cmp_1  \"Compact conversation\"  completed\n                updates: in_progress, completed\n",
 		"    tool call   compact-cmp_2  \"Compact conversation\"  failed\n                updates: in_progress, failed\n                content: Compaction failed: summary request failed\n",
@@ -99,35 +89,24 @@ func TestDemoPrintsEachClientsTimeline(t *testing.T) {
 		"updates: completed (replayed: one tool_call)",
 		"turn ends: cancelled",
 	} {
-		if !strings.Contains(b, want) {
-			t.Errorf("client B's timeline lacks %q:\n%s", want, b)
-		}
+		assert.Contains(t, b, want, "client B's timeline")
 	}
-	if strings.Contains(b, "compaction  cmp_") {
-		t.Errorf("client B, without the capability, shows a standard compaction row:\n%s", b)
-	}
-	if n := strings.Count(r.stdout, "no violations"); n != 4 {
-		t.Errorf("%d of 4 connections passed the conformance checker:\n%s", n, r.stdout)
-	}
+	assert.NotContains(t, b, "compaction  cmp_", "client B, without the capability, shows a standard compaction row")
+	assert.Equal(t, 4, strings.Count(r.stdout, "no violations"), "connections that passed the conformance checker, of 4:\n%s", r.stdout)
 	// The reload is a new process: not this one, and not the other
 	// client's.
 	var pids []int
 	for _, sec := range []string{a, b} {
 		var live, loaded int
-		if _, err := fmt.Sscanf(sec[strings.Index(sec, "(the agent runs in this process, pid "):], "(the agent runs in this process, pid %d)", &live); err != nil {
-			t.Fatalf("no live pid: %v\n%s", err, sec)
-		}
-		if _, err := fmt.Sscanf(sec[strings.Index(sec, "a new agent process (pid "):], "a new agent process (pid %d)", &loaded); err != nil {
-			t.Fatalf("no new process: %v\n%s", err, sec)
-		}
-		if live != os.Getpid() || loaded == live {
-			t.Errorf("live in pid %d (this test is %d), loaded in pid %d", live, os.Getpid(), loaded)
-		}
+		_, err := fmt.Sscanf(sec[strings.Index(sec, "(the agent runs in this process, pid "):], "(the agent runs in this process, pid %d)", &live)
+		require.NoError(t, err, "no live pid:\n%s", sec)
+		_, err = fmt.Sscanf(sec[strings.Index(sec, "a new agent process (pid "):], "a new agent process (pid %d)", &loaded)
+		require.NoError(t, err, "no new process:\n%s", sec)
+		assert.Equal(t, os.Getpid(), live, "the live agent's pid: want this test's")
+		assert.NotEqual(t, live, loaded, "the loading agent's pid: want a new process")
 		pids = append(pids, loaded)
 	}
-	if pids[0] == pids[1] {
-		t.Errorf("both clients loaded from process %d", pids[0])
-	}
+	assert.NotEqual(t, pids[0], pids[1], "both clients loaded from the same process")
 }
 
 // TestDemoWireOutputPassesTheChecker: `acpcompact demo --wire > t.jsonl &&
@@ -142,9 +121,7 @@ func TestDemoWireOutputPassesTheChecker(t *testing.T) {
 	for _, fb := range fallback.Names() {
 		t.Run(fb, func(t *testing.T) {
 			r := demoRun(t, "--wire", "--fallback", fb)
-			if r.code != 0 {
-				t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
-			}
+			require.Equal(t, 0, r.code, "exit code\nstderr:\n%s", r.stderr)
 			sc := bufio.NewScanner(strings.NewReader(r.stdout))
 			sc.Buffer(nil, 1<<20)
 			lines, client := 0, ""
@@ -155,50 +132,40 @@ func TestDemoWireOutputPassesTheChecker(t *testing.T) {
 				case strings.HasPrefix(line, "# client "):
 					client = line[len("# client "):][:1]
 				case strings.HasPrefix(line, "client {"), strings.HasPrefix(line, "agent {"):
-					if client == "B" && strings.Contains(line, `"compaction_update"`) {
-						t.Errorf("line %d: client B got a standard update: %s", lines, line)
+					if client == "B" {
+						assert.NotContains(t, line, `"compaction_update"`, "line %d: client B got a standard update", lines)
 					}
 				default:
-					t.Errorf("line %d is not a transcript line: %q", lines, line)
+					assert.Fail(t, "not a transcript line", "line %d: %q", lines, line)
 				}
 			}
-			if lines < 60 {
-				t.Errorf("only %d lines:\n%s", lines, r.stdout)
-			}
+			assert.GreaterOrEqual(t, lines, 60, "transcript lines:\n%s", r.stdout)
 
 			vs, err := conformance.CheckTranscript(strings.NewReader(r.stdout), conformance.WithSchema(v1, nil), conformance.WithStrictReplay())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range vs {
-				t.Errorf("conformance: %v", v)
-			}
+			require.NoError(t, err, "conformance.CheckTranscript")
+			assert.Empty(t, vs, "conformance violations")
 
 			// And through the command itself.
 			file := filepath.Join(t.TempDir(), "t.jsonl")
-			if err := os.WriteFile(file, []byte(r.stdout), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(file, []byte(r.stdout), 0o600), "os.WriteFile")
 			var stdout, stderr bytes.Buffer
-			if code := run(context.Background(), []string{"check", schema, file}, strings.NewReader(""), &stdout, &stderr); code != 0 {
-				t.Errorf("acpcompact check: exit %d\n%s%s", code, stdout.String(), stderr.String())
-			}
+			code := run(context.Background(), []string{"check", schema, file}, strings.NewReader(""), &stdout, &stderr)
+			assert.Equal(t, 0, code, "acpcompact check: exit code\n%s%s", stdout.String(), stderr.String())
 		})
 	}
 }
 
 func TestDemoFlags(t *testing.T) {
 	for _, args := range [][]string{{"--fallback", "smoke"}, {"extra"}, {"--no-such-flag"}} {
-		if r := demoRun(t, args...); r.code != 2 || r.stdout != "" {
-			t.Errorf("%v: exit %d, stdout %q, want 2 and nothing", args, r.code, r.stdout)
-		}
+		r := demoRun(t, args...)
+		assert.Equal(t, 2, r.code, "%v: exit code", args)
+		assert.Empty(t, r.stdout, "%v: stdout", args)
 	}
 	r := demoRun(t, "-h")
-	if r.code != 0 || !strings.Contains(r.stderr, "acpcompact demo --wire > t.jsonl && acpcompact check t.jsonl") {
-		t.Errorf("-h: exit %d, usage:\n%s", r.code, r.stderr)
-	}
+	assert.Equal(t, 0, r.code, "-h: exit code")
+	assert.Contains(t, r.stderr, "acpcompact demo --wire > t.jsonl && acpcompact check t.jsonl", "-h: usage")
 	r = demoRun(t, "--verbose", "--fallback", "marker")
-	if r.code != 0 || !strings.Contains(r.stderr, "compaction settled") || !strings.Contains(r.stdout, "marker      cmp_1  completed") {
-		t.Errorf("--verbose --fallback marker: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-	}
+	assert.Equal(t, 0, r.code, "--verbose --fallback marker: exit code\nstderr:\n%s", r.stderr)
+	assert.Contains(t, r.stderr, "compaction settled", "--verbose --fallback marker: stderr")
+	assert.Contains(t, r.stdout, "marker      cmp_1  completed", "--verbose --fallback marker: stdout")
 }

@@ -7,17 +7,17 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestProxyProfilesFlagListsThem(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := runProxy(context.Background(), []string{"--profiles"}, strings.NewReader(""), &out, &errOut); code != 0 {
-		t.Fatalf("--profiles: exit %d, stderr %s", code, errOut.String())
-	}
+	code := runProxy(context.Background(), []string{"--profiles"}, strings.NewReader(""), &out, &errOut)
+	require.Equal(t, 0, code, "--profiles: exit code; stderr %s", errOut.String())
 	for _, p := range proxy.Profiles() {
-		if !strings.Contains(out.String(), "\n"+p.Name+"\n") || !strings.Contains(out.String(), p.Agent) {
-			t.Errorf("--profiles does not list %s (%s):\n%s", p.Name, p.Agent, out.String())
-		}
+		assert.Contains(t, out.String(), "\n"+p.Name+"\n", "--profiles does not list %s", p.Name)
+		assert.Contains(t, out.String(), p.Agent, "--profiles does not list %s's agent", p.Name)
 	}
 }
 
@@ -28,8 +28,7 @@ func TestProxyProfileFlagsAreChecked(t *testing.T) {
 		{"--translate=bogus", "--", "true"},
 	} {
 		var errOut bytes.Buffer
-		if code := runProxy(context.Background(), args, strings.NewReader(""), &bytes.Buffer{}, &errOut); code != 2 {
-			t.Errorf("%v: exit %d, want 2 (stderr %s)", args, code, errOut.String())
-		}
+		code := runProxy(context.Background(), args, strings.NewReader(""), &bytes.Buffer{}, &errOut)
+		assert.Equal(t, 2, code, "%v: exit code (stderr %s)", args, errOut.String())
 	}
 }

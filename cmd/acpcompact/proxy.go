@@ -258,6 +258,11 @@ func superviseAgent(ctx context.Context, px *proxy.Proxy, argv []string, stdin i
 	out := &progressWriter{w: stdout}
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRun()
+	// Not an errgroup: neither end may end the other at once. The agent's
+	// exit, even a failed one, leaves the client its output to read
+	// (drainGrace); the end of the connection leaves the agent exitGrace
+	// to exit on its own; and the outcome is the agent's exit status (or
+	// 141), not the first error. The loop below is that state machine.
 	runDone := make(chan error, 1)
 	go func() { runDone <- px.Run(runCtx, stdin, out, inW, outR) }()
 	waitDone := make(chan error, 1)

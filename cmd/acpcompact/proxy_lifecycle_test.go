@@ -11,7 +11,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,6 +21,9 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // exitBound is how long the proxy may take to exit once told to stop (a
@@ -41,9 +43,8 @@ func buildLifeBins(t *testing.T) lifeBins {
 		b.proxy: "github.com/acpcompact/acpcompact/cmd/acpcompact",
 		b.agent: "github.com/acpcompact/acpcompact/proxy/internal/fakeagent",
 	} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, out)
-		}
+		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+		require.NoError(t, err, "building %s:\n%s", pkg, out)
 	}
 	return b
 }
@@ -66,24 +67,16 @@ type proxyProc struct {
 func startProxyProc(t *testing.T, bin string, args ...string) *proxyProc {
 	t.Helper()
 	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.Pipe")
 	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.Pipe")
 	errf := filepath.Join(t.TempDir(), "stderr")
 	ef, err := os.Create(errf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.Create")
 	cmd := exec.Command(bin, append([]string{"proxy"}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, ef
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start(), "cmd.Start")
 	inR.Close()
 	outW.Close()
 	ef.Close()
@@ -115,9 +108,8 @@ func (p *proxyProc) stderr() string {
 
 func (p *proxyProc) send(line string) {
 	p.t.Helper()
-	if _, err := p.stdin.Write([]byte(line + "\n")); err != nil {
-		p.t.Fatalf("write to the proxy: %v", err)
-	}
+	_, err := p.stdin.Write([]byte(line + "\n"))
+	require.NoError(p.t, err, "write to the proxy")
 }
 
 // next reads the proxy's next line within d; it fails the test at end of
@@ -135,17 +127,15 @@ func (p *proxyProc) next(d time.Duration, eofOK bool) []byte {
 	}()
 	select {
 	case r := <-ch:
-		if r.err != nil {
-			if eofOK && len(r.b) == 0 {
-				return nil
-			}
-			p.t.Fatalf("reading the proxy's output: %v (after %q)", r.err, r.b)
+		if r.err != nil && eofOK && len(r.b) == 0 {
+			return nil
 		}
+		require.NoError(p.t, r.err, "reading the proxy's output (after %q)", r.b)
 		return r.b
 	case <-time.After(d):
 		// Unblock the reader so that it does not outlive the test.
 		p.stdout.SetReadDeadline(time.Now())
-		p.t.Fatalf("no output from the proxy within %s", d)
+		require.FailNow(p.t, fmt.Sprintf("no output from the proxy within %s", d))
 	}
 	return nil
 }
@@ -153,17 +143,14 @@ func (p *proxyProc) next(d time.Duration, eofOK bool) []byte {
 func (p *proxyProc) expect(want string) {
 	p.t.Helper()
 	got := p.next(exitBound, false)
-	if !jsonEqual(got, []byte(want)) {
-		p.t.Fatalf("client got\n%s\nwant\n%s", bytes.TrimSpace(got), want)
-	}
+	require.JSONEq(p.t, want, string(got), "what the client got")
 }
 
 // expectEOF waits for the end of the proxy's output within d.
 func (p *proxyProc) expectEOF(d time.Duration) {
 	p.t.Helper()
-	if l := p.next(d, true); l != nil {
-		p.t.Fatalf("client got %s, want the end of output", bytes.TrimSpace(l))
-	}
+	l := p.next(d, true)
+	require.Zero(p.t, len(l), "client got %s, want the end of output", bytes.TrimSpace(l))
 }
 
 // wait waits for the proxy to exit within d and returns its exit status,
@@ -173,7 +160,7 @@ func (p *proxyProc) wait(d time.Duration) int {
 	select {
 	case <-p.exited:
 	case <-time.After(d):
-		p.t.Fatalf("the proxy did not exit within %s", d)
+		require.FailNow(p.t, fmt.Sprintf("the proxy did not exit within %s", d))
 	}
 	if p.status.Signaled() {
 		return 128 + int(p.status.Signal())
@@ -192,9 +179,7 @@ func (p *proxyProc) alive() bool {
 
 func (p *proxyProc) signal(s syscall.Signal) {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(s); err != nil {
-		p.t.Fatalf("signalling the proxy: %v", err)
-	}
+	require.NoError(p.t, p.cmd.Process.Signal(s), "signalling the proxy")
 }
 
 func (p *proxyProc) handshake(params string) {
@@ -219,46 +204,28 @@ func (p *proxyProc) waitStdoutFull(n int) {
 	for {
 		var avail int32
 		_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, p.stdout.Fd(), syscall.TIOCINQ, uintptr(unsafe.Pointer(&avail)))
-		if errno != 0 {
-			p.t.Fatalf("FIONREAD: %v", errno)
-		}
+		require.Zero(p.t, errno, "FIONREAD: %v", errno)
 		if int(avail) >= n {
 			return
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("the proxy's stdout holds %d bytes, not %d, after %s", avail, n, exitBound)
-		}
+		require.False(p.t, time.Now().After(deadline), "the proxy's stdout holds %d bytes, not %d, after %s", avail, n, exitBound)
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func jsonEqual(a, b []byte) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	xb, _ := json.Marshal(x)
-	yb, _ := json.Marshal(y)
-	return bytes.Equal(xb, yb)
 }
 
 // procStatus reads fields of /proc/PID/status in KiB (VmRSS, VmHWM).
 func procStatus(t testing.TB, pid int, field string) int {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("reading the proxy's status: %v", err)
-	}
+	require.NoError(t, err, "reading the proxy's status")
 	for _, l := range strings.Split(string(b), "\n") {
 		if rest, ok := strings.CutPrefix(l, field+":"); ok {
 			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
-			if err != nil {
-				t.Fatalf("%s: %q", field, l)
-			}
+			require.NoError(t, err, "%s: %q", field, l)
 			return kb
 		}
 	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	require.FailNow(t, fmt.Sprintf("no %s in /proc/%d/status", field, pid))
 	return 0
 }
 
@@ -286,9 +253,7 @@ func TestProxyProcessExitsWhenTheClientDoesNotRead(t *testing.T) {
 			// The 4 MiB line fills the pipe; nobody reads it.
 			p.waitStdoutFull(pipeFull)
 			tc.stop(p)
-			if code := p.wait(exitBound); code != tc.code {
-				t.Errorf("exit status %d, want %d", code, tc.code)
-			}
+			assert.Equal(t, tc.code, p.wait(exitBound), "exit status")
 		})
 	}
 }
@@ -304,15 +269,9 @@ func TestProxyProcessEndsTheClientsOutputWhenTheAgentClosesItsOwn(t *testing.T) 
 	p.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_s1","status":"in_progress"}`))
 	p.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_s1","status":"failed","error":"the agent crashed during compaction"}`))
 	p.expectEOF(exitBound)
-	if !p.alive() {
-		t.Fatal("the proxy had exited before the client saw the end of its output")
-	}
-	if code := p.wait(3 * exitBound); code != 42 {
-		t.Errorf("exit status %d, want the agent's 42", code)
-	}
-	if !strings.Contains(p.stderr(), "fakeagent: got terminated") {
-		t.Errorf("the agent was not terminated:\n%s", p.stderr())
-	}
+	require.True(t, p.alive(), "the proxy had exited before the client saw the end of its output")
+	assert.Equal(t, 42, p.wait(3*exitBound), "exit status: want the agent's")
+	assert.Contains(t, p.stderr(), "fakeagent: got terminated", "the agent was not terminated")
 }
 
 // A client that closes its read end does not kill the proxy with SIGPIPE:
@@ -326,17 +285,11 @@ func TestProxyProcessSurvivesTheClientClosingItsReadEnd(t *testing.T) {
 	// The agent's answers to the prompt hit the closed pipe.
 	p.prompt(2)
 	code := p.wait(2 * exitBound)
-	if p.status.Signaled() {
-		t.Fatalf("the proxy died of %v", p.status.Signal())
-	}
-	if code != 128+int(syscall.SIGPIPE) {
-		t.Errorf("exit status %d, want %d", code, 128+int(syscall.SIGPIPE))
-	}
+	require.False(t, p.status.Signaled(), "the proxy died of %v", p.status.Signal())
+	assert.Equal(t, 128+int(syscall.SIGPIPE), code, "exit status: want SIGPIPE's")
 	errText := p.stderr()
 	for _, want := range []string{"the client went away", "fakeagent: got terminated"} {
-		if !strings.Contains(errText, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, errText)
-		}
+		assert.Contains(t, errText, want, "stderr")
 	}
 }
 
@@ -359,12 +312,8 @@ func TestProxyProcessSettlesOnSIGTERMAndSIGHUP(t *testing.T) {
 			p.signal(tc.sig)
 			p.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_w1","status":"failed","error":"the connection closed"}`))
 			p.expectEOF(exitBound)
-			if code := p.wait(exitBound); code != 42 {
-				t.Errorf("exit status %d, want the agent's 42", code)
-			}
-			if want := "fakeagent: got " + tc.name; !strings.Contains(p.stderr(), want) {
-				t.Errorf("stderr lacks %q:\n%s", want, p.stderr())
-			}
+			assert.Equal(t, 42, p.wait(exitBound), "exit status: want the agent's")
+			assert.Contains(t, p.stderr(), "fakeagent: got "+tc.name, "stderr")
 		})
 	}
 }
@@ -381,9 +330,7 @@ func TestProxyProcessSettlesAsConnectionClosedAtStdinEOF(t *testing.T) {
 	p.stdin.Close()
 	p.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_w1","status":"failed","error":"the connection closed"}`))
 	p.expectEOF(exitBound)
-	if code := p.wait(exitBound); code != 0 {
-		t.Errorf("exit status %d, want the agent's 0", code)
-	}
+	assert.Equal(t, 0, p.wait(exitBound), "exit status: want the agent's")
 }
 
 // The proxy's memory does not grow with the session IDs the client ever
@@ -404,9 +351,8 @@ func TestMeasureProxyCancelMemory(t *testing.T) {
 			for i := range n {
 				fmt.Fprintf(&buf, `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"unknown-%d"}}`+"\n", i)
 				if buf.Len() > 1<<20 || i == n-1 {
-					if _, err := p.stdin.Write(buf.Bytes()); err != nil {
-						t.Fatal(err)
-					}
+					_, err := p.stdin.Write(buf.Bytes())
+					require.NoError(t, err, "writing the cancels to the proxy")
 					buf.Reset()
 				}
 			}
@@ -418,9 +364,7 @@ func TestMeasureProxyCancelMemory(t *testing.T) {
 			growth := float64(hwm-before) / 1024
 			t.Logf("%d cancels, --cancel-grace %s: VmRSS %.1f MiB before, %.1f MiB after, VmHWM %.1f MiB: growth %.1f MiB",
 				n, grace, float64(before)/1024, float64(rss)/1024, float64(hwm)/1024, growth)
-			if growth > 16 {
-				t.Errorf("the proxy grew by %.1f MiB for %d cancels of unknown sessions, want at most 16", growth, n)
-			}
+			assert.LessOrEqual(t, growth, 16.0, "the proxy's growth in MiB for %d cancels of unknown sessions", n)
 			p.stdin.Close()
 			p.wait(exitBound)
 		})
@@ -476,8 +420,8 @@ func TestMeasureProxyLargeLineMemory(t *testing.T) {
 			ratio := float64(hwm) * 1024 / size
 			t.Logf("a %d MiB line (%s): VmHWM %.1f MiB before, %.1f MiB peak: %.2f× the line",
 				size>>20, tc.name, float64(base)/1024, peak, ratio)
-			if !tc.extra && ratio > 3 {
-				t.Errorf("the proxy peaked at %.1f MiB, %.2f× the %d MiB line, want at most 3×", peak, ratio, size>>20)
+			if !tc.extra {
+				assert.LessOrEqual(t, ratio, 3.0, "the proxy's peak (%.1f MiB) over the %d MiB line", peak, size>>20)
 			}
 			p.stdin.Close()
 			p.wait(exitBound)
@@ -502,15 +446,11 @@ func TestMeasureProxyLargeLineMemory(t *testing.T) {
 				answered++
 			}
 		}
-		if err := <-written; err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, <-written, "writing the prompts to the proxy")
 		hwm := procStatus(t, p.cmd.Process.Pid, "VmHWM")
 		ratio := float64(hwm) * 1024 / size
 		t.Logf("two %d MiB prompts: VmHWM %.1f MiB before, %.1f MiB peak: %.2f× the line", size>>20, float64(base)/1024, float64(hwm)/1024, ratio)
-		if ratio > 3 {
-			t.Errorf("the proxy peaked at %.1f MiB, %.2f× the %d MiB line, want at most 3×", float64(hwm)/1024, ratio, size>>20)
-		}
+		assert.LessOrEqual(t, ratio, 3.0, "the proxy's peak (%.1f MiB) over the %d MiB line", float64(hwm)/1024, size>>20)
 		p.stdin.Close()
 		p.wait(exitBound)
 	})
@@ -576,8 +516,8 @@ func TestMeasureProxySessionCloseMemory(t *testing.T) {
 			growth := float64(rss-before) / 1024
 			t.Logf("%d sessions (%s): VmRSS %.1f MiB before, %.1f MiB after (VmHWM %.1f MiB): growth %.1f MiB",
 				n, tc.name, float64(before)/1024, float64(rss)/1024, float64(hwm)/1024, growth)
-			if tc.closeThe && growth > 16 {
-				t.Errorf("the proxy grew by %.1f MiB for %d sessions opened and closed, want at most 16", growth, n)
+			if tc.closeThe {
+				assert.LessOrEqual(t, growth, 16.0, "the proxy's growth in MiB for %d sessions opened and closed", n)
 			}
 			p.stdin.Close()
 			p.wait(exitBound)

@@ -6,22 +6,23 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"fmt"
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema"
 	"github.com/acpcompact/acpcompact/internal/turn"
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const proxyWait = 20 * time.Second
@@ -32,9 +33,7 @@ func proxyFakeAgent(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "fakeagent")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/acpcompact/acpcompact/proxy/internal/fakeagent").CombinedOutput()
-	if err != nil {
-		t.Fatalf("building the fake agent: %v\n%s", err, out)
-	}
+	require.NoError(t, err, "building the fake agent:\n%s", out)
 	return bin
 }
 
@@ -86,21 +85,18 @@ func startProxyCmd(t *testing.T, args ...string) *proxyRun {
 
 func (r *proxyRun) send(line string) {
 	r.t.Helper()
-	if _, err := r.stdin.Write([]byte(line + "\n")); err != nil {
-		r.t.Fatalf("write to the proxy: %v", err)
-	}
+	_, err := r.stdin.Write([]byte(line + "\n"))
+	require.NoError(r.t, err, "write to the proxy")
 }
 
 func (r *proxyRun) next() []byte {
 	r.t.Helper()
 	select {
 	case l, ok := <-r.lines:
-		if !ok {
-			r.t.Fatal("the proxy's output ended")
-		}
+		require.True(r.t, ok, "the proxy's output ended")
 		return l
 	case <-time.After(proxyWait):
-		r.t.Fatalf("no output within %s", proxyWait)
+		require.FailNow(r.t, fmt.Sprintf("no output within %s", proxyWait))
 	}
 	return nil
 }
@@ -108,10 +104,7 @@ func (r *proxyRun) next() []byte {
 func (r *proxyRun) expect(want string) {
 	r.t.Helper()
 	got := r.next()
-	var x, y any
-	if json.Unmarshal(got, &x) != nil || json.Unmarshal([]byte(want), &y) != nil || !reflect.DeepEqual(x, y) {
-		r.t.Fatalf("editor got\n%s\nwant\n%s", bytes.TrimSpace(got), want)
-	}
+	require.JSONEq(r.t, want, string(got), "what the editor got")
 }
 
 func (r *proxyRun) exit() int {
@@ -120,7 +113,7 @@ func (r *proxyRun) exit() int {
 	case c := <-r.code:
 		return c
 	case <-time.After(proxyWait):
-		r.t.Fatalf("the proxy did not exit within %s", proxyWait)
+		require.FailNow(r.t, fmt.Sprintf("the proxy did not exit within %s", proxyWait))
 	}
 	return -1
 }
@@ -155,16 +148,10 @@ func TestProxyPassesExitCodeAndStderrThrough(t *testing.T) {
 	r.expect(sessionUpdate(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hello."}}`))
 	r.expect(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
 	r.stdin.Close()
-	if code := r.exit(); code != 7 {
-		t.Errorf("exit code %d, want the agent's 7", code)
-	}
+	assert.Equal(t, 7, r.exit(), "exit code: want the agent's")
 	errText := r.stderr.String()
-	if !strings.Contains(errText, "hello from the agent\n") {
-		t.Errorf("the agent's stderr did not pass through: %q", errText)
-	}
-	if !strings.Contains(errText, "initialize negotiated") {
-		t.Errorf("the proxy's log is missing: %q", errText)
-	}
+	assert.Contains(t, errText, "hello from the agent\n", "the agent's stderr did not pass through")
+	assert.Contains(t, errText, "initialize negotiated", "the proxy's log is missing")
 }
 
 func TestProxySettlesWhenTheAgentCrashesMidCompaction(t *testing.T) {
@@ -176,12 +163,8 @@ func TestProxySettlesWhenTheAgentCrashesMidCompaction(t *testing.T) {
 	r.expect(sessionUpdate(`{"sessionUpdate":"compaction_update","compactionId":"cmp_c1","status":"failed","error":"the agent crashed during compaction"}`))
 	// The editor still has its end of stdin open: the agent's exit alone
 	// ends the proxy.
-	if code := r.exit(); code != 3 {
-		t.Errorf("exit code %d, want the agent's 3", code)
-	}
-	if !strings.Contains(r.stderr.String(), "fakeagent: panic: provider connection reset") {
-		t.Errorf("stderr: %q", r.stderr.String())
-	}
+	assert.Equal(t, 3, r.exit(), "exit code: want the agent's")
+	assert.Contains(t, r.stderr.String(), "fakeagent: panic: provider connection reset", "stderr: the agent's panic")
 }
 
 func TestProxyForwardsSIGTERMToTheAgent(t *testing.T) {
@@ -190,15 +173,9 @@ func TestProxyForwardsSIGTERMToTheAgent(t *testing.T) {
 	r.handshake(capableClient)
 	// The proxy catches the signal (the test process survives it) and
 	// passes it to the agent, whose handler exits with 42.
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if code := r.exit(); code != 42 {
-		t.Errorf("exit code %d, want the agent's 42", code)
-	}
-	if !strings.Contains(r.stderr.String(), "fakeagent: got terminated") {
-		t.Errorf("stderr: %q", r.stderr.String())
-	}
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM), "syscall.Kill")
+	assert.Equal(t, 42, r.exit(), "exit code: want the agent's")
+	assert.Contains(t, r.stderr.String(), "fakeagent: got terminated", "stderr: the agent got the signal")
 }
 
 func TestProxyReportsAgentKilledBySignal(t *testing.T) {
@@ -208,9 +185,7 @@ func TestProxyReportsAgentKilledBySignal(t *testing.T) {
 	// Without a signal to forward, the end of the context terminates the
 	// agent; the default SIGTERM action kills it: 128+15.
 	r.cancel()
-	if code := r.exit(); code != 128+int(syscall.SIGTERM) {
-		t.Errorf("exit code %d, want %d", code, 128+int(syscall.SIGTERM))
-	}
+	assert.Equal(t, 128+int(syscall.SIGTERM), r.exit(), "exit code: want SIGTERM's")
 }
 
 func TestProxyUsageErrors(t *testing.T) {
@@ -230,9 +205,8 @@ func TestProxyUsageErrors(t *testing.T) {
 	} {
 		var stderr lockedBuffer
 		code := runProxy(context.Background(), tc.args, strings.NewReader(""), io.Discard, &stderr)
-		if code != tc.code || !strings.Contains(stderr.String(), tc.msg) {
-			t.Errorf("proxy %q = %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), tc.code, tc.msg)
-		}
+		assert.Equal(t, tc.code, code, "proxy %q: exit code", tc.args)
+		assert.Contains(t, stderr.String(), tc.msg, "proxy %q: stderr", tc.args)
 	}
 }
 
@@ -246,31 +220,22 @@ func TestProxyCheckFlagReportsTheAgentsViolations(t *testing.T) {
 	r.expect(sessionUpdate(`{"sessionUpdate":"tool_call_update","toolCallId":"compact-cmp_g1","status":"completed"}`))
 	r.expect(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
 	r.stdin.Close()
-	if code := r.exit(); code != 0 {
-		t.Errorf("exit code %d", code)
-	}
+	assert.Equal(t, 0, r.exit(), "exit code")
 	errText := r.stderr.String()
-	if !strings.Contains(errText, "rule=capability") || !strings.Contains(errText, "--check=agent: 3 violations (capability 3)") {
-		t.Errorf("--check did not report the agent's capability violations:\n%s", errText)
-	}
+	assert.Contains(t, errText, "rule=capability", "--check did not log the agent's capability violations")
+	assert.Contains(t, errText, "--check=agent: 3 violations (capability 3)", "--check did not sum up the agent's capability violations")
 }
 
 // TestProxyCancelGraceFlagDefaultsToTheKits: --cancel-grace has the kits'
 // default and meaning, and --help says so.
 func TestProxyCancelGraceFlagDefaultsToTheKits(t *testing.T) {
 	var stderr lockedBuffer
-	if code := runProxy(context.Background(), []string{"-h"}, strings.NewReader(""), io.Discard, &stderr); code != 0 {
-		t.Fatalf("-h = %d", code)
-	}
+	require.Equal(t, 0, runProxy(context.Background(), []string{"-h"}, strings.NewReader(""), io.Discard, &stderr), "-h: exit code")
 	help := stderr.String()
 	for _, want := range []string{"-cancel-grace duration", "0: at once; negative: at the end of the turn", "(default 5s)"} {
-		if !strings.Contains(help, want) {
-			t.Errorf("--help lacks %q:\n%s", want, help)
-		}
+		assert.Contains(t, help, want, "--help")
 	}
-	if proxy.DefaultCancelGrace != turn.DefaultCancelGrace {
-		t.Errorf("proxy.DefaultCancelGrace %s, the kits' %s", proxy.DefaultCancelGrace, turn.DefaultCancelGrace)
-	}
+	assert.Equal(t, turn.DefaultCancelGrace, proxy.DefaultCancelGrace, "proxy.DefaultCancelGrace against the kits'")
 }
 
 // TestProxyCheckNumbersLinesAsTheLogDoes: a violation's line and the lines
@@ -290,9 +255,7 @@ func TestProxyCheckNumbersLinesAsTheLogDoes(t *testing.T) {
 	r.expect(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
 	r.expect(sessionUpdate(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"After."}}`))
 	r.stdin.Close()
-	if code := r.exit(); code != 0 {
-		t.Errorf("exit code %d", code)
-	}
+	assert.Equal(t, 0, r.exit(), "exit code")
 	errText := r.stderr.String()
 	for _, want := range [][]string{
 		{"rule=settlement", "(first seen at line 3)", "side=agent line=5"},
@@ -307,9 +270,7 @@ func TestProxyCheckNumbersLinesAsTheLogDoes(t *testing.T) {
 			}
 			found = found || ok
 		}
-		if !found {
-			t.Errorf("no violation logged with %q:\n%s", want, errText)
-		}
+		assert.True(t, found, "no violation logged with %q:\n%s", want, errText)
 	}
 }
 
@@ -327,9 +288,7 @@ func TestProxyCheckWithoutTheSchemaWarns(t *testing.T) {
 	r.expect(sessionUpdate(`{"sessionUpdate":"tool_call_update","toolCallId":"compact-cmp_g1","status":"completed"}`))
 	r.expect(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
 	r.stdin.Close()
-	if code := r.exit(); code != 0 {
-		t.Errorf("exit code %d", code)
-	}
+	assert.Equal(t, 0, r.exit(), "exit code")
 	errText := r.stderr.String()
 	for _, want := range []string{
 		`level=WARN msg="--check: schema validation off, checking the lifecycle rules only"`,
@@ -337,9 +296,7 @@ func TestProxyCheckWithoutTheSchemaWarns(t *testing.T) {
 		"install it with: " + acpschema.InstallCommand(),
 		"--check=agent: 3 violations (capability 3)",
 	} {
-		if !strings.Contains(errText, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, errText)
-		}
+		assert.Contains(t, errText, want, "stderr")
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestReadmeDemoExcerpt checks the demo excerpt of README.md ("## The
@@ -19,9 +21,7 @@ import (
 func TestReadmeDemoExcerpt(t *testing.T) {
 	excerpt, line := readmeDemoExcerpt(t)
 	r := demoRun(t)
-	if r.code != 0 {
-		t.Fatalf("demo: exit %d\nstderr:\n%s", r.code, r.stderr)
-	}
+	require.Equal(t, 0, r.code, "demo: exit code\nstderr:\n%s", r.stderr)
 	out := normaliseDemo(r.stdout)
 	want := normaliseDemo(excerpt)
 	pos := 0 // output lines before pos are used up
@@ -44,8 +44,8 @@ func TestReadmeDemoExcerpt(t *testing.T) {
 			if at < 0 {
 				got = "(no output line from here on matches the line)"
 			}
-			t.Fatalf("README.md:%d: the excerpt's %q is not the demo's output: there it prints %s\n(session IDs and pids numbered as below)\noutput:\n%s",
-				line+1+i+n, run[n], got, strings.Join(out, "\n"))
+			require.FailNow(t, fmt.Sprintf("README.md:%d: the excerpt's %q is not the demo's output", line+1+i+n, run[n]),
+				"there it prints %s\n(session IDs and pids numbered as below)\noutput:\n%s", got, strings.Join(out, "\n"))
 		}
 		pos += at + len(run)
 		i = j
@@ -57,28 +57,20 @@ func TestReadmeDemoExcerpt(t *testing.T) {
 func readmeDemoExcerpt(t *testing.T) (string, int) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.ReadFile")
 	md := string(b)
 	start := strings.Index(md, "\n## The demo\n")
-	if start < 0 {
-		t.Fatal(`README.md has no section "## The demo"`)
-	}
+	require.GreaterOrEqual(t, start, 0, `README.md has no section "## The demo"`)
 	sec := md[start:]
 	if end := strings.Index(sec[1:], "\n## "); end >= 0 {
 		sec = sec[:end+1]
 	}
 	const open = "\n```\nClient A  ("
 	i := strings.Index(sec, open)
-	if i < 0 {
-		t.Fatal(`README.md's "## The demo" has no unlabelled block starting "Client A  ("`)
-	}
+	require.GreaterOrEqual(t, i, 0, `README.md's "## The demo" has no unlabelled block starting "Client A  ("`)
 	body := sec[i+len("\n```\n"):]
 	j := strings.Index(body, "\n```\n")
-	if j < 0 {
-		t.Fatal("README.md: the demo excerpt's block does not end")
-	}
+	require.GreaterOrEqual(t, j, 0, "README.md: the demo excerpt's block does not end")
 	line := strings.Count(md[:start+i+1], "\n") + 1
 	return body[:j], line
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/internal/scenario/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestScenarioAgentBinaryOverStdio builds the command, runs one /compact
@@ -29,37 +31,25 @@ func TestScenarioAgentBinaryOverStdio(t *testing.T) {
 
 	cmd := exec.CommandContext(ctx, bin, "--heartbeat", "0", "--log-level", "debug")
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "cmd.StdinPipe")
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "cmd.StdoutPipe")
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start(), "cmd.Start")
 	var raw lockedBuffer // every byte the agent wrote to stdout
 	cl := client.New(context.Background(), pipes{r: io.TeeReader(stdout, &raw), w: stdin})
 
-	if _, err := cl.Initialize(ctx, 1, true); err != nil {
-		t.Fatalf("initialize: %v\nstderr:\n%s", err, stderr.String())
-	}
+	_, err = cl.Initialize(ctx, 1, true)
+	require.NoError(t, err, "initialize\nstderr:\n%s", stderr.String())
 	sid, err := cl.NewSession(ctx, "/work")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "cl.NewSession")
 	o, err := cl.Prompt(ctx, sid, "/compact")
-	if err != nil || o.StopReason != "end_turn" {
-		t.Fatalf("prompt: %+v, %v", o, err)
-	}
+	require.NoError(t, err, "prompt")
+	require.Equal(t, "end_turn", o.StopReason, "prompt's stop reason in %+v", o)
 	_ = stdin.Close() // end of input: the agent exits
 	<-cl.Done()
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("agent exit: %v\nstderr:\n%s", err, stderr.String())
-	}
+	assert.NoError(t, cmd.Wait(), "agent exit\nstderr:\n%s", stderr.String())
 
 	sc := bufio.NewScanner(bytes.NewReader(raw.Bytes()))
 	sc.Buffer(nil, 1<<20)
@@ -69,18 +59,14 @@ func TestScenarioAgentBinaryOverStdio(t *testing.T) {
 		var m struct {
 			JSONRPC string `json:"jsonrpc"`
 		}
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil || m.JSONRPC != "2.0" {
-			t.Errorf("stdout line %d is not a JSON-RPC message: %q", lines, sc.Text())
+		if assert.NoError(t, json.Unmarshal(sc.Bytes(), &m), "stdout line %d is not a JSON-RPC message: %q", lines, sc.Text()) {
+			assert.Equal(t, "2.0", m.JSONRPC, "stdout line %d is not a JSON-RPC message: %q", lines, sc.Text())
 		}
 	}
-	if lines < 8 {
-		t.Errorf("stdout carried %d lines, want the whole exchange:\n%s", lines, raw.Bytes())
-	}
+	assert.GreaterOrEqual(t, lines, 8, "stdout lines: want the whole exchange:\n%s", raw.Bytes())
 	logs := stderr.String()
 	for _, want := range []string{"scenario-agent serving ACP", "compaction negotiated", "compaction settled"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, logs)
-		}
+		assert.Contains(t, logs, want, "stderr")
 	}
 
 	var kinds []string
@@ -89,21 +75,13 @@ func TestScenarioAgentBinaryOverStdio(t *testing.T) {
 			kinds = append(kinds, m.Status)
 		}
 	}
-	if strings.Join(kinds, ",") != "in_progress,completed" {
-		t.Errorf("compaction updates over stdio: %v", kinds)
-	}
+	assert.Equal(t, "in_progress,completed", strings.Join(kinds, ","), "compaction updates over stdio")
 	v1 := schematest.For(t, 1)
 	var transcript bytes.Buffer
-	if err := cl.WriteTranscript(&transcript); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cl.WriteTranscript(&transcript), "cl.WriteTranscript")
 	vs, err := conformance.CheckTranscript(&transcript, conformance.WithSchema(v1, nil), conformance.WithStrictReplay())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range vs {
-		t.Errorf("conformance: %v", v)
-	}
+	require.NoError(t, err, "conformance.CheckTranscript")
+	assert.Empty(t, vs, "conformance violations")
 }
 
 // buildAgent builds the command into a temporary directory.
@@ -114,12 +92,9 @@ func buildAgent(ctx context.Context, t *testing.T) string {
 		bin += ".exe"
 	}
 	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("building the agent needs the go command: %v", err)
-	}
-	if out, err := exec.CommandContext(ctx, gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	require.NoError(t, err, "building the agent needs the go command")
+	out, err := exec.CommandContext(ctx, gobin, "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build:\n%s", out)
 	return bin
 }
 
@@ -134,39 +109,32 @@ func TestScenarioAgentAnswersPipedInput(t *testing.T) {
 {"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}
 `)
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("agent: %v", err)
-	}
+	require.NoError(t, err, "agent")
 	ids := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var m struct {
 			ID     json.RawMessage `json:"id"`
 			Result json.RawMessage `json:"result"`
 		}
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("stdout line %q: %v", line, err)
-		}
+		require.NoError(t, json.Unmarshal([]byte(line), &m), "stdout line %q", line)
 		if m.Result != nil {
 			ids[string(m.ID)] = true
 		}
 	}
-	if !ids["0"] || !ids["1"] {
-		t.Errorf("answered %v, want ids 0 and 1:\n%s", ids, out)
-	}
+	assert.True(t, ids["0"], "answered %v, want id 0:\n%s", ids, out)
+	assert.True(t, ids["1"], "answered %v, want id 1:\n%s", ids, out)
 }
 
 func TestScenarioAgentFlagErrors(t *testing.T) {
 	for _, args := range [][]string{{"--fallback", "smoke"}, {"--log-level", "loud"}, {"extra"}, {"--no-such-flag"}} {
 		var stderr bytes.Buffer
-		if code := run(context.Background(), args, io.NopCloser(strings.NewReader("")), nopWriteCloser{io.Discard}, &stderr); code != 2 {
-			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, stderr.String())
-		}
+		code := run(context.Background(), args, io.NopCloser(strings.NewReader("")), nopWriteCloser{io.Discard}, &stderr)
+		assert.Equal(t, 2, code, "%v: exit code (stderr %q)", args, stderr.String())
 	}
 	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"-h"}, io.NopCloser(strings.NewReader("")), nopWriteCloser{io.Discard}, &stderr); code != 0 ||
-		!strings.Contains(stderr.String(), "-auto-compact-every") {
-		t.Errorf("-h: exit %d, usage %q", code, stderr.String())
-	}
+	code := run(context.Background(), []string{"-h"}, io.NopCloser(strings.NewReader("")), nopWriteCloser{io.Discard}, &stderr)
+	assert.Equal(t, 0, code, "-h: exit code")
+	assert.Contains(t, stderr.String(), "-auto-compact-every", "-h: usage")
 }
 
 type nopWriteCloser struct{ io.Writer }
@@ -225,67 +193,40 @@ func TestScenarioAgentCancelGraceFlag(t *testing.T) {
 		t.Run(tc.flag, func(t *testing.T) {
 			cmd := exec.CommandContext(ctx, bin, "--cancel-grace", tc.flag, "--compaction-timeout", "0", "--heartbeat", "0")
 			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "cmd.StdinPipe")
 			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "cmd.StdoutPipe")
 			var stderr lockedBuffer
 			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, cmd.Start(), "cmd.Start")
 			var raw lockedBuffer
 			cl := client.New(context.Background(), pipes{r: io.TeeReader(stdout, &raw), w: stdin})
-			if _, err := cl.Initialize(ctx, 1, true); err != nil {
-				t.Fatal(err)
-			}
+			_, err = cl.Initialize(ctx, 1, true)
+			require.NoError(t, err, "initialize")
 			sid, err := cl.NewSession(ctx, "/work")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "cl.NewSession")
 			turn, err := cl.StartPrompt(ctx, sid, "/compact hang")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := cl.Wait(ctx, turn.From(), func(m client.Message) bool { return m.Kind == "compaction_update" && m.Status == "in_progress" }); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "cl.StartPrompt")
+			_, err = cl.Wait(ctx, turn.From(), func(m client.Message) bool { return m.Kind == "compaction_update" && m.Status == "in_progress" })
+			require.NoError(t, err, "waiting for the in_progress update")
 			cancelledAt := time.Now()
-			if err := cl.Cancel(ctx, sid); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := cl.Wait(ctx, turn.From(), func(m client.Message) bool { return m.Kind == "compaction_update" && m.Status == "cancelled" }); err != nil {
-				t.Fatal(err)
-			}
-			if waited := time.Since(cancelledAt); waited < tc.atLeast {
-				t.Errorf("settled %v after the cancel, want at least %v", waited, tc.atLeast)
-			}
+			require.NoError(t, cl.Cancel(ctx, sid), "cl.Cancel")
+			_, err = cl.Wait(ctx, turn.From(), func(m client.Message) bool { return m.Kind == "compaction_update" && m.Status == "cancelled" })
+			require.NoError(t, err, "waiting for the cancelled update")
+			assert.GreaterOrEqual(t, time.Since(cancelledAt), tc.atLeast, "time from the cancel to the settlement")
 			o, err := turn.Wait(ctx)
-			if err != nil || o.StopReason != "cancelled" {
-				t.Errorf("prompt: %+v, %v", o, err)
+			if assert.NoError(t, err, "prompt") {
+				assert.Equal(t, "cancelled", o.StopReason, "prompt's stop reason in %+v", o)
 			}
 			_ = stdin.Close()
 			<-cl.Done()
-			if err := cmd.Wait(); err != nil {
-				t.Errorf("agent exit: %v", err)
-			}
-			if logs := stderr.String(); !strings.Contains(logs, `why="`+tc.why+`"`) {
-				t.Errorf("the compaction was not settled with why=%q:\n%s", tc.why, logs)
-			}
+			assert.NoError(t, cmd.Wait(), "agent exit")
+			assert.Contains(t, stderr.String(), `why="`+tc.why+`"`, "the compaction was not settled with why=%q", tc.why)
 			var transcript bytes.Buffer
-			if err := cl.WriteTranscript(&transcript); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, cl.WriteTranscript(&transcript), "cl.WriteTranscript")
 			vs, err := conformance.CheckTranscript(&transcript, conformance.WithSchema(schematest.For(t, 1), nil), conformance.WithStrictReplay())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range vs {
-				t.Errorf("conformance: %v", v)
-			}
+			require.NoError(t, err, "conformance.CheckTranscript")
+			assert.Empty(t, vs, "conformance violations")
 		})
 	}
 }

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +20,8 @@ import (
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/internal/scenario/client"
 	"github.com/sourcegraph/jsonrpc2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The process-level tests of sessions that survive a restart: the real
@@ -62,9 +62,7 @@ func agentBinary(t *testing.T) string {
 			binError = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
-	if binError != nil {
-		t.Fatal(binError)
-	}
+	require.NoError(t, binError, "building the scenario agent")
 	return binPath
 }
 
@@ -87,18 +85,12 @@ func startAgent(t *testing.T, dir string, version int, capable bool, args ...str
 	t.Cleanup(cancel)
 	cmd := exec.Command(agentBinary(t), append([]string{"--state-dir", dir, "--heartbeat", "0", "--log-level", "debug"}, args...)...)
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "cmd.StdinPipe")
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "cmd.StdoutPipe")
 	p := &agentProc{t: t, ctx: ctx, cmd: cmd, stdin: stdin, stderr: &lockedBuffer{}, waited: make(chan error, 1)}
 	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start(), "cmd.Start")
 	go func() { p.waited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
@@ -108,9 +100,8 @@ func startAgent(t *testing.T, dir string, version int, capable bool, args ...str
 		}
 	})
 	p.cl = client.New(context.Background(), pipes{r: stdout, w: stdin})
-	if _, err := p.cl.Initialize(ctx, version, capable); err != nil {
-		t.Fatalf("initialize: %v\nstderr:\n%s", err, p.stderr.String())
-	}
+	_, err = p.cl.Initialize(ctx, version, capable)
+	require.NoError(t, err, "initialize\nstderr:\n%s", p.stderr.String())
 	return p
 }
 
@@ -120,9 +111,7 @@ func (p *agentProc) newSession() string {
 	p.t.Helper()
 	from := p.cl.Len()
 	sid, err := p.cl.NewSession(p.ctx, "/work")
-	if err != nil {
-		p.t.Fatal(err)
-	}
+	require.NoError(p.t, err, "p.cl.NewSession")
 	if p.cl.Version() == 1 {
 		p.waitFor(from, func(m client.Message) bool { return m.Kind == "available_commands_update" })
 	}
@@ -132,9 +121,7 @@ func (p *agentProc) newSession() string {
 func (p *agentProc) prompt(sid, text string) client.Outcome {
 	p.t.Helper()
 	o, err := p.cl.Prompt(p.ctx, sid, text)
-	if err != nil {
-		p.t.Fatalf("prompt %q: %v", text, err)
-	}
+	require.NoError(p.t, err, "prompt %q", text)
 	return o
 }
 
@@ -144,13 +131,9 @@ func (p *agentProc) prompt(sid, text string) client.Outcome {
 func (p *agentProc) promptAndCancel(sid, text string) client.Outcome {
 	p.t.Helper()
 	turn := p.startShown(sid, text)
-	if err := p.cl.Cancel(p.ctx, sid); err != nil {
-		p.t.Fatal(err)
-	}
+	require.NoError(p.t, p.cl.Cancel(p.ctx, sid), "p.cl.Cancel")
 	o, err := turn.Wait(p.ctx)
-	if err != nil {
-		p.t.Fatal(err)
-	}
+	require.NoError(p.t, err, "turn.Wait")
 	return o
 }
 
@@ -159,9 +142,7 @@ func (p *agentProc) promptAndCancel(sid, text string) client.Outcome {
 func (p *agentProc) startShown(sid, text string) *client.Turn {
 	p.t.Helper()
 	turn, err := p.cl.StartPrompt(p.ctx, sid, text)
-	if err != nil {
-		p.t.Fatal(err)
-	}
+	require.NoError(p.t, err, "p.cl.StartPrompt")
 	p.waitFor(turn.From(), func(m client.Message) bool {
 		return m.Kind == "compaction_summary_chunk" || m.Kind == "tool_call" ||
 			(m.Kind == "compaction_update" && m.Status == "in_progress" && !strings.Contains(text, "slow"))
@@ -171,9 +152,8 @@ func (p *agentProc) startShown(sid, text string) *client.Turn {
 
 func (p *agentProc) waitFor(from int, pred func(client.Message) bool) {
 	p.t.Helper()
-	if _, err := p.cl.Wait(p.ctx, from, func(m client.Message) bool { return m.Dir == conformance.FromAgent && pred(m) }); err != nil {
-		p.t.Fatalf("waiting: %v\nwire:\n%s", err, dumpMsgs(p.cl.Messages()))
-	}
+	_, err := p.cl.Wait(p.ctx, from, func(m client.Message) bool { return m.Dir == conformance.FromAgent && pred(m) })
+	require.NoError(p.t, err, "waiting for an agent message\nwire:\n%s", dumpMsgs(p.cl.Messages()))
 }
 
 // load loads sid and returns the replay (the messages from the request to
@@ -181,9 +161,7 @@ func (p *agentProc) waitFor(from int, pred func(client.Message) bool) {
 func (p *agentProc) load(sid string) []client.Message {
 	p.t.Helper()
 	from := p.cl.Len()
-	if err := p.cl.Load(p.ctx, sid, "/work"); err != nil {
-		p.t.Fatalf("session/load %s: %v\nstderr:\n%s", sid, err, p.stderr.String())
-	}
+	require.NoError(p.t, p.cl.Load(p.ctx, sid, "/work"), "session/load %s\nstderr:\n%s", sid, p.stderr.String())
 	return p.cl.Messages()[from:]
 }
 
@@ -196,11 +174,9 @@ func (p *agentProc) stop() []client.Message {
 	select {
 	case err := <-p.waited:
 		p.waited <- err
-		if err != nil {
-			p.t.Errorf("agent exit: %v\nstderr:\n%s", err, p.stderr.String())
-		}
+		assert.NoError(p.t, err, "agent exit\nstderr:\n%s", p.stderr.String())
 	case <-p.ctx.Done():
-		p.t.Fatal("the agent did not exit after its stdin closed")
+		require.FailNow(p.t, "the agent did not exit after its stdin closed")
 	}
 	return p.cl.Messages()
 }
@@ -208,16 +184,14 @@ func (p *agentProc) stop() []client.Message {
 // signal sends sig and waits for the process to end.
 func (p *agentProc) signal(sig os.Signal) error {
 	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatal(err)
-	}
+	require.NoError(p.t, p.cmd.Process.Signal(sig), "p.cmd.Process.Signal")
 	select {
 	case err := <-p.waited:
 		p.waited <- err
 		<-p.cl.Done()
 		return err
 	case <-p.ctx.Done():
-		p.t.Fatalf("the agent did not end after %v", sig)
+		require.FailNow(p.t, fmt.Sprintf("the agent did not end after %v", sig))
 		return nil
 	}
 }
@@ -233,12 +207,8 @@ func checkConformance(t *testing.T, what string, msgs []client.Message) {
 		tr.WriteString(m.Line() + "\n")
 	}
 	vs, err := conformance.CheckTranscript(&tr, conformance.WithSchema(schematest.For(t, 1), schematest.For(t, 2)), conformance.WithStrictReplay())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range vs {
-		t.Errorf("%s: conformance: %v", what, v)
-	}
+	require.NoError(t, err, "conformance.CheckTranscript")
+	assert.Empty(t, vs, "%s: conformance violations", what)
 	if t.Failed() {
 		t.Logf("%s:\n%s", what, dumpMsgs(msgs))
 	}
@@ -271,14 +241,10 @@ func view(t *testing.T, msgs []client.Message, sid string) []string {
 			_ = json.Unmarshal(m.Raw, &env)
 			for _, b := range env.Params.Prompt {
 				u, _ := json.Marshal(map[string]any{"sessionUpdate": "user_message_chunk", "messageId": m.Seq, "content": b})
-				if err := red.Apply(sid, u); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, red.Apply(sid, u), "red.Apply")
 			}
 		case m.Dir == conformance.FromAgent:
-			if err := red.ApplyMessage(m.Raw); err != nil {
-				t.Fatalf("reducer: %v", err)
-			}
+			require.NoError(t, red.ApplyMessage(m.Raw), "reducer")
 		}
 	}
 	var out []string
@@ -331,9 +297,10 @@ func statuses(rows []string) []string {
 
 func sameView(t *testing.T, what string, got, want []string) {
 	t.Helper()
-	if !slices.Equal(got, want) {
-		t.Errorf("%s:\n  got\n    %s\n  want\n    %s", what, strings.Join(got, "\n    "), strings.Join(want, "\n    "))
+	if len(got) == 0 && len(want) == 0 {
+		return // no rows either way, whether the slices are nil or empty
 	}
+	assert.Equal(t, want, got, what)
 }
 
 // modes are the two v1 clients: with and without the capability.
@@ -360,17 +327,16 @@ func TestRestartLoadReplaysWhatTheClientSawLive(t *testing.T) {
 			dir := t.TempDir()
 			live := startAgent(t, dir, 1, m.capable, restartFlags...)
 			sid := live.newSession()
-			live.prompt(sid, "hello")                                  // and again, below: the automatic compaction
-			live.prompt(sid, "/compact")                               // cmp_1 completed, summary streamed and final
-			live.prompt(sid, "/compact nosummary")                     // cmp_2 completed, no summary
-			live.prompt(sid, "/compact fail")                          // cmp_3 failed, partial summary cleared
-			live.prompt(sid, "/compact failearly")                     // cmp_4 failed before any start
-			live.promptAndCancel(sid, "/compact slow")                 // cmp_5 cancelled by the runtime
-			live.promptAndCancel(sid, "/compact hang")                 // cmp_6 cancelled by the kit at the grace
-			live.prompt(sid, "/compact hang")                          // cmp_7 failed by the watchdog
-			if o := live.prompt(sid, "/compact panic"); o.Err == nil { // cmp_8 failed, the agent crashed
-				t.Errorf("/compact panic answered %+v", o)
-			}
+			live.prompt(sid, "hello")                  // and again, below: the automatic compaction
+			live.prompt(sid, "/compact")               // cmp_1 completed, summary streamed and final
+			live.prompt(sid, "/compact nosummary")     // cmp_2 completed, no summary
+			live.prompt(sid, "/compact fail")          // cmp_3 failed, partial summary cleared
+			live.prompt(sid, "/compact failearly")     // cmp_4 failed before any start
+			live.promptAndCancel(sid, "/compact slow") // cmp_5 cancelled by the runtime
+			live.promptAndCancel(sid, "/compact hang") // cmp_6 cancelled by the kit at the grace
+			live.prompt(sid, "/compact hang")          // cmp_7 failed by the watchdog
+			o := live.prompt(sid, "/compact panic")    // cmp_8 failed, the agent crashed
+			assert.NotNil(t, o.Err, "/compact panic answered %+v", o)
 			live.prompt(sid, "/compact flood 5") // cmp_9 completed, keeping what it streamed
 			live.prompt(sid, "/compact twice")   // cmp_10, cmp_11
 			live.prompt(sid, "again")            // cmp_12, automatic
@@ -386,14 +352,10 @@ func TestRestartLoadReplaysWhatTheClientSawLive(t *testing.T) {
 			sameView(t, "the live compactions", statuses(liveView), want)
 
 			loaded := startAgent(t, dir, 1, m.capable, restartFlags...)
-			if loaded.pid() == live.pid() {
-				t.Fatal("not a new process")
-			}
+			require.NotEqual(t, live.pid(), loaded.pid(), "not a new process")
 			replay := loaded.load(sid)
 			for _, msg := range replay {
-				if msg.Status == "in_progress" {
-					t.Errorf("the replay has an in_progress update: %s", msg.Raw)
-				}
+				assert.NotEqual(t, "in_progress", msg.Status, "the replay has an in_progress update: %s", msg.Raw)
 			}
 			sameView(t, "the replay in a new process, against the live view", view(t, replay, sid), liveView)
 			loaded.prompt(sid, "/compact nosummary") // cmp_13: the IDs go on
@@ -413,16 +375,14 @@ func TestRestartLoadReplaysWhatTheClientSawLive(t *testing.T) {
 			}
 			sameView(t, "the other client's compactions", statuses(view(t, otherMsgs, sid)), want)
 			for _, msg := range otherMsgs {
-				if m.capable && (msg.Kind == "compaction_update" || msg.Kind == "compaction_summary_chunk") {
-					t.Errorf("a client without the capability got %s", msg.Raw)
+				if m.capable {
+					assert.NotContains(t, []string{"compaction_update", "compaction_summary_chunk"}, msg.Kind, "a client without the capability got %s", msg.Raw)
 				}
 			}
 
 			// And v2: session/resume replays from the start.
 			v2 := startAgent(t, dir, 2, false)
-			if err := v2.cl.Resume(v2.ctx, sid, "/work", true); err != nil {
-				t.Fatalf("session/resume: %v", err)
-			}
+			require.NoError(t, v2.cl.Resume(v2.ctx, sid, "/work", true), "session/resume")
 			checkConformance(t, "session/resume in v2", v2.stop())
 		})
 	}
@@ -447,9 +407,8 @@ func TestSIGKILLDuringACompactionReplaysItFailed(t *testing.T) {
 			time.Sleep(150 * time.Millisecond) // a chunk or two more
 			err := live.signal(syscall.SIGKILL)
 			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("the agent ended with %v, want SIGKILL", err)
-			}
+			require.ErrorAs(t, err, &exit, "the agent ended with %v, want SIGKILL", err)
+			require.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal(), "the signal that ended the agent")
 
 			loaded := startAgent(t, dir, 1, m.capable)
 			replay := loaded.load(sid)
@@ -465,13 +424,10 @@ func TestSIGKILLDuringACompactionReplaysItFailed(t *testing.T) {
 			}
 			sameView(t, "the replay after SIGKILL", rows, wantRows)
 			for _, msg := range replay {
-				if msg.Status == "in_progress" {
-					t.Errorf("the replay has an in_progress update: %s", msg.Raw)
-				}
+				assert.NotEqual(t, "in_progress", msg.Status, "the replay has an in_progress update: %s", msg.Raw)
 			}
-			if o := loaded.prompt(sid, "/compact"); o.StopReason != "end_turn" { // cmp_3
-				t.Errorf("the session does not go on: %+v", o)
-			}
+			o := loaded.prompt(sid, "/compact") // cmp_3
+			assert.Equal(t, "end_turn", o.StopReason, "the session does not go on: %+v", o)
 			checkConformance(t, "session/load after SIGKILL", loaded.stop())
 
 			again := startAgent(t, dir, 1, m.capable)
@@ -487,9 +443,7 @@ func TestSIGKILLDuringACompactionReplaysItFailed(t *testing.T) {
 		sid := live.newSession()
 		live.prompt(sid, "hello")
 		live.startShown(sid, "/compact slow")
-		if err := live.signal(syscall.SIGTERM); err != nil {
-			t.Fatalf("the agent ended with %v after SIGTERM", err)
-		}
+		require.NoError(t, live.signal(syscall.SIGTERM), "the agent's exit after SIGTERM")
 		liveView := view(t, live.cl.Messages(), sid)
 		sameView(t, "what the live client saw", statuses(liveView), []string{"cmp_1 failed"})
 
@@ -520,27 +474,20 @@ func TestUnreadableStateFiles(t *testing.T) {
 	path := func(sid string) string { return filepath.Join(dir, sid+".jsonl") }
 
 	data, err := os.ReadFile(path(corrupt))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.ReadFile")
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	lines[2] = bytes.Replace(lines[2], []byte("hello"), []byte("jello"), 1) // the agent's answer: line 3
 	writeFile(t, path(corrupt), bytes.Join(lines, nil))
 	writeFile(t, path(foreign), []byte("# notes\nThis is not a session file.\n"))
 	f, err := os.OpenFile(path(torn), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.OpenFile")
 	tornBytes := `{"crc":"0badf00d","kind":"message","id":"msg_user_5","data":{"role":"us`
-	if _, err := f.WriteString(tornBytes); err != nil {
-		t.Fatal(err)
-	}
+	_, err = f.WriteString(tornBytes)
+	require.NoError(t, err, "writing the torn line")
 	f.Close()
 	other := "sess_0123456789ab" // a copy of another session's file
 	good2, err := os.ReadFile(path(good))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.ReadFile")
 	writeFile(t, path(other), good2)
 
 	p := startAgent(t, dir, 1, true)
@@ -555,49 +502,33 @@ func TestUnreadableStateFiles(t *testing.T) {
 		err := p.cl.Load(p.ctx, tc.sid, "/work")
 		var rpcErr *jsonrpc2.Error
 		where := fmt.Sprintf("%s:%d: ", path(tc.sid), tc.line)
-		if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc2.CodeInternalError ||
-			!strings.Contains(rpcErr.Message, where+tc.what) {
-			t.Errorf("session/load %s: %v\nwant an internal error naming %q", tc.sid, err, where+tc.what)
+		if assert.ErrorAs(t, err, &rpcErr, "session/load %s: want an internal error", tc.sid) {
+			assert.Equal(t, int64(jsonrpc2.CodeInternalError), rpcErr.Code, "session/load %s: error code", tc.sid)
+			assert.Contains(t, rpcErr.Message, where+tc.what, "session/load %s: the error names the place", tc.sid)
 		}
 	}
-	if err := p.cl.Load(p.ctx, "sess_nothere0000", "/work"); err == nil || !strings.Contains(err.Error(), "-32002") {
-		t.Errorf("session/load of a session without a file: %v", err)
-	}
-	if err := p.cl.Load(p.ctx, "../../etc/passwd", "/work"); err == nil || !strings.Contains(err.Error(), "-32002") {
-		t.Errorf("session/load of a path: %v", err)
-	}
+	assert.ErrorContains(t, p.cl.Load(p.ctx, "sess_nothere0000", "/work"), "-32002", "session/load of a session without a file")
+	assert.ErrorContains(t, p.cl.Load(p.ctx, "../../etc/passwd", "/work"), "-32002", "session/load of a path")
 	for _, sid := range []string{torn, good} {
 		replay := p.load(sid)
-		if got := statuses(view(t, replay, sid)); !slices.Equal(got, []string{"cmp_1 completed"}) {
-			t.Errorf("session %s replays %v", sid, got)
-		}
-		if o := p.prompt(sid, "/compact nosummary"); o.StopReason != "end_turn" {
-			t.Errorf("session %s does not go on: %+v", sid, o)
-		}
+		assert.Equal(t, []string{"cmp_1 completed"}, statuses(view(t, replay, sid)), "session %s replays", sid)
+		o := p.prompt(sid, "/compact nosummary")
+		assert.Equal(t, "end_turn", o.StopReason, "session %s does not go on: %+v", sid, o)
 	}
 	msgs := p.stop()
 	checkConformance(t, "the loads", msgs)
-	if logs := p.stderr.String(); strings.Contains(logs, "panic") {
-		t.Errorf("the agent logged a panic:\n%s", logs)
-	}
+	assert.NotContains(t, p.stderr.String(), "panic", "the agent logged a panic")
 	after, err := os.ReadFile(path(torn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Contains(after, []byte(tornBytes)) || !bytes.HasSuffix(after, []byte("\n")) {
-		t.Errorf("the torn line was not cut off before the next append:\n%s", after)
-	}
+	require.NoError(t, err, "os.ReadFile")
+	assert.NotContains(t, string(after), tornBytes, "the torn line was not cut off before the next append")
+	assert.True(t, bytes.HasSuffix(after, []byte("\n")), "the file does not end with a whole line:\n%s", after)
 	// The next process reads everything it wrote.
 	again := startAgent(t, dir, 1, true)
-	if got := statuses(view(t, again.load(torn), torn)); !slices.Equal(got, []string{"cmp_1 completed", "cmp_2 completed"}) {
-		t.Errorf("after the torn line: %v", got)
-	}
+	assert.Equal(t, []string{"cmp_1 completed", "cmp_2 completed"}, statuses(view(t, again.load(torn), torn)), "the replay after the torn line")
 	again.stop()
 }
 
 func writeFile(t *testing.T, path string, data []byte) {
 	t.Helper()
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, data, 0o600), "os.WriteFile")
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,8 @@ import (
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/internal/scenario"
 	"github.com/acpcompact/acpcompact/internal/scenario/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // hangGuard bounds each test; no assertion depends on timing.
@@ -38,9 +39,7 @@ func config(mut ...func(*scenario.Config)) scenario.Config {
 func newAgent(t *testing.T, mut ...func(*scenario.Config)) *scenario.Agent {
 	t.Helper()
 	a, err := scenario.New(config(mut...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "scenario.New")
 	return a
 }
 
@@ -80,9 +79,8 @@ func connect(t *testing.T, a *scenario.Agent, m mode) *rig {
 	go func() { r.served <- a.Serve(context.Background(), agentEnd) }()
 	r.cl = client.New(context.Background(), clientEnd)
 	t.Cleanup(r.close)
-	if _, err := r.cl.Initialize(ctx, m.version, m.capable); err != nil {
-		t.Fatalf("initialize: %v", err)
-	}
+	_, err := r.cl.Initialize(ctx, m.version, m.capable)
+	require.NoError(t, err, "initialize")
 	return r
 }
 
@@ -91,9 +89,7 @@ func (r *rig) session() string {
 	r.t.Helper()
 	from := r.cl.Len()
 	sid, err := r.cl.NewSession(r.ctx, "/work")
-	if err != nil {
-		r.t.Fatalf("session/new: %v", err)
-	}
+	require.NoError(r.t, err, "session/new")
 	if r.m.version == 1 {
 		// v1 advertises its commands right after the response; wait for
 		// them, so they are not part of the first turn's record.
@@ -109,27 +105,22 @@ func (r *rig) session() string {
 func (r *rig) prompt(sid, text string) (client.Outcome, []client.Message) {
 	r.t.Helper()
 	turn, err := r.cl.StartPrompt(r.ctx, sid, text)
-	if err != nil {
-		r.t.Fatalf("prompt %q: %v", text, err)
-	}
+	require.NoError(r.t, err, "prompt %q", text)
 	return r.wait(turn)
 }
 
 func (r *rig) wait(turn *client.Turn) (client.Outcome, []client.Message) {
 	r.t.Helper()
 	o, err := turn.Wait(r.ctx)
-	if err != nil {
-		r.t.Fatalf("waiting for the turn: %v\nwire:\n%s", err, dump(r.cl.Messages()))
-	}
+	require.NoError(r.t, err, "waiting for the turn\nwire:\n%s", dump(r.cl.Messages()))
 	return o, r.cl.Messages()[turn.From():]
 }
 
 // waitFor waits for an agent message from Seq from on that satisfies pred.
 func (r *rig) waitFor(from int, what string, pred func(client.Message) bool) {
 	r.t.Helper()
-	if _, err := r.cl.Wait(r.ctx, from, func(m client.Message) bool { return m.Dir == conformance.FromAgent && pred(m) }); err != nil {
-		r.t.Fatalf("waiting for %s: %v\nwire:\n%s", what, err, dump(r.cl.Messages()))
-	}
+	_, err := r.cl.Wait(r.ctx, from, func(m client.Message) bool { return m.Dir == conformance.FromAgent && pred(m) })
+	require.NoError(r.t, err, "waiting for %s\nwire:\n%s", what, dump(r.cl.Messages()))
 }
 
 // close hangs up and waits for the agent's Serve to return.
@@ -141,11 +132,9 @@ func (r *rig) close() {
 	_ = r.cl.Close()
 	select {
 	case err := <-r.served:
-		if err != nil {
-			r.t.Errorf("Serve returned %v after the client hung up", err)
-		}
+		assert.NoError(r.t, err, "Serve's return after the client hung up")
 	case <-time.After(hangGuard):
-		r.t.Errorf("Serve did not return after the client hung up")
+		assert.Fail(r.t, "Serve did not return after the client hung up")
 	}
 }
 
@@ -170,20 +159,14 @@ func checkRecord(t *testing.T, msgs []client.Message, version int) {
 		transcript.WriteString(m.Line() + "\n")
 	}
 	vs, err := conformance.CheckTranscript(&transcript, conformance.WithSchema(v1, v2), conformance.WithStrictReplay())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range vs {
-		t.Errorf("conformance: %v", v)
-	}
+	require.NoError(t, err, "conformance.CheckTranscript")
+	assert.Empty(t, vs, "conformance violations")
 	schema := v1
 	if version == 2 {
 		schema = v2
 	}
 	for _, m := range msgs {
-		if err := schema.Message(m.Raw); err != nil {
-			t.Errorf("message %d does not match the v%d schema: %v", m.Seq, version, err)
-		}
+		assert.NoError(t, schema.Message(m.Raw), "message %d does not match the v%d schema", m.Seq, version)
 	}
 	if t.Failed() {
 		t.Logf("wire:\n%s", dump(msgs))
@@ -263,9 +246,10 @@ func collapse(words []string) []string {
 // wantSeq fails the test when got differs from want.
 func wantSeq(t *testing.T, got []client.Message, want ...string) {
 	t.Helper()
-	if s := seq(got); !slices.Equal(s, want) {
-		t.Errorf("the agent sent\n  %s\nwant\n  %s\nwire:\n%s", strings.Join(s, "\n  "), strings.Join(want, "\n  "), dump(got))
+	if len(want) == 0 {
+		want = nil // as seq has it: no messages, whatever the caller's empty slice
 	}
+	assert.Equal(t, want, seq(got), "what the agent sent\nwire:\n%s", dump(got))
 }
 
 // noStandardUpdates fails the test when a v1 client without the
@@ -273,9 +257,8 @@ func wantSeq(t *testing.T, got []client.Message, want ...string) {
 func noStandardUpdates(t *testing.T, msgs []client.Message) {
 	t.Helper()
 	for _, m := range msgs {
-		if m.Kind == "compaction_update" || m.Kind == "compaction_summary_chunk" {
-			t.Errorf("message %d is a standard compaction update sent to a client without the capability: %s", m.Seq, m.Raw)
-		}
+		assert.NotContains(t, []string{"compaction_update", "compaction_summary_chunk"}, m.Kind,
+			"message %d is a standard compaction update sent to a client without the capability: %s", m.Seq, m.Raw)
 	}
 }
 
@@ -294,7 +277,7 @@ func find(t *testing.T, msgs []client.Message, what string, pred func(client.Mes
 			return m
 		}
 	}
-	t.Fatalf("no %s on the wire:\n%s", what, dump(msgs))
+	require.FailNow(t, "no "+what+" on the wire", "wire:\n%s", dump(msgs))
 	return client.Message{}
 }
 
@@ -302,15 +285,4 @@ func update(kind, id, status string) func(client.Message) bool {
 	return func(m client.Message) bool {
 		return m.Kind == kind && (m.CompactionID == id || m.ToolCallID == id) && m.Status == status
 	}
-}
-
-// sameJSON reports whether got encodes the same JSON value as want.
-func sameJSON(got json.RawMessage, want string) bool {
-	var g, w any
-	if json.Unmarshal(got, &g) != nil || json.Unmarshal([]byte(want), &w) != nil {
-		return false
-	}
-	gb, _ := json.Marshal(g)
-	wb, _ := json.Marshal(w)
-	return bytes.Equal(gb, wb)
 }

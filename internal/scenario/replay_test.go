@@ -2,7 +2,6 @@ package scenario_test
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,8 @@ import (
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/scenario"
 	"github.com/acpcompact/acpcompact/internal/scenario/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // timeline rebuilds the client's view of session sid from a record, with
@@ -19,9 +20,7 @@ func timeline(t *testing.T, msgs []client.Message, version int, sid string) []co
 	red := conformance.NewReducer(version)
 	for _, m := range msgs {
 		if m.Dir == conformance.FromAgent {
-			if err := red.ApplyMessage(m.Raw); err != nil {
-				t.Fatalf("reducer: %v", err)
-			}
+			require.NoError(t, red.ApplyMessage(m.Raw), "reducer")
 		}
 	}
 	return red.Timeline(sid)
@@ -58,15 +57,11 @@ func TestScenarioLoadReplaysTheSessionOnAFreshConnection(t *testing.T) {
 				live.prompt(sid, p)
 			}
 			slow, err := live.cl.StartPrompt(live.ctx, sid, "/compact slow")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "live.cl.StartPrompt")
 			live.waitFor(slow.From(), "the slow compaction", func(m client.Message) bool {
 				return m.CompactionID == "cmp_3" || m.ToolCallID == "compact-cmp_3"
 			})
-			if err := live.cl.Cancel(live.ctx, sid); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, live.cl.Cancel(live.ctx, sid), "live.cl.Cancel")
 			live.wait(slow)
 			for _, p := range []string{"/compact failearly", "/compact nosummary", "/compact flood 5"} {
 				live.prompt(sid, p)
@@ -75,9 +70,7 @@ func TestScenarioLoadReplaysTheSessionOnAFreshConnection(t *testing.T) {
 
 			loaded := connect(t, a, m)
 			from := loaded.cl.Len()
-			if err := loaded.cl.Load(loaded.ctx, sid, "/work"); err != nil {
-				t.Fatalf("session/load: %v", err)
-			}
+			require.NoError(t, loaded.cl.Load(loaded.ctx, sid, "/work"), "session/load")
 			replay := loaded.cl.Messages()[from:]
 			user, agent := "user_message_chunk", message
 			if m.capable {
@@ -94,15 +87,12 @@ func TestScenarioLoadReplaysTheSessionOnAFreshConnection(t *testing.T) {
 				// Live and replayed, the client holds the same compaction
 				// rows: status, summary, error and record.
 				was, now := compactions(timeline(t, liveMsgs, 1, sid)), compactions(timeline(t, replay, 1, sid))
-				if len(was) != 6 || len(now) != 6 {
-					t.Fatalf("compaction rows: %d live, %d replayed", len(was), len(now))
-				}
+				require.Equal(t, 6, len(was), "compaction rows live")
+				require.Equal(t, 6, len(now), "compaction rows replayed")
 				for i := range was {
-					if !sameItem(was[i], now[i]) {
-						lj, _ := json.Marshal(was[i])
-						rj, _ := json.Marshal(now[i])
-						t.Errorf("row %d differs\n  live   %s\n  replay %s", i, lj, rj)
-					}
+					lj, _ := json.Marshal(was[i])
+					rj, _ := json.Marshal(now[i])
+					assert.Equal(t, string(lj), string(rj), "row %d differs between live and replay", i)
 				}
 			}
 
@@ -132,9 +122,7 @@ func TestScenarioLoadAcrossCapabilityModes(t *testing.T) {
 
 	loaded := connect(t, a, plainV1)
 	from := loaded.cl.Len()
-	if err := loaded.cl.Load(loaded.ctx, sid, "/work"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, loaded.cl.Load(loaded.ctx, sid, "/work"), "loaded.cl.Load")
 	wantSeq(t, loaded.cl.Messages()[from:], "user_message_chunk", tool("cmp_1", "completed"), message, "response:session/load")
 	noStandardUpdates(t, loaded.finish())
 }
@@ -146,30 +134,21 @@ func TestScenarioLoadSkipsACompactionStillRunning(t *testing.T) {
 	live := connect(t, a, capableV1)
 	sid := live.session()
 	turn, err := live.cl.StartPrompt(live.ctx, sid, "/compact hang")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "live.cl.StartPrompt")
 	live.waitFor(turn.From(), "the start", update("compaction_update", "cmp_1", "in_progress"))
 
 	other := connect(t, a, capableV1)
 	from := other.cl.Len()
-	if err := other.cl.Load(other.ctx, sid, "/work"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, other.cl.Load(other.ctx, sid, "/work"), "other.cl.Load")
 	wantSeq(t, other.cl.Messages()[from:], "user_message_chunk", "response:session/load")
 
-	if err := live.cl.Cancel(live.ctx, sid); err != nil {
-		t.Fatal(err)
-	}
-	if o, _ := live.wait(turn); o.StopReason != "cancelled" {
-		t.Errorf("stop reason %q", o.StopReason)
-	}
+	require.NoError(t, live.cl.Cancel(live.ctx, sid), "live.cl.Cancel")
+	o, _ := live.wait(turn)
+	assert.Equal(t, "cancelled", o.StopReason, "stop reason")
 	live.finish()
 
 	from = other.cl.Len()
-	if err := other.cl.Load(other.ctx, sid, "/work"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, other.cl.Load(other.ctx, sid, "/work"), "other.cl.Load")
 	wantSeq(t, other.cl.Messages()[from:], "user_message_chunk", upd("cmp_1", "cancelled"), "response:session/load")
 	other.finish()
 }
@@ -183,9 +162,8 @@ func TestScenarioV2(t *testing.T) {
 		r := connect(t, newAgent(t), v2)
 		sid := r.session()
 		o, turn := r.prompt(sid, "/compact")
-		if o.StopReason != "end_turn" || !sameJSON(o.Response, `{"messageId":"msg_user_1"}`) {
-			t.Errorf("outcome %+v", o)
-		}
+		assert.Equal(t, "end_turn", o.StopReason, "outcome %+v", o)
+		assert.JSONEq(t, `{"messageId":"msg_user_1"}`, string(o.Response), "outcome %+v", o)
 		wantSeq(t, turn, append(head, upd("cmp_1", "in_progress"), chunks("cmp_1", 4), upd("cmp_1", "completed"),
 			usage, message, "state_update:idle:end_turn")...)
 		r.finish()
@@ -195,18 +173,17 @@ func TestScenarioV2(t *testing.T) {
 		r := connect(t, newAgent(t), v2)
 		sid := r.session()
 		turn, err := r.cl.StartPrompt(r.ctx, sid, "/compact slow")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "r.cl.StartPrompt")
 		r.waitFor(turn.From(), "a chunk", func(m client.Message) bool { return m.Kind == "compaction_summary_chunk" })
-		if err := r.cl.Cancel(r.ctx, sid); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, r.cl.Cancel(r.ctx, sid), "r.cl.Cancel")
 		o, msgs := r.wait(turn)
 		words := seq(msgs)
-		if o.StopReason != "cancelled" || len(words) != 7 || !slices.Equal(words[:4], append(head, upd("cmp_1", "in_progress"))) ||
-			!strings.HasPrefix(words[4], "chunk:cmp_1") || words[5] != upd("cmp_1", "cancelled") || words[6] != "state_update:idle:cancelled" {
-			t.Errorf("stop reason %q, the agent sent %v", o.StopReason, words)
+		assert.Equal(t, "cancelled", o.StopReason, "stop reason")
+		if assert.Len(t, words, 7, "the agent sent %v", words) {
+			assert.Equal(t, append(head, upd("cmp_1", "in_progress")), words[:4], "the agent sent %v", words)
+			assert.True(t, strings.HasPrefix(words[4], "chunk:cmp_1"), "the agent sent %v", words)
+			assert.Equal(t, upd("cmp_1", "cancelled"), words[5], "the agent sent %v", words)
+			assert.Equal(t, "state_update:idle:cancelled", words[6], "the agent sent %v", words)
 		}
 		r.finish()
 	})
@@ -215,16 +192,11 @@ func TestScenarioV2(t *testing.T) {
 		r := connect(t, newAgent(t), v2)
 		sid := r.session()
 		turn, err := r.cl.StartPrompt(r.ctx, sid, "/compact slow")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "r.cl.StartPrompt")
 		r.waitFor(turn.From(), "a chunk", func(m client.Message) bool { return m.Kind == "compaction_summary_chunk" })
-		if err := r.cl.Call(r.ctx, "session/close", map[string]any{"sessionId": sid}, nil); err != nil {
-			t.Fatal(err)
-		}
-		if o, msgs := r.wait(turn); o.StopReason != "cancelled" {
-			t.Errorf("stop reason %q, the agent sent %v", o.StopReason, seq(msgs))
-		}
+		require.NoError(t, r.cl.Call(r.ctx, "session/close", map[string]any{"sessionId": sid}, nil), "r.cl.Call")
+		o, msgs := r.wait(turn)
+		assert.Equal(t, "cancelled", o.StopReason, "stop reason; the agent sent %v", seq(msgs))
 		r.finish()
 	})
 	t.Run("panic", func(t *testing.T) {
@@ -233,9 +205,8 @@ func TestScenarioV2(t *testing.T) {
 		sid := r.session()
 		o, turn := r.prompt(sid, "/compact panic")
 		wantSeq(t, turn, append(head, upd("cmp_1", "in_progress"), chunks("cmp_1", 1), upd("cmp_1", "failed"), "state_update:idle:error")...)
-		if o.StopReason != "error" || !sameJSON(o.IdleError, `{"code":-32603,"message":"internal error: the agent runtime panicked during the turn"}`) {
-			t.Errorf("outcome %+v (idle error %s)", o, o.IdleError)
-		}
+		assert.Equal(t, "error", o.StopReason, "outcome %+v", o)
+		assert.JSONEq(t, `{"code":-32603,"message":"internal error: the agent runtime panicked during the turn"}`, string(o.IdleError), "idle error of %+v", o)
 		_, after := r.prompt(sid, "still there?")
 		wantSeq(t, after, append(head, message, "state_update:idle:end_turn")...)
 		r.finish()
@@ -251,9 +222,7 @@ func TestScenarioV2(t *testing.T) {
 
 		resumed := connect(t, a, v2)
 		from := resumed.cl.Len()
-		if err := resumed.cl.Resume(resumed.ctx, sid, "/work", true); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, resumed.cl.Resume(resumed.ctx, sid, "/work", true), "resumed.cl.Resume")
 		replay := resumed.cl.Messages()[from:]
 		wantSeq(t, replay, "user_message", "agent_message", "user_message", upd("cmp_1", "completed"), "agent_message",
 			"state_update:idle", "response:session/resume")
@@ -261,21 +230,13 @@ func TestScenarioV2(t *testing.T) {
 		// view, the client's timeline does not change.
 		was := timeline(t, liveMsgs, 2, sid)
 		now := timeline(t, append(liveMsgs[:len(liveMsgs):len(liveMsgs)], replay...), 2, sid)
-		if len(was) != len(now) {
-			t.Fatalf("timeline grew from %d to %d rows on replay", len(was), len(now))
-		}
+		require.Equal(t, len(was), len(now), "timeline rows on replay")
 		for i := range was {
-			if !sameItem(was[i], now[i]) {
-				t.Errorf("row %d changed on replay: %+v -> %+v", i, was[i], now[i])
-			}
+			assert.True(t, sameItem(was[i], now[i]), "row %d changed on replay: %+v -> %+v", i, was[i], now[i])
 		}
-		if err := resumed.cl.Resume(resumed.ctx, sid, "/work", false); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, resumed.cl.Resume(resumed.ctx, sid, "/work", false), "resumed.cl.Resume")
 		err := resumed.cl.Call(resumed.ctx, "session/resume", map[string]any{"sessionId": sid, "cwd": "/work", "replayFrom": map[string]any{"type": "_cursor"}}, nil)
-		if err == nil || !strings.Contains(err.Error(), "-32602") {
-			t.Errorf("an unsupported replay cursor: %v", err)
-		}
+		assert.ErrorContains(t, err, "-32602", "an unsupported replay cursor")
 		resumed.finish()
 	})
 }

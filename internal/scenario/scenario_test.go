@@ -3,7 +3,6 @@ package scenario_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/scenario"
 	"github.com/acpcompact/acpcompact/internal/scenario/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Word shorthands for the expected wire, see seq.
@@ -38,9 +39,8 @@ const (
 func record(t *testing.T, m client.Message) map[string]json.RawMessage {
 	t.Helper()
 	var meta map[string]map[string]json.RawMessage
-	if err := json.Unmarshal(field(m, "_meta"), &meta); err != nil || meta["acpcompact/record"] == nil {
-		t.Fatalf("no acpcompact/record in the _meta of %s", m.Raw)
-	}
+	require.NoError(t, json.Unmarshal(field(m, "_meta"), &meta), "no acpcompact/record in the _meta of %s", m.Raw)
+	require.NotNil(t, meta["acpcompact/record"], "no acpcompact/record in the _meta of %s", m.Raw)
 	return meta["acpcompact/record"]
 }
 
@@ -75,21 +75,15 @@ func TestScenarioScripts(t *testing.T) {
 				}
 				done := find(t, turn, "completed update", update("compaction_update", "cmp_1", "completed"))
 				want, _ := json.Marshal([]map[string]string{{"type": "text", "text": streamed.String()}})
-				if !sameJSON(field(done, "summary"), string(want)) {
-					t.Errorf("the completed summary %s is not the streamed text %q", field(done, "summary"), streamed.String())
-				}
-				if !strings.HasPrefix(streamed.String(), "## Retained context\n\n- The conversation began with \"hello\".") {
-					t.Errorf("summary %q", streamed.String())
-				}
+				assert.JSONEq(t, string(want), string(field(done, "summary")), "the completed summary is not the streamed text %q", streamed.String())
+				assert.True(t, strings.HasPrefix(streamed.String(), "## Retained context\n\n- The conversation began with \"hello\"."),
+					"the streamed summary does not begin with the retained context: %q", streamed.String())
 				rec := record(t, done)
-				if !sameJSON(rec["summarizer"], `{"model":"scenario-summarizer","promptId":"scenario-compact-v1"}`) ||
-					!sameJSON(rec["trigger"], `"manual"`) || !sameJSON(rec["contextWindow"], `200000`) {
-					t.Errorf("record %s", field(done, "_meta"))
-				}
+				assert.JSONEq(t, `{"model":"scenario-summarizer","promptId":"scenario-compact-v1"}`, string(rec["summarizer"]), "record summarizer in %s", field(done, "_meta"))
+				assert.JSONEq(t, `"manual"`, string(rec["trigger"]), "record trigger in %s", field(done, "_meta"))
+				assert.JSONEq(t, `200000`, string(rec["contextWindow"]), "record contextWindow in %s", field(done, "_meta"))
 				u := find(t, turn, "usage_update", func(m client.Message) bool { return m.Kind == "usage_update" })
-				if !sameJSON(field(u, "used"), string(rec["tokensAfter"])) {
-					t.Errorf("usage_update used %s, record tokensAfter %s", field(u, "used"), rec["tokensAfter"])
-				}
+				assert.JSONEq(t, string(rec["tokensAfter"]), string(field(u, "used")), "usage_update used is not the record's tokensAfter")
 			},
 		},
 		{
@@ -99,9 +93,7 @@ func TestScenarioScripts(t *testing.T) {
 			check: func(t *testing.T, m mode, turn []client.Message) {
 				if m.capable {
 					done := find(t, turn, "completed update", update("compaction_update", "cmp_1", "completed"))
-					if s := field(done, "summary"); s != nil {
-						t.Errorf("completed without a summary carries summary %s", s)
-					}
+					assert.Nil(t, field(done, "summary"), "completed without a summary carries a summary")
 				}
 			},
 		},
@@ -112,15 +104,12 @@ func TestScenarioScripts(t *testing.T) {
 			check: func(t *testing.T, m mode, turn []client.Message) {
 				if !m.capable {
 					f := find(t, turn, "failed tool call", update("tool_call_update", "compact-cmp_1", "failed"))
-					if !strings.Contains(string(f.Raw), "Compaction failed: summary request failed") {
-						t.Errorf("failed tool call %s", f.Raw)
-					}
+					assert.Contains(t, string(f.Raw), "Compaction failed: summary request failed", "failed tool call")
 					return
 				}
 				f := find(t, turn, "failed update", update("compaction_update", "cmp_1", "failed"))
-				if !sameJSON(field(f, "error"), `"summary request failed"`) || !sameJSON(field(f, "summary"), `null`) {
-					t.Errorf("failed update %s: want the runtime's error and the partial summary cleared", f.Raw)
-				}
+				assert.JSONEq(t, `"summary request failed"`, string(field(f, "error")), "failed update %s: want the runtime's error", f.Raw)
+				assert.JSONEq(t, `null`, string(field(f, "summary")), "failed update %s: want the partial summary cleared", f.Raw)
 			},
 		},
 		{
@@ -130,9 +119,7 @@ func TestScenarioScripts(t *testing.T) {
 			check: func(t *testing.T, m mode, turn []client.Message) {
 				if m.capable {
 					f := find(t, turn, "failed update", update("compaction_update", "cmp_1", "failed"))
-					if !sameJSON(field(f, "error"), `"summarizer model unavailable"`) {
-						t.Errorf("failed update %s", f.Raw)
-					}
+					assert.JSONEq(t, `"summarizer model unavailable"`, string(field(f, "error")), "failed update's error: %s", f.Raw)
 				}
 			},
 		},
@@ -143,8 +130,8 @@ func TestScenarioScripts(t *testing.T) {
 			check: func(t *testing.T, m mode, turn []client.Message) {
 				if m.capable {
 					done := find(t, turn, "completed update", update("compaction_update", "cmp_1", "completed"))
-					if s := field(done, "summary"); s != nil {
-						t.Errorf("flood completes keeping the streamed summary, but sent summary %.80s", s)
+					if s := field(done, "summary"); !assert.Nil(t, s, "flood completes keeping the streamed summary, but sent a summary") {
+						t.Logf("summary %.80s", s)
 					}
 				}
 			},
@@ -163,9 +150,7 @@ func TestScenarioScripts(t *testing.T) {
 			check: func(t *testing.T, m mode, turn []client.Message) {
 				if m.capable {
 					f := find(t, turn, "failed update", update("compaction_update", "cmp_1", "failed"))
-					if !sameJSON(field(f, "error"), fmt.Sprintf("%q", emitter.ErrAgentCrashed.Error())) {
-						t.Errorf("failed update %s", f.Raw)
-					}
+					assert.JSONEq(t, fmt.Sprintf("%q", emitter.ErrAgentCrashed.Error()), string(field(f, "error")), "failed update's error: %s", f.Raw)
 				}
 			},
 		},
@@ -186,9 +171,8 @@ func TestScenarioScripts(t *testing.T) {
 				t.Parallel()
 				r := connect(t, newAgent(t), m)
 				sid := r.session()
-				if _, turn := r.prompt(sid, "hello"); !equalWords(seq(turn), message, endTurn) {
-					t.Fatalf("warm-up prompt: %v", seq(turn))
-				}
+				_, warm := r.prompt(sid, "hello")
+				require.True(t, equalWords(seq(warm), message, endTurn), "warm-up prompt: %v", seq(warm))
 				_, turn := r.prompt(sid, sc.prompt)
 				want := sc.standard
 				if !m.capable {
@@ -225,9 +209,7 @@ func TestScenarioSlowCompactionCancelledMidStreamIsReportedByTheRuntime(t *testi
 			r := connect(t, newAgent(t), m)
 			sid := r.session()
 			turn, err := r.cl.StartPrompt(r.ctx, sid, "/compact slow")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "r.cl.StartPrompt")
 			if m.capable {
 				r.waitFor(turn.From(), "a second chunk", func(m client.Message) bool {
 					return m.Kind == "compaction_summary_chunk" && strings.Contains(string(m.Raw), "Step 2 of")
@@ -235,31 +217,27 @@ func TestScenarioSlowCompactionCancelledMidStreamIsReportedByTheRuntime(t *testi
 			} else {
 				r.waitFor(turn.From(), "the tool call", update("tool_call", "compact-cmp_1", "in_progress"))
 			}
-			if err := r.cl.Cancel(r.ctx, sid); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, r.cl.Cancel(r.ctx, sid), "r.cl.Cancel")
 			o, msgs := r.wait(turn)
-			if o.StopReason != "cancelled" {
-				t.Errorf("stop reason %q, want cancelled", o.StopReason)
-			}
+			assert.Equal(t, "cancelled", o.StopReason, "stop reason")
 			words := seq(msgs)
 			if m.capable {
-				if len(words) != 4 || words[0] != upd("cmp_1", "in_progress") || !strings.HasPrefix(words[1], "chunk:cmp_1*") ||
-					words[2] != upd("cmp_1", "cancelled") || words[3] != "response:cancelled" {
-					t.Errorf("the agent sent %v", words)
+				if assert.Len(t, words, 4, "the agent sent %v", words) {
+					assert.Equal(t, upd("cmp_1", "in_progress"), words[0], "the agent sent %v", words)
+					assert.True(t, strings.HasPrefix(words[1], "chunk:cmp_1*"), "the agent sent %v", words)
+					assert.Equal(t, upd("cmp_1", "cancelled"), words[2], "the agent sent %v", words)
+					assert.Equal(t, "response:cancelled", words[3], "the agent sent %v", words)
 				}
 				c := find(t, msgs, "cancelled update", update("compaction_update", "cmp_1", "cancelled"))
 				// The runtime's own report clears the partial summary and
 				// carries its record; the kit's would do neither.
-				if !sameJSON(field(c, "summary"), "null") || record(t, c)["summarizer"] == nil {
-					t.Errorf("cancelled update %s was not the runtime's report", c.Raw)
-				}
+				assert.JSONEq(t, "null", string(field(c, "summary")), "cancelled update %s was not the runtime's report: the summary is not cleared", c.Raw)
+				assert.NotNil(t, record(t, c)["summarizer"], "cancelled update %s was not the runtime's report: no summarizer in its record", c.Raw)
 			} else {
 				wantSeq(t, msgs, tool("cmp_1", "in_progress"), toolUp("cmp_1", "failed"), "response:cancelled")
 				c := find(t, msgs, "settled tool call", update("tool_call_update", "compact-cmp_1", "failed"))
-				if !strings.Contains(string(c.Raw), "Compaction cancelled") || record(t, c)["summarizer"] == nil {
-					t.Errorf("settled tool call %s was not the runtime's cancel", c.Raw)
-				}
+				assert.Contains(t, string(c.Raw), "Compaction cancelled", "settled tool call was not the runtime's cancel")
+				assert.NotNil(t, record(t, c)["summarizer"], "settled tool call %s was not the runtime's cancel: no summarizer in its record", c.Raw)
 			}
 			msgs = r.finish()
 			if !m.capable {
@@ -275,9 +253,7 @@ func TestScenarioSlowCompactionRunsToCompletion(t *testing.T) {
 	r := connect(t, newAgent(t), capableV1)
 	sid := r.session()
 	o, turn := r.prompt(sid, "/compact slow")
-	if o.StopReason != "end_turn" {
-		t.Errorf("stop reason %q", o.StopReason)
-	}
+	assert.Equal(t, "end_turn", o.StopReason, "stop reason")
 	wantSeq(t, turn, upd("cmp_1", "in_progress"), chunks("cmp_1", 50), upd("cmp_1", "completed"), usage, endTurn)
 	r.finish()
 }
@@ -287,15 +263,11 @@ func hangCancelled(t *testing.T, r *rig) (client.Outcome, []client.Message) {
 	t.Helper()
 	sid := r.session()
 	turn, err := r.cl.StartPrompt(r.ctx, sid, "/compact hang")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "r.cl.StartPrompt")
 	r.waitFor(turn.From(), "the start", func(m client.Message) bool {
 		return m.CompactionID == "cmp_1" || m.ToolCallID == "compact-cmp_1"
 	})
-	if err := r.cl.Cancel(r.ctx, sid); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.cl.Cancel(r.ctx, sid), "r.cl.Cancel")
 	return r.wait(turn)
 }
 
@@ -308,15 +280,11 @@ func TestScenarioHangIsSettledCancelledAtTheCancelGraceDeadline(t *testing.T) {
 			t.Parallel()
 			r := connect(t, newAgent(t, func(c *scenario.Config) { c.CancelGrace = new(50 * time.Millisecond) }), m)
 			o, turn := hangCancelled(t, r)
-			if o.StopReason != "cancelled" {
-				t.Errorf("stop reason %q", o.StopReason)
-			}
+			assert.Equal(t, "cancelled", o.StopReason, "stop reason")
 			if m.capable {
 				wantSeq(t, turn, upd("cmp_1", "in_progress"), upd("cmp_1", "cancelled"), "response:cancelled")
 				c := find(t, turn, "cancelled update", update("compaction_update", "cmp_1", "cancelled"))
-				if field(c, "summary") != nil {
-					t.Errorf("the kit's settlement %s patches the summary", c.Raw)
-				}
+				assert.Nil(t, field(c, "summary"), "the kit's settlement %s patches the summary", c.Raw)
 			} else {
 				wantSeq(t, turn, tool("cmp_1", "in_progress"), toolUp("cmp_1", "failed"), "response:cancelled")
 			}
@@ -336,9 +304,7 @@ func TestScenarioHangWithoutAGraceEndsWithTheTurn(t *testing.T) {
 			t.Parallel()
 			r := connect(t, newAgent(t, func(c *scenario.Config) { c.CancelGrace = new(time.Duration(-1)) }), m)
 			o, turn := hangCancelled(t, r)
-			if o.StopReason != "cancelled" {
-				t.Errorf("stop reason %q", o.StopReason)
-			}
+			assert.Equal(t, "cancelled", o.StopReason, "stop reason")
 			if m.capable {
 				wantSeq(t, turn, upd("cmp_1", "in_progress"), upd("cmp_1", "cancelled"), "response:cancelled")
 			} else {
@@ -358,15 +324,11 @@ func TestScenarioHangIsSettledFailedByTheWatchdog(t *testing.T) {
 			r := connect(t, newAgent(t, func(c *scenario.Config) { c.CompactionTimeout = 100 * time.Millisecond }), m)
 			sid := r.session()
 			o, turn := r.prompt(sid, "/compact hang")
-			if o.StopReason != "end_turn" {
-				t.Errorf("stop reason %q", o.StopReason)
-			}
+			assert.Equal(t, "end_turn", o.StopReason, "stop reason")
 			if m.capable {
 				wantSeq(t, turn, upd("cmp_1", "in_progress"), upd("cmp_1", "failed"), endTurn)
 				f := find(t, turn, "failed update", update("compaction_update", "cmp_1", "failed"))
-				if !sameJSON(field(f, "error"), `"compaction timed out after 100ms"`) {
-					t.Errorf("failed update %s", f.Raw)
-				}
+				assert.JSONEq(t, `"compaction timed out after 100ms"`, string(field(f, "error")), "failed update's error: %s", f.Raw)
 			} else {
 				wantSeq(t, turn, tool("cmp_1", "in_progress"), toolUp("cmp_1", "failed"), endTurn)
 			}
@@ -384,9 +346,7 @@ func TestScenarioHeartbeatShowsAHungCompactionIsAlive(t *testing.T) {
 	r := connect(t, newAgent(t, func(c *scenario.Config) { c.Heartbeat = 20 * time.Millisecond; c.CancelGrace = new(time.Duration(-1)) }), capableV1)
 	sid := r.session()
 	turn, err := r.cl.StartPrompt(r.ctx, sid, "/compact hang")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "r.cl.StartPrompt")
 	seen := 0
 	r.waitFor(turn.From(), "a heartbeat", func(m client.Message) bool {
 		if m.Kind == "compaction_update" && m.Status == "in_progress" {
@@ -394,14 +354,13 @@ func TestScenarioHeartbeatShowsAHungCompactionIsAlive(t *testing.T) {
 		}
 		return seen == 2
 	})
-	if err := r.cl.Cancel(r.ctx, sid); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.cl.Cancel(r.ctx, sid), "r.cl.Cancel")
 	_, msgs := r.wait(turn)
 	words := seq(msgs)
-	if len(words) != 3 || !strings.HasPrefix(words[0], upd("cmp_1", "in_progress")+"*") ||
-		words[1] != upd("cmp_1", "cancelled") || words[2] != "response:cancelled" {
-		t.Errorf("the agent sent %v", words)
+	if assert.Len(t, words, 3, "the agent sent %v", words) {
+		assert.True(t, strings.HasPrefix(words[0], upd("cmp_1", "in_progress")+"*"), "the agent sent %v", words)
+		assert.Equal(t, upd("cmp_1", "cancelled"), words[1], "the agent sent %v", words)
+		assert.Equal(t, "response:cancelled", words[2], "the agent sent %v", words)
 	}
 	r.finish()
 }
@@ -425,9 +384,7 @@ func TestScenarioAutoCompactEvery(t *testing.T) {
 				wantSeq(t, second, tool("cmp_1", "in_progress"), toolUp("cmp_1", "completed"), usage, message, endTurn)
 				done = find(t, second, "settled tool call", update("tool_call_update", "compact-cmp_1", "completed"))
 			}
-			if !sameJSON(record(t, done)["trigger"], `"auto"`) {
-				t.Errorf("record %s: want trigger auto", field(done, "_meta"))
-			}
+			assert.JSONEq(t, `"auto"`, string(record(t, done)["trigger"]), "record %s: want trigger auto", field(done, "_meta"))
 			_, third := r.prompt(sid, "three")
 			wantSeq(t, third, message, endTurn)
 			r.finish()
@@ -444,9 +401,8 @@ func TestScenarioEveryFallbackFormSettles(t *testing.T) {
 			r := connect(t, newAgent(t, func(c *scenario.Config) { c.Fallback = name }), plainV1)
 			sid := r.session()
 			for _, p := range []string{"/compact", "/compact fail", "/compact failearly", "/compact twice"} {
-				if o, _ := r.prompt(sid, p); o.StopReason != "end_turn" {
-					t.Errorf("%s: stop reason %q", p, o.StopReason)
-				}
+				o, _ := r.prompt(sid, p)
+				assert.Equal(t, "end_turn", o.StopReason, "%s: stop reason", p)
 			}
 			noStandardUpdates(t, r.finish())
 		})
@@ -468,20 +424,16 @@ func TestScenarioRequestErrors(t *testing.T) {
 		{"no/such/method", map[string]any{}, -32601},
 	} {
 		err := r.cl.Call(r.ctx, tc.method, tc.params, nil)
-		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("code %d", tc.code)) {
-			t.Errorf("%s %v: got %v, want error code %d", tc.method, tc.params, err, tc.code)
-		}
+		assert.ErrorContains(t, err, fmt.Sprintf("code %d", tc.code), "%s %v: want error code %d", tc.method, tc.params, tc.code)
 	}
 	r.finish()
 }
 
 func TestScenarioConfigErrors(t *testing.T) {
-	if _, err := scenario.New(scenario.Config{Fallback: "smoke-signals"}); err == nil {
-		t.Error("an unknown fallback name was accepted")
-	}
-	if _, err := scenario.New(scenario.Config{AutoCompactEvery: -1}); err == nil {
-		t.Error("a negative AutoCompactEvery was accepted")
-	}
+	_, err := scenario.New(scenario.Config{Fallback: "smoke-signals"})
+	assert.Error(t, err, "an unknown fallback name was accepted")
+	_, err = scenario.New(scenario.Config{AutoCompactEvery: -1})
+	assert.Error(t, err, "a negative AutoCompactEvery was accepted")
 }
 
 // TestScenarioServeStopsWhenItsContextEnds: ending Serve's context closes
@@ -496,27 +448,17 @@ func TestScenarioServeStopsWhenItsContextEnds(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- a.Serve(serveCtx, agentEnd) }()
 	cl := client.New(ctx, clientEnd)
-	if _, err := cl.Initialize(ctx, 1, true); err != nil {
-		t.Fatal(err)
-	}
+	_, err := cl.Initialize(ctx, 1, true)
+	require.NoError(t, err, "initialize")
 	sid, err := cl.NewSession(ctx, "/work")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "cl.NewSession")
 	turn, err := cl.StartPrompt(ctx, sid, "/compact hang")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl.Wait(ctx, turn.From(), update("compaction_update", "cmp_1", "in_progress")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "cl.StartPrompt")
+	_, err = cl.Wait(ctx, turn.From(), update("compaction_update", "cmp_1", "in_progress"))
+	require.NoError(t, err, "waiting for the in_progress update")
 	stop()
-	if err := <-served; !errors.Is(err, context.Canceled) {
-		t.Errorf("Serve returned %v, want context.Canceled", err)
-	}
+	assert.ErrorIs(t, <-served, context.Canceled, "Serve's return")
 	<-cl.Done()
 	f := find(t, cl.Messages(), "the settlement", update("compaction_update", "cmp_1", "failed"))
-	if !sameJSON(field(f, "error"), fmt.Sprintf("%q", emitter.ErrConnectionClosed.Error())) {
-		t.Errorf("settlement %s", f.Raw)
-	}
+	assert.JSONEq(t, fmt.Sprintf("%q", emitter.ErrConnectionClosed.Error()), string(field(f, "error")), "settlement's error: %s", f.Raw)
 }

@@ -2,7 +2,6 @@ package scenario_test
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"github.com/acpcompact/acpcompact/internal/scenario/client"
 	"github.com/acpcompact/acpcompact/sessionlog"
 	"github.com/sourcegraph/jsonrpc2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func stateDir(dir string) func(*scenario.Config) {
@@ -23,9 +24,7 @@ func stateDir(dir string) func(*scenario.Config) {
 // exits.
 func closeAgent(t *testing.T, a *scenario.Agent) {
 	t.Helper()
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.Close(), "a.Close")
 }
 
 // rows is the client's view of session sid, one string a row: each
@@ -50,14 +49,10 @@ func rows(t *testing.T, msgs []client.Message, version int, sid string) []string
 			_ = json.Unmarshal(env.Params, &p)
 			for _, b := range p.Prompt {
 				u, _ := json.Marshal(map[string]any{"sessionUpdate": "user_message_chunk", "messageId": m.Seq, "content": b})
-				if err := red.Apply(sid, u); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, red.Apply(sid, u), "red.Apply")
 			}
 		case m.Dir == conformance.FromAgent:
-			if err := red.ApplyMessage(m.Raw); err != nil {
-				t.Fatalf("reducer: %v", err)
-			}
+			require.NoError(t, red.ApplyMessage(m.Raw), "reducer")
 		}
 	}
 	var out []string
@@ -92,9 +87,7 @@ func rows(t *testing.T, msgs []client.Message, version int, sid string) []string
 
 func sameRows(t *testing.T, what string, got, want []string) {
 	t.Helper()
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("%s:\n  got\n    %s\n  want\n    %s", what, strings.Join(got, "\n    "), strings.Join(want, "\n    "))
-	}
+	assert.Equal(t, strings.Join(want, "\n"), strings.Join(got, "\n"), what)
 }
 
 // TestScenarioRestartReplaysFromTheStateDir: a new Agent on the same state
@@ -113,15 +106,11 @@ func TestScenarioRestartReplaysFromTheStateDir(t *testing.T) {
 				live.prompt(sid, p)
 			}
 			slow, err := live.cl.StartPrompt(live.ctx, sid, "/compact slow")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "live.cl.StartPrompt")
 			live.waitFor(slow.From(), "the slow compaction", func(m client.Message) bool {
 				return m.CompactionID == "cmp_4" || m.ToolCallID == "compact-cmp_4"
 			})
-			if err := live.cl.Cancel(live.ctx, sid); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, live.cl.Cancel(live.ctx, sid), "live.cl.Cancel")
 			live.wait(slow)
 			for _, p := range []string{"/compact nosummary", "/compact panic", "/compact flood 5", "/compact twice", "again"} {
 				live.prompt(sid, p)
@@ -131,9 +120,7 @@ func TestScenarioRestartReplaysFromTheStateDir(t *testing.T) {
 			// The same process loads it first, from memory.
 			same := connect(t, a, m)
 			from := same.cl.Len()
-			if err := same.cl.Load(same.ctx, sid, "/work"); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, same.cl.Load(same.ctx, sid, "/work"), "same.cl.Load")
 			inMemory := same.cl.Messages()[from:]
 			same.finish()
 			closeAgent(t, a)
@@ -141,13 +128,9 @@ func TestScenarioRestartReplaysFromTheStateDir(t *testing.T) {
 			b := newAgent(t, stateDir(dir), func(c *scenario.Config) { c.AutoCompactEvery = 2 })
 			loaded := connect(t, b, m)
 			from = loaded.cl.Len()
-			if err := loaded.cl.Load(loaded.ctx, sid, "/work"); err != nil {
-				t.Fatalf("session/load after the restart: %v", err)
-			}
+			require.NoError(t, loaded.cl.Load(loaded.ctx, sid, "/work"), "session/load after the restart")
 			replay := loaded.cl.Messages()[from:]
-			if got, want := seq(replay), seq(inMemory); strings.Join(got, " ") != strings.Join(want, " ") {
-				t.Errorf("the restarted agent replays\n  %v\nthe running one\n  %v", got, want)
-			}
+			assert.Equal(t, strings.Join(seq(inMemory), " "), strings.Join(seq(replay), " "), "what the restarted agent replays, against the running one")
 			sameRows(t, "the replay after the restart, against the live view", rows(t, replay, 1, sid), rows(t, liveMsgs, 1, sid))
 
 			// The session goes on: its compaction IDs too.
@@ -164,11 +147,9 @@ func TestScenarioRestartReplaysFromTheStateDir(t *testing.T) {
 			c := newAgent(t, stateDir(dir))
 			again := connect(t, c, m)
 			from = again.cl.Len()
-			if err := again.cl.Load(again.ctx, sid, "/work"); err != nil {
-				t.Fatal(err)
-			}
-			if n := len(compactions(timeline(t, again.cl.Messages()[from:], 1, sid))); m.capable && n != 11 {
-				t.Errorf("%d compactions replayed, want 11", n)
+			require.NoError(t, again.cl.Load(again.ctx, sid, "/work"), "again.cl.Load")
+			if n := len(compactions(timeline(t, again.cl.Messages()[from:], 1, sid))); m.capable {
+				assert.Equal(t, 11, n, "compactions replayed")
 			}
 			again.finish()
 			closeAgent(t, c)
@@ -196,18 +177,12 @@ func TestScenarioUnreadableStateFiles(t *testing.T) {
 	corrupt, foreign, good := sids[0], sids[1], sids[2]
 	corruptPath := filepath.Join(dir, corrupt+".jsonl")
 	data, err := os.ReadFile(corruptPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.ReadFile")
 	i := strings.Index(string(data), "hello")
 	data[i] = 'j' // in a message: line 2
-	if err := os.WriteFile(corruptPath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(corruptPath, data, 0o600), "os.WriteFile")
 	foreignPath := filepath.Join(dir, foreign+".jsonl")
-	if err := os.WriteFile(foreignPath, []byte("{\"role\":\"user\",\"content\":\"a chat log of another tool\"}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(foreignPath, []byte("{\"role\":\"user\",\"content\":\"a chat log of another tool\"}\n"), 0o600), "os.WriteFile")
 
 	b := newAgent(t, stateDir(dir))
 	defer closeAgent(t, b)
@@ -218,34 +193,32 @@ func TestScenarioUnreadableStateFiles(t *testing.T) {
 	}{{corrupt, corruptPath, "corrupt session log: checksum mismatch", 2}, {foreign, foreignPath, "not a session log", 1}} {
 		err := l.cl.Load(l.ctx, tc.sid, "/work")
 		var rpcErr *jsonrpc2.Error
-		if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc2.CodeInternalError ||
-			!strings.Contains(rpcErr.Message, tc.path) || !strings.Contains(rpcErr.Message, tc.what) {
-			t.Errorf("session/load of %s: %v, want an error naming %s (%s)", tc.sid, err, tc.path, tc.what)
+		if !assert.ErrorAs(t, err, &rpcErr, "session/load of %s", tc.sid) ||
+			!assert.Equal(t, int64(jsonrpc2.CodeInternalError), rpcErr.Code, "session/load of %s: error code", tc.sid) ||
+			!assert.Contains(t, rpcErr.Message, tc.path, "session/load of %s: the error names the file", tc.sid) ||
+			!assert.Contains(t, rpcErr.Message, tc.what, "session/load of %s: the error says what is wrong", tc.sid) {
 			continue
 		}
 		var data struct {
 			File string
 			Line int
 		}
-		if rpcErr.Data == nil || json.Unmarshal(*rpcErr.Data, &data) != nil || data.File != tc.path || data.Line != tc.line {
-			t.Errorf("error data %s, want file %s line %d", string(ptrOr(rpcErr.Data)), tc.path, tc.line)
+		if assert.NotNil(t, rpcErr.Data, "session/load of %s: error data", tc.sid) &&
+			assert.NoError(t, json.Unmarshal(*rpcErr.Data, &data), "error data %s", string(ptrOr(rpcErr.Data))) {
+			assert.Equal(t, tc.path, data.File, "error data %s: file", string(ptrOr(rpcErr.Data)))
+			assert.Equal(t, tc.line, data.Line, "error data %s: line", string(ptrOr(rpcErr.Data)))
 		}
 	}
-	if err := l.cl.Load(l.ctx, "sess_000000000000", "/work"); err == nil || !strings.Contains(err.Error(), "-32002") {
-		t.Errorf("session/load of a session without a file: %v", err)
-	}
+	assert.ErrorContains(t, l.cl.Load(l.ctx, "sess_000000000000", "/work"), "-32002", "session/load of a session without a file")
 	from := l.cl.Len()
-	if err := l.cl.Load(l.ctx, good, "/work"); err != nil {
-		t.Fatalf("session/load of the good session: %v", err)
-	}
+	require.NoError(t, l.cl.Load(l.ctx, good, "/work"), "session/load of the good session")
 	wantSeq(t, l.cl.Messages()[from:], "user_message_chunk", message, "user_message_chunk", upd("cmp_1", "completed"), message, "response:session/load")
 	_, turn := l.prompt(good, "/compact nosummary")
 	wantSeq(t, turn, upd("cmp_2", "in_progress"), upd("cmp_2", "completed"), usage, endTurn)
 	l.finish()
 
-	if _, err := sessionlog.Open(dir); err != nil {
-		t.Fatal(err)
-	}
+	_, err = sessionlog.Open(dir)
+	require.NoError(t, err, "sessionlog.Open of the state directory")
 }
 
 func ptrOr(r *json.RawMessage) json.RawMessage {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/stretchr/testify/require"
 )
 
 var floodN = flag.Int("flood.n", 20_000, "summary chunks per `/compact flood N`")
@@ -79,9 +80,7 @@ func tsAgent(root string) ([]string, error) {
 // asserted about time.
 func BenchmarkFlood(b *testing.B) {
 	root, err := ModuleRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err, "finding the module root")
 	n := *floodN
 	for _, v := range []struct {
 		name string
@@ -97,38 +96,27 @@ func BenchmarkFlood(b *testing.B) {
 					}
 					schematest.Node(b, err)
 				}
-				b.Fatal(err)
+				require.NoError(b, err, "the %s agent's command", v.name)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			a, err := StartAgent(ctx, v.name, argv, root)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err, "starting the %s agent", v.name)
 			defer a.Close()
 			sid, err := a.NewSession()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, _, err := a.Flood(sid, max(n/4, 1)); err != nil { // warm-up
-				b.Fatal(err)
-			}
+			require.NoError(b, err, "session/new")
+			_, _, err = a.Flood(sid, max(n/4, 1)) // warm-up
+			require.NoError(b, err, "the warm-up flood")
 			var elapsed time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				sid, err := a.NewSession()
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err, "session/new")
 				b.StartTimer()
 				chunks, d, err := a.Flood(sid, n)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if chunks != n {
-					b.Fatalf("%d of %d chunks before the response", chunks, n)
-				}
+				require.NoError(b, err, "the flood")
+				require.Equal(b, n, chunks, "chunks before the response")
 				elapsed += d
 			}
 			b.ReportMetric(float64(n)*float64(b.N)/elapsed.Seconds(), "chunks/s")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/test/interop"
+	"github.com/stretchr/testify/require"
 )
 
 // binDir holds the binaries the tests run, each built once for the whole
@@ -61,9 +62,7 @@ func (b *binary) build(t testing.TB) string {
 		cmd.Dir = root
 		b.out, b.err = cmd.CombinedOutput()
 	})
-	if b.err != nil {
-		t.Fatalf("go build %s: %v\n%s", b.pkg, b.err, b.out)
-	}
+	require.NoError(t, b.err, "go build %s\n%s", b.pkg, b.out)
 	return b.path
 }
 
@@ -93,6 +92,6 @@ func needNode(t *testing.T) {
 	case errors.Is(err, interop.ErrNoDeps):
 		schematest.Node(t, fmt.Errorf("%w, so the official TypeScript SDK interop tests cannot run", err))
 	case err != nil:
-		t.Fatal(err)
+		require.NoError(t, err, "finding Node.js and the npm packages")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/test/interop"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestProxyWithTypeScriptSDK puts `acpcompact proxy` between the official
@@ -67,20 +69,14 @@ func TestProxyWithTypeScriptSDK(t *testing.T) {
 			res := fs[i].get(t)
 			r := checkCommon(t, res, true)
 			cs := compactions(r, res.SessionID)
-			if len(cs) == 0 {
-				t.Fatalf("no compaction reached the client; timeline:\n%s", render(r, res.SessionID))
-			}
+			require.NotEmpty(t, cs, "no compaction reached the client; timeline:\n%s", render(r, res.SessionID))
 			for _, c := range cs {
-				if c.Status != tc.status {
-					t.Errorf("compaction %s is %s, want %s", c.ID, c.Status, tc.status)
-				}
-				if tc.errText != "" && (c.Error == nil || *c.Error != tc.errText) {
-					t.Errorf("compaction %s error %v, want %q", c.ID, c.Error, tc.errText)
+				assert.Equal(t, tc.status, c.Status, "compaction %s: status", c.ID)
+				if tc.errText != "" && assert.NotNil(t, c.Error, "compaction %s: error", c.ID) {
+					assert.Equal(t, tc.errText, *c.Error, "compaction %s: error", c.ID)
 				}
 			}
-			if got := stopReason(t, res, res.Steps[len(res.Steps)-1]); got != tc.stop {
-				t.Errorf("stopReason %q, want %q", got, tc.stop)
-			}
+			assert.Equal(t, tc.stop, stopReason(t, res, res.Steps[len(res.Steps)-1]), "stopReason")
 		})
 	}
 	// A v1 client without the capability: an agent that ignores the gate
@@ -122,13 +118,11 @@ func TestProxyReadsLinesAsTheTypeScriptSDKReadsThem(t *testing.T) {
 		Steps: []interop.Step{{Prompt: "go"}},
 		Agent: []string{proxyCmd, "proxy", "--", fake, "-behavior", "lenient-lines"},
 	}).get(t)
-	if res.Rejected != 0 || len(res.ConsoleErrors) != 0 {
-		t.Errorf("the SDK rejected %d updates, logged %q", res.Rejected, res.ConsoleErrors)
-	}
+	assert.Zero(t, res.Rejected, "updates the SDK rejected: %q", res.ConsoleErrors)
+	assert.Empty(t, res.ConsoleErrors, "what the SDK logged")
 	prompt, ok := res.Steps[len(res.Steps)-1].Prompt()
-	if !ok || prompt.Error != nil {
-		t.Fatalf("the prompt was not answered: %+v", prompt)
-	}
+	require.True(t, ok, "the last step is not a prompt")
+	require.Nil(t, prompt.Error, "the prompt was not answered: %+v", prompt)
 	// What the SDK delivered before the answer: the gate's tool call,
 	// started and settled, and the agent's text.
 	toolStatus := map[string]string{}
@@ -136,9 +130,7 @@ func TestProxyReadsLinesAsTheTypeScriptSDKReadsThem(t *testing.T) {
 	for i, u := range res.Updates {
 		kind := u.Kind()
 		kinds = append(kinds, kind)
-		if kind == "compaction_update" || kind == "compaction_summary_chunk" {
-			t.Errorf("a client without the capability was delivered %s", u.Update)
-		}
+		assert.NotContains(t, []string{"compaction_update", "compaction_summary_chunk"}, kind, "a client without the capability was delivered %s", u.Update)
 		if i >= prompt.UpdatesBefore || (kind != "tool_call" && kind != "tool_call_update") {
 			continue
 		}
@@ -146,20 +138,12 @@ func TestProxyReadsLinesAsTheTypeScriptSDKReadsThem(t *testing.T) {
 			ID     string `json:"toolCallId"`
 			Status string `json:"status"`
 		}
-		if err := json.Unmarshal(u.Update, &tc); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(u.Update, &tc), "json.Unmarshal")
 		if tc.Status != "" {
 			toolStatus[tc.ID] = tc.Status
 		}
 	}
-	if want := []string{"tool_call", "agent_message_chunk", "tool_call_update"}; !slices.Equal(kinds, want) {
-		t.Errorf("delivered %v, want %v\n%s", kinds, want, res.Transcript())
-	}
-	if got := toolStatus["compact-cmp_l1"]; got != "failed" {
-		t.Errorf("the gate's tool call is %q when the answer arrives, want failed (settled by the proxy)", got)
-	}
-	if got := stopReason(t, res, res.Steps[len(res.Steps)-1]); got != "end_turn" {
-		t.Errorf("stopReason %q", got)
-	}
+	assert.Equal(t, []string{"tool_call", "agent_message_chunk", "tool_call_update"}, kinds, "the updates delivered\n%s", res.Transcript())
+	assert.Equal(t, "failed", toolStatus["compact-cmp_l1"], "the gate's tool call when the answer arrives: want it settled by the proxy")
+	assert.Equal(t, "end_turn", stopReason(t, res, res.Steps[len(res.Steps)-1]), "stopReason")
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/test/interop"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // client is one kind of client the scenarios run with.
@@ -102,9 +104,7 @@ func TestScenarioAgentCapabilityGate(t *testing.T) {
 
 func checkScenario(t *testing.T, res *interop.Result, sc scenario, c client) {
 	t.Helper()
-	if res.Protocol != c.protocol {
-		t.Fatalf("ran protocol %d, want %d", res.Protocol, c.protocol)
-	}
+	require.Equal(t, c.protocol, res.Protocol, "the protocol the harness ran")
 	r := checkCommon(t, res, c.capable)
 	last := res.Steps[len(res.Steps)-1]
 	for i := len(res.Steps) - 1; i >= 0; i-- {
@@ -113,13 +113,9 @@ func checkScenario(t *testing.T, res *interop.Result, sc scenario, c client) {
 			break
 		}
 	}
-	if got := stopReason(t, res, last); got != sc.stop {
-		t.Errorf("stopReason %q, want %q", got, sc.stop)
-	}
+	assert.Equal(t, sc.stop, stopReason(t, res, last), "stopReason")
 	if !c.capable {
-		if cs := compactions(r, res.SessionID); len(cs) != 0 {
-			t.Errorf("a client without the capability holds compactions: %+v", cs)
-		}
+		assert.Empty(t, compactions(r, res.SessionID), "a client without the capability holds compactions")
 		return
 	}
 	sc.want(t, res, r)
@@ -129,9 +125,7 @@ func checkScenario(t *testing.T, res *interop.Result, sc scenario, c client) {
 func one(t *testing.T, res *interop.Result, r *conformance.Reducer) conformance.Item {
 	t.Helper()
 	cs := compactions(r, res.SessionID)
-	if len(cs) != 1 {
-		t.Fatalf("want one compaction, timeline:\n%s", render(r, res.SessionID))
-	}
+	require.Equal(t, 1, len(cs), "want one compaction, timeline:\n%s", render(r, res.SessionID))
 	return cs[0]
 }
 
@@ -139,19 +133,15 @@ func wantOne(status, errText string, wantErr bool) func(*testing.T, *interop.Res
 	return func(t *testing.T, res *interop.Result, r *conformance.Reducer) {
 		t.Helper()
 		c := one(t, res, r)
-		if c.Status != status {
-			t.Errorf("status %q, want %q", c.Status, status)
-		}
+		assert.Equal(t, status, c.Status, "status")
 		switch {
-		case !wantErr && c.Error != nil:
-			t.Errorf("error %q, want none", *c.Error)
-		case wantErr && c.Error == nil:
-			t.Errorf("no error, want one")
-		case wantErr && errText != "" && *c.Error != errText:
-			t.Errorf("error %q, want %q", *c.Error, errText)
+		case !wantErr:
+			assert.Nil(t, c.Error, "error: want none")
+		case assert.NotNil(t, c.Error, "error: want one") && errText != "":
+			assert.Equal(t, errText, *c.Error, "error")
 		}
-		if status == "completed" && c.Summary != nil {
-			t.Errorf("summary %q, want none", summaryText(c.Summary))
+		if status == "completed" {
+			assert.Nil(t, c.Summary, "summary %q: want none", summaryText(c.Summary))
 		}
 	}
 }
@@ -161,35 +151,23 @@ func wantOne(status, errText string, wantErr bool) func(*testing.T, *interop.Res
 func wantCompact(t *testing.T, res *interop.Result, r *conformance.Reducer) {
 	t.Helper()
 	c := one(t, res, r)
-	if c.Status != "completed" || c.Error != nil {
-		t.Errorf("compaction %s error %v, want completed without error", c.Status, c.Error)
-	}
-	if summaryText(c.Summary) == "" {
-		t.Errorf("empty summary")
-	}
-	if n := countKind(res, "compaction_summary_chunk", 0, len(res.Updates)); n < 3 {
-		t.Errorf("%d summary chunks, want at least 3", n)
-	}
+	assert.Equal(t, "completed", c.Status, "compaction status")
+	assert.Nil(t, c.Error, "compaction error: want none")
+	assert.NotEmpty(t, summaryText(c.Summary), "summary")
+	assert.GreaterOrEqual(t, countKind(res, "compaction_summary_chunk", 0, len(res.Updates)), 3, "summary chunks")
 	tl := r.Timeline(res.SessionID)
 	at := slices.IndexFunc(tl, func(it conformance.Item) bool { return it.Kind == conformance.KindCompaction })
-	if !slices.ContainsFunc(tl[at+1:], func(it conformance.Item) bool { return it.Kind == conformance.KindAgentMessage }) {
-		t.Errorf("no agent message after the compaction:\n%s", render(r, res.SessionID))
-	}
+	assert.True(t, slices.ContainsFunc(tl[at+1:], func(it conformance.Item) bool { return it.Kind == conformance.KindAgentMessage }),
+		"no agent message after the compaction:\n%s", render(r, res.SessionID))
 }
 
 func wantTwice(t *testing.T, res *interop.Result, r *conformance.Reducer) {
 	t.Helper()
 	cs := compactions(r, res.SessionID)
-	if len(cs) != 2 {
-		t.Fatalf("want two compactions, timeline:\n%s", render(r, res.SessionID))
-	}
-	if cs[0].ID == cs[1].ID {
-		t.Errorf("both compactions have ID %q", cs[0].ID)
-	}
+	require.Equal(t, 2, len(cs), "want two compactions, timeline:\n%s", render(r, res.SessionID))
+	assert.NotEqual(t, cs[0].ID, cs[1].ID, "both compactions have one ID")
 	for _, c := range cs {
-		if c.Status != "completed" {
-			t.Errorf("compaction %s is %s, want completed", c.ID, c.Status)
-		}
+		assert.Equal(t, "completed", c.Status, "compaction %s: status", c.ID)
 	}
 }
 
@@ -201,9 +179,8 @@ func wantTwice(t *testing.T, res *interop.Result, r *conformance.Reducer) {
 func wantReplay(t *testing.T, res *interop.Result, r *conformance.Reducer) {
 	t.Helper()
 	load := res.Steps[len(res.Steps)-1]
-	if len(load.Requests) != 1 || load.Requests[0].Error != nil {
-		t.Fatalf("load step: %+v", load.Requests)
-	}
+	require.Len(t, load.Requests, 1, "load step: %+v", load.Requests)
+	require.Nil(t, load.Requests[0].Error, "load step: %+v", load.Requests)
 	end := load.Requests[0].UpdatesBefore
 	before := conformance.NewReducer(res.Protocol)
 	for _, u := range res.Updates[:load.StartIndex] {
@@ -211,13 +188,11 @@ func wantReplay(t *testing.T, res *interop.Result, r *conformance.Reducer) {
 	}
 	live := one(t, res, before)
 	after := one(t, res, r)
-	if after.ID != live.ID || after.Status != live.Status || summaryText(after.Summary) != summaryText(live.Summary) {
-		t.Errorf("replay changed the entity the client held:\nbefore: %s %s %q\nafter:  %s %s %q",
-			live.ID, live.Status, summaryText(live.Summary), after.ID, after.Status, summaryText(after.Summary))
-	}
-	if live.Status != "completed" || summaryText(live.Summary) == "" {
-		t.Errorf("live compaction %s with summary %q, want completed with a summary", live.Status, summaryText(live.Summary))
-	}
+	assert.Equal(t, live.ID, after.ID, "replay changed the ID of the entity the client held")
+	assert.Equal(t, live.Status, after.Status, "replay changed the status of the entity the client held")
+	assert.Equal(t, summaryText(live.Summary), summaryText(after.Summary), "replay changed the summary of the entity the client held")
+	assert.Equal(t, "completed", live.Status, "live compaction status")
+	assert.NotEmpty(t, summaryText(live.Summary), "live compaction summary")
 	fresh := conformance.NewReducer(res.Protocol)
 	n := 0
 	for _, u := range res.Updates[load.StartIndex:end] {
@@ -226,14 +201,10 @@ func wantReplay(t *testing.T, res *interop.Result, r *conformance.Reducer) {
 			n++
 		}
 	}
-	if n != 1 {
-		t.Errorf("the replay carried %d compaction updates, want 1", n)
-	}
+	assert.Equal(t, 1, n, "compaction updates the replay carried")
 	rebuilt := one(t, res, fresh)
-	if rebuilt.Status != live.Status || summaryText(rebuilt.Summary) != summaryText(live.Summary) {
-		t.Errorf("a client rebuilding from the replay sees %s %q, want %s %q",
-			rebuilt.Status, summaryText(rebuilt.Summary), live.Status, summaryText(live.Summary))
-	}
+	assert.Equal(t, live.Status, rebuilt.Status, "the status a client rebuilding from the replay sees")
+	assert.Equal(t, summaryText(live.Summary), summaryText(rebuilt.Summary), "the summary a client rebuilding from the replay sees")
 }
 
 // TestScenarioAgentFallbacksWithTypeScriptSDK runs a v1 client without the
@@ -255,15 +226,11 @@ func TestScenarioAgentFallbacksWithTypeScriptSDK(t *testing.T) {
 		t.Run(fb, func(t *testing.T) {
 			res := fs[i].get(t)
 			r := checkCommon(t, res, false)
-			if cs := compactions(r, res.SessionID); len(cs) != 0 {
-				t.Errorf("fallback client holds compactions: %+v", cs)
-			}
+			assert.Empty(t, compactions(r, res.SessionID), "fallback client holds compactions")
 			for _, status := range []string{"completed", "failed", "cancelled"} {
 				checkFallbackForm(t, res, fb, status)
 			}
-			if got := stopReason(t, res, res.Steps[4]); got != "cancelled" {
-				t.Errorf("cancelled /compact slow ended %q, want cancelled", got)
-			}
+			assert.Equal(t, "cancelled", stopReason(t, res, res.Steps[4]), "the stop reason of the cancelled /compact slow")
 		})
 	}
 }
@@ -293,15 +260,11 @@ func checkFallbackForm(t *testing.T, res *interop.Result, fb, status string) {
 		want = []string{`"title":"Compact conversation"`, fmt.Sprintf(`"status":%q`, ts)}
 	case "none":
 		for _, bad := range []string{"Compacting", "acpcompact/compaction", "opencode/compaction", "Compact conversation"} {
-			if strings.Contains(joined, bad) {
-				t.Errorf("fallback none: the client got %q", bad)
-			}
+			assert.NotContains(t, joined, bad, "fallback none: the client got a fallback form")
 		}
 		return
 	}
 	for _, w := range want {
-		if !strings.Contains(joined, w) {
-			t.Errorf("fallback %s: no update contains %s; updates:\n%s", fb, w, joined)
-		}
+		assert.Contains(t, joined, w, "fallback %s: no update contains it", fb)
 	}
 }

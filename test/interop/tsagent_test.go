@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/test/interop"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestTSAgentFloodsChunks is the smoke test of the benchmark agent built on
@@ -19,26 +21,18 @@ func TestTSAgentFloodsChunks(t *testing.T) {
 	t.Parallel()
 	needNode(t)
 	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "moduleRoot")
 	agent := filepath.Join(root, "test", "bench", "tsagent", "agent.mjs")
 	res := run(t, interop.Options{Protocol: 1, Capability: interop.CapObject, Scenario: "flood", Agent: []string{"node", agent}})
 	r := checkCommon(t, res, true)
 	c := one(t, res, r)
-	if c.Status != "completed" {
-		t.Errorf("status %s, want completed", c.Status)
-	}
+	assert.Equal(t, "completed", c.Status, "status")
 	var want strings.Builder
 	for i := range 100 {
 		fmt.Fprintf(&want, "chunk %d ", i)
 	}
-	if got := summaryText(c.Summary); got != want.String() {
-		t.Errorf("summary %q, want the 100 chunks in order", got)
-	}
-	if n := countKind(res, "compaction_summary_chunk", 0, len(res.Updates)); n != 100 {
-		t.Errorf("%d chunks, want 100", n)
-	}
+	assert.Equal(t, want.String(), summaryText(c.Summary), "summary: want the 100 chunks in order")
+	assert.Equal(t, 100, countKind(res, "compaction_summary_chunk", 0, len(res.Updates)), "summary chunks")
 	var kinds []string
 	for _, u := range res.Updates {
 		var s struct {
@@ -49,10 +43,6 @@ func TestTSAgentFloodsChunks(t *testing.T) {
 			kinds = append(kinds, s.Status)
 		}
 	}
-	if strings.Join(kinds, ",") != "in_progress,completed" {
-		t.Errorf("compaction_update statuses %v, want in_progress then completed", kinds)
-	}
-	if got := stopReason(t, res, res.Steps[len(res.Steps)-1]); got != "end_turn" {
-		t.Errorf("stopReason %q, want end_turn", got)
-	}
+	assert.Equal(t, "in_progress,completed", strings.Join(kinds, ","), "compaction_update statuses")
+	assert.Equal(t, "end_turn", stopReason(t, res, res.Steps[len(res.Steps)-1]), "stopReason")
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/test/matrix"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var (
@@ -57,9 +59,7 @@ func scenarioAgent(t *testing.T) string {
 		cmd.Dir = root
 		agentOut, agentErr = cmd.CombinedOutput()
 	})
-	if agentErr != nil {
-		t.Fatalf("go build ./examples/scenario-agent: %v\n%s", agentErr, agentOut)
-	}
+	require.NoError(t, agentErr, "go build ./examples/scenario-agent\n%s", agentOut)
 	return agentPath
 }
 
@@ -78,9 +78,7 @@ func proxyBinary(t *testing.T) string {
 		cmd.Dir = root
 		proxyOut, proxyErr = cmd.CombinedOutput()
 	})
-	if proxyErr != nil {
-		t.Fatalf("go build ./cmd/acpcompact: %v\n%s", proxyErr, proxyOut)
-	}
+	require.NoError(t, proxyErr, "go build ./cmd/acpcompact\n%s", proxyOut)
 	return proxyPath
 }
 
@@ -101,9 +99,7 @@ func targets(t *testing.T) []matrix.Target {
 func play(t *testing.T, b matrix.Bullet) {
 	t.Helper()
 	scs := matrix.By(b)
-	if len(scs) == 0 {
-		t.Fatalf("no scenario covers %q", b)
-	}
+	require.NotEmpty(t, scs, "no scenario covers %q", b)
 	for _, tg := range targets(t) {
 		for _, sc := range scs {
 			t.Run(sc.Name+"/"+tg.Name(), func(t *testing.T) {
@@ -111,7 +107,7 @@ func play(t *testing.T, b matrix.Bullet) {
 				run := playOne(t, tg, sc)
 				if errs := matrix.Verify(sc, run, officialSchema(t)); len(errs) > 0 {
 					for _, e := range errs {
-						t.Error(e)
+						assert.NoError(t, e, "scenario %s on %s", sc.Name, tg.Name())
 					}
 					t.Logf("%s\ntranscript:\n%s", sc.Doc, run.Transcript())
 				}
@@ -150,7 +146,7 @@ func playOne(t *testing.T, tg matrix.Target, sc matrix.Scenario) *matrix.Run {
 		if run != nil {
 			t.Logf("transcript:\n%s", run.Transcript())
 		}
-		t.Fatalf("%s: %v\nstderr:\n%s", sc.Doc, err, stderr.String())
+		require.NoError(t, err, "%s\nstderr:\n%s", sc.Doc, stderr.String())
 	}
 	return run
 }
@@ -237,7 +233,7 @@ func TestLiveStateEqualsReplayedState(t *testing.T) {
 					t.Skip(skip)
 				}
 				for _, e := range errs {
-					t.Error(e)
+					assert.NoError(t, e, "scenario %s on %s, live and replayed", sc.Name, tg.Name())
 				}
 				if len(errs) > 0 {
 					t.Logf("%s\ntranscript:\n%s\n# history replay\n%s", sc.Doc, run.Transcript(), run.History.String())

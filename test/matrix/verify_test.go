@@ -10,6 +10,8 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/test/matrix"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // officialSchema is the schema Verify checks against: the official one, or
@@ -27,21 +29,15 @@ func TestEveryBulletHasScenariosOnEveryTarget(t *testing.T) {
 	seen := map[string]bool{}
 	for _, b := range matrix.Bullets() {
 		scs := matrix.By(b)
-		if len(scs) == 0 {
-			t.Errorf("bullet %q has no scenario", b)
-		}
+		assert.NotEmpty(t, scs, "bullet %q has no scenario", b)
 		kit, agent := 0, 0
 		for _, sc := range scs {
 			key := string(b) + "/" + sc.Name
-			if seen[key] {
-				t.Errorf("duplicate scenario %s", key)
-			}
+			assert.False(t, seen[key], "duplicate scenario %s", key)
 			seen[key] = true
-			if sc.Doc == "" {
-				t.Errorf("scenario %s has no Doc", key)
-			}
-			if sc.Agent == nil && sc.NoAgent == "" {
-				t.Errorf("scenario %s has neither an AgentScript nor a NoAgent reason", key)
+			assert.NotEmpty(t, sc.Doc, "scenario %s has no Doc", key)
+			if sc.Agent == nil {
+				assert.NotEmpty(t, sc.NoAgent, "scenario %s has neither an AgentScript nor a NoAgent reason", key)
 			}
 			if sc.NoKit == "" {
 				kit++
@@ -50,9 +46,8 @@ func TestEveryBulletHasScenariosOnEveryTarget(t *testing.T) {
 				agent++
 			}
 		}
-		if kit == 0 || agent == 0 {
-			t.Errorf("bullet %q: %d scenarios for agentkit, %d for the agent binary", b, kit, agent)
-		}
+		assert.NotZero(t, kit, "bullet %q: scenarios for agentkit", b)
+		assert.NotZero(t, agent, "bullet %q: scenarios for the agent binary", b)
 	}
 }
 
@@ -132,9 +127,7 @@ func TestVerifyRejectsBrokenRuns(t *testing.T) {
 			for _, e := range errs {
 				all = append(all, e.Error())
 			}
-			if !strings.Contains(strings.Join(all, "\n"), tc.expect) {
-				t.Errorf("Verify did not report %q; it reported %q", tc.expect, all)
-			}
+			assert.Contains(t, strings.Join(all, "\n"), tc.expect, "what Verify reported")
 		})
 	}
 }
@@ -178,9 +171,7 @@ func TestVerifyLiveReplayRejectsALiveStateTheReplayDoesNotReproduce(t *testing.T
 		"a "+loaded)
 	sc := matrix.Scenario{Name: "broken", Client: matrix.V1Capable}
 	errs, skip := matrix.VerifyLiveReplay(sc, &matrix.Run{Conns: []*matrix.Conn{live}, History: history, Reported: []string{"cmp_1", "cmp_2"}}, officialSchema(t))
-	if skip != "" {
-		t.Fatalf("skipped: %s", skip)
-	}
+	require.Empty(t, skip, "VerifyLiveReplay skipped")
 	var all []string
 	for _, e := range errs {
 		all = append(all, e.Error())
@@ -189,9 +180,7 @@ func TestVerifyLiveReplayRejectsALiveStateTheReplayDoesNotReproduce(t *testing.T
 		`compaction cmp_1: the live client holds "failed" summary ["partial"] error "boom", a client that only sees the replay holds "failed" summary none error "boom"`,
 		`compaction cmp_2: the client held it live`,
 	} {
-		if !strings.Contains(strings.Join(all, "\n"), want) {
-			t.Errorf("VerifyLiveReplay did not report %q; it reported %q", want, all)
-		}
+		assert.Contains(t, strings.Join(all, "\n"), want, "what VerifyLiveReplay reported")
 	}
 }
 
@@ -206,14 +195,8 @@ func TestMatrixCatchesAMisconfiguredEmitter(t *testing.T) {
 			sc = s
 		}
 	}
-	if sc.Name == "" {
-		t.Fatal("no compaction-null scenario")
-	}
+	require.NotEmpty(t, sc.Name, "no compaction-null scenario")
 	run, err := matrix.EmitterTarget{Options: []emitter.Option{emitter.WithPolicy(always)}}.Play(context.Background(), sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if errs := matrix.Verify(sc, run, officialSchema(t)); len(errs) == 0 {
-		t.Errorf("a standard update to a client that sent compaction: null went unnoticed:\n%s", run.Transcript())
-	}
+	require.NoError(t, err, "playing the scenario on the misconfigured emitter")
+	assert.NotEmpty(t, matrix.Verify(sc, run, officialSchema(t)), "a standard update to a client that sent compaction: null went unnoticed:\n%s", run.Transcript())
 }

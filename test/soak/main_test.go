@@ -18,6 +18,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"go.uber.org/goleak"
 )
 
@@ -77,8 +78,7 @@ func report(t testing.TB, format string, args ...any) {
 		reportMu.Lock()
 		defer reportMu.Unlock()
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			t.Errorf("report: %v", err)
+		if !assert.NoError(t, err, "report") {
 			return
 		}
 		defer f.Close()

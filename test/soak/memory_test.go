@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // MiB bounds of the memory tests (see docs/agentkit.md and docs/proxy.md, "Memory bounds").
@@ -89,9 +92,7 @@ func TestUnknownSessionPromptsDoNotGrowMemory(t *testing.T) {
 	defer cancel()
 	p := startProc(t, agentBinary(t), "--log-level", "error")
 	c := newClient(p.stdout, p.stdin, nil)
-	if err := c.initialize(ctx, true); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.initialize(ctx, true), "c.initialize")
 	round := 0
 	play := func(k int) {
 		t.Helper()
@@ -100,9 +101,7 @@ func TestUnknownSessionPromptsDoNotGrowMemory(t *testing.T) {
 		err := pipeline(ctx, c, k, 256, "session/prompt", func(i int) any {
 			return promptParams(fmt.Sprintf("sess_unknown_%d", base+i), "hello")
 		}, unknownSession)
-		if err != nil {
-			t.Fatalf("%v\nagent stderr:\n%s", err, p.stderr)
-		}
+		require.NoError(t, err, "prompts for unknown sessions\nagent stderr:\n%s", p.stderr)
 	}
 	play(5_000)
 	before := memOf(t, p.cmd.Process.Pid)
@@ -111,9 +110,7 @@ func TestUnknownSessionPromptsDoNotGrowMemory(t *testing.T) {
 	growth := after.RSS - before.RSS
 	report(t, "%d prompts for unknown sessions: RSS %.1f -> %.1f MiB (growth %.1f MiB, %.0f B/prompt), peak %.1f MiB",
 		n, before.RSS, after.RSS, growth, growth*(1<<20)/float64(n), after.Peak)
-	if growth > unknownGrowthMiB {
-		t.Errorf("RSS grew by %.1f MiB over %d prompts for unknown sessions, want at most %d MiB", growth, n, unknownGrowthMiB)
-	}
+	assert.LessOrEqual(t, growth, float64(unknownGrowthMiB), "RSS growth in MiB over %d prompts for unknown sessions", n)
 }
 
 // TestPipelinedPromptsAreBounded: a client that writes 100,000 prompts
@@ -131,13 +128,9 @@ func TestPipelinedPromptsAreBounded(t *testing.T) {
 	p := startProc(t, agentBinary(t), "--log-level", "error")
 	out := &pausable{r: p.stdout}
 	c := newClient(out, p.stdin, nil)
-	if err := c.initialize(ctx, true); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.initialize(ctx, true), "c.initialize")
 	sid, err := c.newSession(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "c.newSession")
 	out.pause()
 	var written, answered, busy atomic.Int64
 	// Resume reading once every prompt is written, or once the agent has
@@ -159,9 +152,7 @@ func TestPipelinedPromptsAreBounded(t *testing.T) {
 		}
 	}()
 	params, err := json.Marshal(promptParams(sid, "hello"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "json.Marshal")
 	start := time.Now()
 	err = pipeline(ctx, c, n, 0, "session/prompt", func(int) any {
 		written.Add(1)
@@ -176,13 +167,9 @@ func TestPipelinedPromptsAreBounded(t *testing.T) {
 		return err
 	})
 	taken := <-resumed
-	if err != nil {
-		t.Fatalf("%v\nagent stderr:\n%s", err, p.stderr)
-	}
+	require.NoError(t, err, "pipelined prompts\nagent stderr:\n%s", p.stderr)
 	after := memOf(t, p.cmd.Process.Pid)
 	report(t, "%d pipelined prompts in %v: peak RSS %.1f MiB, RSS after %.1f MiB, %d threads; the client wrote %d before it read; %d answered, %d of them refused as busy",
 		n, time.Since(start).Round(time.Millisecond), after.Peak, after.RSS, after.Threads, taken, answered.Load(), busy.Load())
-	if after.Peak > pipelinedPeakMiB {
-		t.Errorf("peak RSS %.1f MiB for %d pipelined prompts, want at most %d MiB", after.Peak, n, pipelinedPeakMiB)
-	}
+	assert.LessOrEqual(t, after.Peak, float64(pipelinedPeakMiB), "peak RSS in MiB for %d pipelined prompts", n)
 }

@@ -7,6 +7,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // pausable is a reader that stops passing reads on once paused: the
@@ -78,34 +81,23 @@ func TestNonReadingClientDoesNotHangTheAgent(t *testing.T) {
 			out := &pausable{r: p.stdout}
 			rec := newRecord()
 			c := newClient(out, p.stdin, rec.add)
-			if err := c.initialize(ctx, true); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, c.initialize(ctx, true), "c.initialize")
 			sid, err := c.newSession(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := c.start("session/prompt", promptParams(sid, "/compact flood 100000")); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "c.newSession")
+			_, _, err = c.start("session/prompt", promptParams(sid, "/compact flood 100000"))
+			require.NoError(t, err, "starting the flood prompt")
 			select {
 			case <-rec.open:
 			case <-ctx.Done():
-				t.Fatalf("the flood did not start\nstderr:\n%s", p.stderr)
+				require.FailNow(t, "the flood did not start", "stderr:\n%s", p.stderr)
 			}
 			out.pause()
 			time.Sleep(300 * time.Millisecond) // the pipe and the queue fill; the flood blocks
-			if err := tc.stop(p); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, tc.stop(p), "tc.stop")
 			took, ok := p.waitExit(exitBound)
 			report(t, "flood 100000, client not reading, %s: exited=%v after %v", tc.name, ok, took.Round(time.Millisecond))
-			if !ok {
-				t.Fatalf("the agent is still running %v after %s with a client that does not read\nstderr:\n%s", took, tc.name, p.stderr)
-			}
-			if p.err != nil {
-				t.Errorf("exit status: %v\nstderr:\n%s", p.err, p.stderr)
-			}
+			require.True(t, ok, "the agent is still running %v after %s with a client that does not read\nstderr:\n%s", took, tc.name, p.stderr)
+			assert.NoError(t, p.err, "exit status\nstderr:\n%s", p.stderr)
 			out.resume()
 		})
 	}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The binaries under test: built once per test binary from this checkout,
@@ -42,15 +44,12 @@ func binary(t testing.TB, env, pkg string) string {
 		return p
 	}
 	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "moduleRoot")
 	out := filepath.Join(buildDir, filepath.Base(pkg))
 	cmd := exec.Command("go", "build", "-o", out, "./"+pkg)
 	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./%s: %v\n%s", pkg, err, b)
-	}
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build ./%s\n%s", pkg, b)
 	buildBins[pkg] = out
 	return out
 }
@@ -95,18 +94,12 @@ type proc struct {
 func startProc(t testing.TB, argv ...string) *proc {
 	t.Helper()
 	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.Pipe")
 	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.Pipe")
 	p := &proc{cmd: exec.Command(argv[0], argv[1:]...), stdin: inW, stdout: outR, stderr: &tailBuffer{max: 16 << 10}, exited: make(chan struct{})}
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = inR, outW, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.cmd.Start(), "p.cmd.Start")
 	_ = inR.Close()
 	_ = outW.Close()
 	go func() {
@@ -182,9 +175,7 @@ func (m mem) String() string {
 func memOf(t testing.TB, pid int) mem {
 	t.Helper()
 	s, err := status(pid)
-	if err != nil {
-		t.Fatalf("reading /proc/%d/status: %v", pid, err)
-	}
+	require.NoError(t, err, "reading /proc/%d/status", pid)
 	return mem{RSS: float64(s["VmRSS"]) / 1024, Peak: float64(s["VmHWM"]) / 1024, Threads: s["Threads"]}
 }
 

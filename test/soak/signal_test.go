@@ -10,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // exitBound is how long an agent may take to exit once told to: by a
@@ -132,10 +135,10 @@ func TestSignalWritesTheTerminalUpdate(t *testing.T) {
 		runs, time.Since(start).Round(time.Millisecond), lost.Load(), slow.Load(), exitBound)
 	for i, f := range failures {
 		if i == 5 {
-			t.Errorf("... and %d more", len(failures)-5)
+			assert.Fail(t, fmt.Sprintf("... and %d more runs failed", len(failures)-5))
 			break
 		}
-		t.Error(f)
+		assert.Fail(t, "a run failed", f)
 	}
 }
 
@@ -196,40 +199,28 @@ func TestAcpxStopSequence(t *testing.T) {
 	p := startProc(t, agentBinary(t), "--log-level", "warn")
 	rec := newRecord()
 	c := newClient(p.stdout, p.stdin, rec.add)
-	if err := c.initialize(ctx, false); err != nil { // acpx has no compaction capability
-		t.Fatal(err)
-	}
+	require.NoError(t, c.initialize(ctx, false), "initialize") // acpx has no compaction capability
 	sid, err := c.newSession(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := c.start("session/prompt", promptParams(sid, "/compact hang")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "c.newSession")
+	_, _, err = c.start("session/prompt", promptParams(sid, "/compact hang"))
+	require.NoError(t, err, "starting the /compact hang prompt")
 	select {
 	case <-rec.open:
 	case <-ctx.Done():
-		t.Fatal("the compaction did not start")
+		require.FailNow(t, "the compaction did not start")
 	}
-	if err := c.notify("session/cancel", map[string]any{"sessionId": sid}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.notify("session/cancel", map[string]any{"sessionId": sid}), "c.notify")
 	time.Sleep(2500 * time.Millisecond)
 	_ = p.stdin.Close()
 	time.Sleep(100 * time.Millisecond)
-	if err := p.signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.signal(syscall.SIGTERM), "p.signal")
 	took, ok := p.waitExit(acpxKill)
 	report(t, "acpx's stop sequence: exited=%v %v after the SIGTERM", ok, took.Round(time.Millisecond))
-	if !ok {
-		t.Fatalf("the agent was still running %v after the SIGTERM: acpx would SIGKILL it now\nstderr:\n%s", took, p.stderr)
-	}
+	require.True(t, ok, "the agent was still running %v after the SIGTERM: acpx would SIGKILL it now\nstderr:\n%s", took, p.stderr)
 	<-c.done
 	// The fallback tool call ends `failed` ("Compaction cancelled"); its
 	// record says what the compaction became.
 	status, wire := rec.last()
-	if record := rec.lastRecord(); !terminalStatus(status) || record != "cancelled" {
-		t.Errorf("the compaction ended %q (record %q), want a terminal update recording cancelled:\n%s\nstderr:\n%s", status, record, wire, p.stderr)
-	}
+	assert.True(t, terminalStatus(status), "the compaction ended %q, want a terminal update:\n%s\nstderr:\n%s", status, wire, p.stderr)
+	assert.Equal(t, "cancelled", rec.lastRecord(), "what the compaction's record says it became:\n%s\nstderr:\n%s", wire, p.stderr)
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/internal/scenario"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Bounds of the soak: what the agent (and the proxy) may keep after the
@@ -168,14 +170,10 @@ func TestSoakKitAgentInProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	a, err := scenario.New(scenario.Config{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "scenario.New")
 	play := func(total int) {
 		t.Helper()
-		if err := soakInProcess(ctx, a, total, 8, 25); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, soakInProcess(ctx, a, total, 8, 25), "soakInProcess")
 	}
 	play(warm)
 	before := settledStats(t)
@@ -186,16 +184,12 @@ func TestSoakKitAgentInProcess(t *testing.T) {
 	runtime.KeepAlive(a) // what the agent keeps counts, so it must be live
 	report(t, "%d sessions in %v: goroutines %d -> %d; heap in use %.1f -> %.1f MiB; RSS %.1f -> %.1f MiB (peak %.1f MiB)",
 		n, took.Round(time.Millisecond), before.goroutines, after.goroutines, before.heap, after.heap, before.mem.RSS, after.mem.RSS, after.mem.Peak)
-	if d := after.goroutines - before.goroutines; d > soakGoroutines {
-		t.Errorf("%d goroutines more after the run than before (%d -> %d)", d, before.goroutines, after.goroutines)
-	}
-	if d := after.heap - before.heap; d > soakRSSMiB {
-		t.Errorf("live heap grew by %.1f MiB over the run", d)
-	}
+	assert.LessOrEqual(t, after.goroutines-before.goroutines, soakGoroutines, "goroutines more after the run than before (%d -> %d)", before.goroutines, after.goroutines)
+	assert.LessOrEqual(t, after.heap-before.heap, float64(soakRSSMiB), "live heap growth in MiB over the run")
 	// The race detector's own memory is not returned by FreeOSMemory:
 	// under -race the RSS is reported, not checked.
-	if d := after.mem.RSS - before.mem.RSS; d > soakRSSMiB && !raceEnabled {
-		t.Errorf("RSS grew by %.1f MiB over the run", d)
+	if !raceEnabled {
+		assert.LessOrEqual(t, after.mem.RSS-before.mem.RSS, float64(soakRSSMiB), "RSS growth in MiB over the run")
 	}
 }
 
@@ -279,15 +273,10 @@ func TestSoakThroughProxy(t *testing.T) {
 	p := startProc(t, proxyBinary(t), "proxy", "--log-level", "error", "--", agentBinary(t), "--log-level", "error")
 	ss := newSessions()
 	c := newClient(p.stdout, p.stdin, ss.onMsg)
-	if err := c.initialize(ctx, true); err != nil {
-		t.Fatalf("%v\nstderr:\n%s", err, p.stderr)
-	}
-	agentPID := 0
-	if kids := children(p.cmd.Process.Pid); len(kids) == 1 {
-		agentPID = kids[0]
-	} else {
-		t.Fatalf("the proxy has %d child processes, want 1", len(kids))
-	}
+	require.NoError(t, c.initialize(ctx, true), "initialize\nstderr:\n%s", p.stderr)
+	kids := children(p.cmd.Process.Pid)
+	require.Len(t, kids, 1, "the proxy's child processes")
+	agentPID := kids[0]
 	play := func(total int) {
 		t.Helper()
 		var next atomic.Int64
@@ -301,9 +290,7 @@ func TestSoakThroughProxy(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatalf("%v\nstderr:\n%s", err, p.stderr)
-		}
+		require.NoError(t, errors.Join(errs...), "sessions through the proxy\nstderr:\n%s", p.stderr)
 	}
 	play(warm)
 	proxyBefore, agentBefore := memOf(t, p.cmd.Process.Pid), memOf(t, agentPID)
@@ -314,17 +301,11 @@ func TestSoakThroughProxy(t *testing.T) {
 	report(t, "%d sessions in %v: proxy RSS %.1f -> %.1f MiB (peak %.1f MiB, threads %d -> %d); scenario agent RSS %.1f -> %.1f MiB (peak %.1f MiB, threads %d -> %d)",
 		n, took.Round(time.Millisecond), proxyBefore.RSS, proxyAfter.RSS, proxyAfter.Peak, proxyBefore.Threads, proxyAfter.Threads,
 		agentBefore.RSS, agentAfter.RSS, agentAfter.Peak, agentBefore.Threads, agentAfter.Threads)
-	if d := proxyAfter.RSS - proxyBefore.RSS; d > soakRSSMiB {
-		t.Errorf("the proxy's RSS grew by %.1f MiB over the run", d)
-	}
-	if d := agentAfter.RSS - agentBefore.RSS; d > soakRSSMiB {
-		t.Errorf("the scenario agent's RSS grew by %.1f MiB over the run", d)
-	}
+	assert.LessOrEqual(t, proxyAfter.RSS-proxyBefore.RSS, float64(soakRSSMiB), "the proxy's RSS growth in MiB over the run")
+	assert.LessOrEqual(t, agentAfter.RSS-agentBefore.RSS, float64(soakRSSMiB), "the scenario agent's RSS growth in MiB over the run")
 	// The end of input ends both, within the bound.
 	_ = p.stdin.Close()
-	if took, ok := p.waitExit(exitBound); !ok {
-		t.Errorf("the proxy did not exit within %v of the end of its input", took)
-	} else if p.err != nil {
-		t.Errorf("exit status: %v\nstderr:\n%s", p.err, p.stderr)
+	if took, ok := p.waitExit(exitBound); assert.True(t, ok, "the proxy did not exit within %v of the end of its input", took) {
+		assert.NoError(t, p.err, "exit status\nstderr:\n%s", p.stderr)
 	}
 }
