@@ -262,7 +262,7 @@ func (v view) message(msg []byte, read readAs, d *decision) {
 	case protocol.KindStateUpdate:
 		// The engine ends a v2 turn at idle; act settles it first.
 	default:
-		if read == readWhole && sid != "" && env.v[aUpdate] != nil && c.em != nil && !c.tl.Empty() {
+		if read == readWhole && sid != "" && env.v[aUpdate] != nil && c.em != nil && !c.tl.Empty() && skim.Exact(env.v[aSession]) {
 			v.legacy(d, env, msg)
 		}
 	}
@@ -424,7 +424,11 @@ func (v view) standard(d *decision, env *envelope, read readAs) {
 	id, _ := skim.String(env.v[aCompactionID])
 	st, _ := skim.String(env.v[aStatus])
 	isUpdate := env.kind == protocol.KindUpdate
-	f.malformed = sid == "" || id == "" || (isUpdate && st == "")
+	// An ID that clients may decode otherwise than the proxy (an unpaired
+	// surrogate, invalid UTF-8: two IDs Go reads as one, JSON.parse as
+	// two) cannot be followed as they follow it: it is taken at its worst.
+	f.malformed = sid == "" || id == "" || (isUpdate && st == "") ||
+		!skim.Exact(env.v[aCompactionID]) || !skim.Exact(env.v[aSession])
 	tv := v.turnOf(sid)
 	k := trackKey{sid, protocol.ID(id)}
 	d.std = stdLine{k: k, isUpdate: isUpdate, status: protocol.Status(st), raw: env.v[aUpdate], content: env.v[aContent], turn: tv}

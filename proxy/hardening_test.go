@@ -69,3 +69,43 @@ func TestRewrittenSummaryIsNotEscapedIntoAGrowth(t *testing.T) {
 	assert.True(t, strings.Contains(string(got), summary), "its summary as the agent spelt it")
 	assert.Less(t, len(got), len(line)+256, "the delivered line is no longer than the agent's, give or take its envelope")
 }
+
+// Defect: an in_progress whose compactionId holds a lone surrogate escape
+// (\ud800) and a completed whose ID holds another (\udbff), or raw invalid
+// UTF-8 that differs: Go decodes both to U+FFFD and took them for one
+// compaction, JSON.parse keeps two, and the official client was left with
+// one in_progress after end_turn. The same held for sessionId. Such an ID
+// cannot be compared as the clients compare it, so it is taken at its
+// worst: neither followed nor forwarded.
+func TestIDsThatClientsDecodeOtherwiseAreNotFollowed(t *testing.T) {
+	for name, c := range map[string]struct{ open, done string }{
+		"lone surrogates":  {`"compactionId":"a\ud800"`, `"compactionId":"a\udbff"`},
+		"invalid UTF-8":    {"\"compactionId\":\"a\xff\"", "\"compactionId\":\"a\xfe\""},
+		"a lone trail":     {`"compactionId":"\udc00"`, `"compactionId":"\udc01"`},
+		"in the sessionId": {`"compactionId":"c1"`, `"compactionId":"c1"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, capable := range []bool{true, false} {
+				h := start(t)
+				params := v1Plain
+				if capable {
+					params = v1Capable
+				}
+				h.handshake(params, 1)
+				id := h.prompt("s1")
+				sid := `"s1"`
+				if name == "in the sessionId" {
+					sid = `"s1\ud800"`
+				}
+				for _, u := range []string{
+					`{"sessionUpdate":"compaction_update",` + c.open + `,"status":"in_progress"}`,
+					`{"sessionUpdate":"compaction_update",` + c.done + `,"status":"completed"}`,
+				} {
+					h.agent(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":` + sid + `,"update":` + u + `}}`)
+				}
+				h.relay(promptResponse(id, "end_turn"))
+				assert.True(t, contains(h.logs.String(), "dropped a malformed compaction update"), "capable %v: the drop is logged", capable)
+			}
+		})
+	}
+}

@@ -79,8 +79,9 @@ type lineFacts struct {
 	// configured) or capability.Off (the agent's own legacy lines).
 	mode capability.Mode
 	// malformed: a compaction update whose sessionId, compactionId or
-	// status is missing or not a string: it can be neither followed nor
-	// rewritten.
+	// status is missing or not a string, or whose IDs clients may decode
+	// otherwise than the proxy (skim.Exact): it can be neither followed
+	// nor rewritten.
 	malformed bool
 	inTurn    bool
 	replaying bool
@@ -173,7 +174,7 @@ var rules = []rule{
 	{name: "malformed compaction update",
 		when: func(f *lineFacts) bool { return f.kind == kindCompaction && f.malformed && f.read == readWhole },
 		fate: fateDrop, level: slog.LevelWarn,
-		msg: "dropped a malformed compaction update: its sessionId, compactionId or status is missing or not a string"},
+		msg: "dropped a malformed compaction update: its sessionId, compactionId or status is missing, not a string, or not one every client decodes alike"},
 	// The capability rule for what cannot be rewritten (a batch element,
 	// the head of a long line).
 	{name: "unrewritable, no capability",

@@ -67,8 +67,8 @@ func toolCallSignal(s State, u *Update) (Signal, Verdict) {
 		return Signal{}, NotMine
 	}
 	toolID, _ := skim.String(u.ToolCallID)
-	if toolID == "" {
-		return Signal{}, NotMine
+	if toolID == "" || !skim.Exact(u.ToolCallID) {
+		return Signal{}, NotMine // an ID clients may decode otherwise is not followed
 	}
 	sig := Signal{ID: protocol.ID(toolID)}
 	if u.Kind == "tool_call" {
