@@ -34,6 +34,8 @@ func TestOneWriterALog(t *testing.T) {
 		_, err := st.Append("s")
 		require.ErrorIs(t, err, sessionlog.ErrLocked)
 		assert.Contains(t, err.Error(), path, "the error names the file")
+		var fe *sessionlog.Error
+		assert.False(t, errors.As(err, &fe), "a locked log is no problem with its content: %v", err)
 	}
 	_, err = s.Create("s", nil)
 	assert.ErrorIs(t, err, sessionlog.ErrExist)
@@ -106,12 +108,4 @@ func holdLog(t *testing.T) {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	require.NoError(t, l.AppendMessage("m1", msg("held")))
 	require.NoError(t, l.Close())
-}
-
-// TestErrLockedIsItsOwnKind: ErrLocked is no error about the file's
-// content.
-func TestErrLockedIsItsOwnKind(t *testing.T) {
-	for _, k := range []error{sessionlog.ErrForeign, sessionlog.ErrVersion, sessionlog.ErrCorrupt, sessionlog.ErrClosed} {
-		assert.False(t, errors.Is(sessionlog.ErrLocked, k))
-	}
 }
