@@ -55,7 +55,8 @@ const (
 	RuleReplay Rule = "replay"
 	// RuleCancel: a compaction ended cancelled in a turn where the client
 	// had sent no session/cancel for the session; a provider failure or
-	// other interruption is failed.
+	// other interruption is failed. A cancel cancels the running turn and
+	// the prompts waiting behind it, not a prompt sent after it.
 	RuleCancel Rule = "cancel"
 	// RuleFallback: a fallback form sent to a v1 client without the
 	// capability (the compaction tool call, an opencode/compaction or
@@ -150,7 +151,7 @@ type Checker struct {
 	warned   bool // the missing-handshake violation is reported once
 	closed   bool
 	requests map[string]*request
-	sessions map[string]*session
+	sessions map[jsID]*session
 	order    []*session
 }
 
@@ -163,7 +164,7 @@ type protocol struct {
 // request is a client request awaiting the agent's response.
 type request struct {
 	method    string
-	sessionID string
+	sessionID jsID
 	requested int64 // initialize: the client's protocolVersion, -1 if absent
 	capable   bool  // initialize: v1 clientCapabilities.session.compaction is an object
 }
@@ -173,7 +174,9 @@ type turn struct {
 	// the order sent: the first is the prompt that runs the turn, and only
 	// its answer ends it; the others wait behind it (an agent answers them
 	// with an error, or runs them as the turns that follow).
-	prompts   []string
+	prompts []pending
+	// cancelled: the client cancelled this turn (session/cancel,
+	// $/cancel_request, session/close) while it ran.
 	cancelled bool
 	// What was first seen in this turn, so ending it costs its own size,
 	// not the session's history.
@@ -181,18 +184,26 @@ type turn struct {
 	fallbacks []*fallback
 }
 
+// pending is a v1 prompt request still unanswered: its id (idKey), and
+// whether a cancel for its session came after it was sent, which cancels
+// its turn too, whenever that runs (as the engine holds a cancel).
+type pending struct {
+	key       string
+	cancelled bool
+}
+
 type replay struct {
 	method string
-	id     string          // the request's idKey
-	seen   map[string]bool // compaction IDs already replayed in this replay
+	id     string        // the request's idKey
+	seen   map[jsID]bool // compaction IDs already replayed in this replay
 }
 
 type session struct {
-	id          string
+	id          jsID
 	turn        *turn
 	replay      *replay
 	lastTurnEnd int
-	comps       map[string]*compaction
+	comps       map[jsID]*compaction
 	compOrder   []*compaction
 	fallbacks   map[string]*fallback
 	fbOrder     []*fallback
@@ -200,7 +211,7 @@ type session struct {
 }
 
 type compaction struct {
-	id           string
+	id           jsID
 	status       string
 	firstLine    int
 	terminalLine int
@@ -249,7 +260,7 @@ type fallback struct {
 
 // NewChecker returns a Checker for one connection.
 func NewChecker(opts ...Option) *Checker {
-	c := &Checker{requests: map[string]*request{}, sessions: map[string]*session{}}
+	c := &Checker{requests: map[string]*request{}, sessions: map[jsID]*session{}}
 	for _, o := range opts {
 		if o != nil {
 			o(&c.cfg)
@@ -272,10 +283,10 @@ func (c *Checker) version() int {
 // handshake the checker gives the agent the benefit of the doubt.
 func (c *Checker) capable() bool { return !c.proto.known || c.proto.compaction }
 
-func (c *Checker) session(id string) *session {
+func (c *Checker) session(id jsID) *session {
 	s, ok := c.sessions[id]
 	if !ok {
-		s = &session{id: id, comps: map[string]*compaction{}, fallbacks: map[string]*fallback{}}
+		s = &session{id: id, comps: map[jsID]*compaction{}, fallbacks: map[string]*fallback{}}
 		c.sessions[id] = s
 		c.order = append(c.order, s)
 	}
@@ -333,7 +344,7 @@ type rpcID struct{ key, text string }
 
 func (c *Checker) clientRequest(line int, method string, id rpcID, m object) {
 	p, _ := m.obj("params")
-	sid, _ := p.str("sessionId")
+	sid, _ := p.jsStr("sessionId")
 	req := &request{method: method, sessionID: sid}
 	switch method {
 	case "initialize":
@@ -350,16 +361,16 @@ func (c *Checker) clientRequest(line int, method string, id rpcID, m object) {
 		if s.turn == nil {
 			s.turn = &turn{}
 		}
-		s.turn.prompts = append(s.turn.prompts, id.key)
+		s.turn.prompts = append(s.turn.prompts, pending{key: id.key})
 	case "session/load":
 		if sid != "" {
-			c.session(sid).replay = &replay{method: method, id: id.key, seen: map[string]bool{}}
+			c.session(sid).replay = &replay{method: method, id: id.key, seen: map[jsID]bool{}}
 		}
 	case "session/resume":
 		// Only a v2 resume with a replay cursor replays history; v1 resume
 		// explicitly returns no previous messages.
 		if rf, ok := p["replayFrom"]; ok && !isNull(rf) && sid != "" {
-			c.session(sid).replay = &replay{method: method, id: id.key, seen: map[string]bool{}}
+			c.session(sid).replay = &replay{method: method, id: id.key, seen: map[jsID]bool{}}
 		}
 	case "session/close":
 		// Closing cancels the session's work as session/cancel does.
@@ -390,7 +401,7 @@ func (c *Checker) clientNotification(method string, m object) {
 	p, _ := m.obj("params")
 	switch method {
 	case "session/cancel":
-		sid, _ := p.str("sessionId")
+		sid, _ := p.jsStr("sessionId")
 		c.cancel(sid)
 	case "$/cancel_request":
 		if rid, ok := p["requestId"]; ok {
@@ -401,9 +412,14 @@ func (c *Checker) clientNotification(method string, m object) {
 	}
 }
 
-func (c *Checker) cancel(sid string) {
+// cancel records a user cancel of the session's turn and of the prompts
+// waiting behind it; a prompt sent after it is not cancelled.
+func (c *Checker) cancel(sid jsID) {
 	if s, ok := c.sessions[sid]; ok && s.turn != nil {
 		s.turn.cancelled = true
+		for i := range s.turn.prompts {
+			s.turn.prompts[i].cancelled = true
+		}
 	}
 }
 
@@ -424,7 +440,7 @@ func (c *Checker) agentResponse(line int, id rpcID, m object) []Violation {
 		if !ok || c.version() != 1 || s.turn == nil {
 			return nil
 		}
-		i := slices.Index(s.turn.prompts, id.key)
+		i := slices.IndexFunc(s.turn.prompts, func(p pending) bool { return p.key == id.key })
 		switch {
 		case i < 0:
 			return nil
@@ -439,12 +455,13 @@ func (c *Checker) agentResponse(line int, id rpcID, m object) []Violation {
 			how = " with an error"
 		}
 		out := c.settle(s, line, fmt.Sprintf("when the agent answered session/prompt id %s%s", id.text, how))
-		rest, cancelled := s.turn.prompts[1:], s.turn.cancelled
+		rest := s.turn.prompts[1:]
 		s.turn, s.lastTurnEnd = nil, line
 		if len(rest) > 0 {
-			// The next prompt's turn begins; a cancel sent while it waited
-			// applies to it too.
-			s.turn = &turn{prompts: rest, cancelled: cancelled}
+			// The next prompt's turn begins, cancelled if a cancel came
+			// while it waited: one sent before the prompt was is the
+			// previous turn's, and does not carry over.
+			s.turn = &turn{prompts: rest, cancelled: rest[0].cancelled}
 		}
 		return out
 	case "session/load", "session/resume":
@@ -514,7 +531,7 @@ func (c *Checker) update(line int, params json.RawMessage) []Violation {
 		}
 	}
 	p, _ := decodeObject(params)
-	sid, okS := p.str("sessionId")
+	sid, okS := p.jsStr("sessionId")
 	u, okU := p.obj("update")
 	kind, okK := u.str("sessionUpdate")
 	if !okS || !okU || !okK {
@@ -613,7 +630,7 @@ func (c *Checker) compactionUpdate(line int, s *session, kind string, u object, 
 		}
 		return []Violation{{line, RuleMalformed, fmt.Sprintf("session %q: %s", s.id, msg)}}
 	}
-	id, ok := u.str("compactionId")
+	id, ok := u.jsStr("compactionId")
 	if !ok {
 		return malformed(kind + " without a string compactionId; a client drops it")
 	}
@@ -686,7 +703,7 @@ func statusSuffix(status string) string {
 	return fmt.Sprintf(" (status %q)", status)
 }
 
-func (s *session) track(id string, line int) *compaction {
+func (s *session) track(id jsID, line int) *compaction {
 	cp := &compaction{id: id, status: StatusInProgress, firstLine: line}
 	s.comps[id] = cp
 	s.compOrder = append(s.compOrder, cp)
@@ -716,7 +733,7 @@ func afterTerminal(line int, s *session, cp *compaction, kind, status, where str
 // needs care: a replay that appends chunks to content the client already
 // holds on this connection, without clearing or replacing it first, makes
 // the summary show twice.
-func (c *Checker) replayed(line int, s *session, kind, id, status string, u object) []Violation {
+func (c *Checker) replayed(line int, s *session, kind string, id jsID, status string, u object) []Violation {
 	r := s.replay
 	where := " during " + r.method + " replay"
 	cp := s.comps[id]
@@ -755,7 +772,7 @@ func (c *Checker) replayed(line int, s *session, kind, id, status string, u obje
 // terminal compaction_update. Each replay is judged on its own: a settled
 // compaction is replayed as one terminal compaction_update even if the
 // connection saw it live, since the client may be rebuilding its view.
-func (c *Checker) replayedStrict(line int, s *session, kind, id, status string, u object) []Violation {
+func (c *Checker) replayedStrict(line int, s *session, kind string, id jsID, status string, u object) []Violation {
 	r := s.replay
 	where := " during " + r.method + " replay"
 	if r.seen[id] {
@@ -808,11 +825,11 @@ func (c *Checker) replayedStrict(line int, s *session, kind, id, status string, 
 // The "compact-" prefix is spelt out here rather than taken from
 // fallback.ToolCallIDPrefix on purpose: the checker is an independent
 // oracle and shares no code with the engine it judges.
-func isCompactTool(id string, u object) bool {
+func isCompactTool(id jsID, u object) bool {
 	if t, _ := u.str("title"); t == "Compact conversation" {
 		return true
 	}
-	if k, _ := u.str("kind"); k == "think" && strings.HasPrefix(id, "compact-") {
+	if k, _ := u.str("kind"); k == "think" && strings.HasPrefix(string(id), "compact-") {
 		return true
 	}
 	meta, _ := u.obj("_meta")
@@ -822,11 +839,11 @@ func isCompactTool(id string, u object) bool {
 }
 
 func (c *Checker) fallbackTool(line int, s *session, u object) []Violation {
-	id, ok := u.str("toolCallId")
+	id, ok := u.jsStr("toolCallId")
 	if !ok {
 		return nil
 	}
-	key := "tool\x00" + id
+	key := "tool\x00" + string(id)
 	f := s.fallbacks[key]
 	started := f == nil
 	if started {
@@ -953,8 +970,8 @@ func (c *Checker) fallbackMarkers(line int, s *session, u object) []Violation {
 			continue
 		}
 		status, _ := val.str("status")
-		id, _ := val.str(mk.idField)
-		key := mk.key + "\x00" + id
+		id, _ := val.jsStr(mk.idField)
+		key := mk.key + "\x00" + string(id)
 		f := s.fallbacks[key]
 		switch {
 		case status == "started":
@@ -1021,7 +1038,7 @@ func (c *Checker) endConnection(when string) []Violation {
 	sortViolations(out)
 	// The protocol stays until the new initialize is answered: a failed
 	// re-initialize changes nothing.
-	c.requests, c.sessions, c.order = map[string]*request{}, map[string]*session{}, nil
+	c.requests, c.sessions, c.order = map[string]*request{}, map[jsID]*session{}, nil
 	return out
 }
 

@@ -14,4 +14,11 @@
 // flags. A history replay is judged by the RFD's live semantics, so one that
 // re-streams a compaction is legal; WithStrictReplay adds this project's own
 // rule for what it sends, terminal-first replay.
+//
+// The Checker tells sessions, compactions and fallback tool calls apart by
+// their IDs as a JavaScript client does (the official TypeScript SDK
+// decodes a line with TextDecoder and parses it with JSON.parse): UTF-16
+// code units, lone surrogates kept, invalid UTF-8 replaced per maximal
+// subpart. encoding/json's strings would merge IDs such a client keeps
+// apart ("\ud800" and "\udc00") and split IDs it merges.
 package conformance

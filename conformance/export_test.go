@@ -12,3 +12,12 @@ func NewScannerLimit(r io.Reader, limit int) *Scanner {
 
 // IDKey exposes the request id comparison.
 var IDKey = idKey
+
+// JSUnits exposes the UTF-16 code units JSON.parse (after TextDecoder)
+// makes of a raw JSON string; JSKey the key the checker compares IDs by.
+var JSUnits = jsUnits
+
+func JSKey(raw []byte) (string, bool) {
+	id, ok := jsString(raw)
+	return string(id), ok
+}

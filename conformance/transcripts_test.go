@@ -50,6 +50,10 @@ var ruleDefects = []defectTranscript{
 	{"a text fallback Compacting... without its outcome when the connection ends", "defect_text_fallback_without_outcome.jsonl", []conformance.Rule{conformance.RuleFallback}, false},
 	{"a non-integer protocolVersion in the initialize response: the client's request decides", "defect_capability_string_protocol_version.jsonl", []conformance.Rule{conformance.RuleProtocol, conformance.RuleCapability}, false},
 	{"request ids spelt differently are the same JSON value", "defect_escaped_request_ids.jsonl", []conformance.Rule{conformance.RuleCapability, conformance.RuleCancel}, false},
+	{"compaction IDs that are two lone surrogates are two compactions, as JSON.parse keeps them", "defect_lone_surrogate_compaction_ids.jsonl", []conformance.Rule{conformance.RuleSettlement}, false},
+	{"compaction IDs of invalid UTF-8 that TextDecoder decodes apart are two compactions", "defect_invalid_utf8_compaction_ids.jsonl", []conformance.Rule{conformance.RuleSettlement}, false},
+	{"session IDs that are two lone surrogates are two sessions", "defect_lone_surrogate_session_ids.jsonl", []conformance.Rule{conformance.RuleAfterTurn}, false},
+	{"a cancel sent before the next prompt is not that prompt's", "defect_cancel_before_next_prompt.jsonl", []conformance.Rule{conformance.RuleCancel}, false},
 }
 
 var cleanTranscripts = []struct {
@@ -65,6 +69,8 @@ var cleanTranscripts = []struct {
 	{"v1 text fallback with its outcomes; prose and model text are no fallback", "clean_v1_fallback_text.jsonl"},
 	{"v1 session/load replay that re-streams with live semantics (not strict)", "clean_v1_replay_restreamed.jsonl"},
 	{"v1 second prompt rejected while the first runs: only the running prompt's answer ends the turn", "clean_v1_second_prompt_rejected.jsonl"},
+	{"compaction IDs of invalid UTF-8 that TextDecoder decodes alike are one compaction", "clean_invalid_utf8_compaction_ids.jsonl"},
+	{"a cancel sent while the next prompt waits cancels that prompt's turn too", "clean_cancel_while_next_prompt_waits.jsonl"},
 }
 
 // restreamed lists the clean transcripts that only WithStrictReplay flags;

@@ -17,9 +17,9 @@
 //	c, _ := s.Start(ctx, emitter.After(messageID))   // a compaction, after that message
 //	log.AppendRecord(c.Record())                     // its start (in_progress): see "Crash safety"
 //
-//	r, err := store.Read(sessionID)                  // session/load, in a later process
+//	log, err = store.Append(sessionID)               // session/load, in a later process: the writer's lock
+//	r, err := store.Read(sessionID)                  // then the history
 //	for e, err := range r.Entries() { ... }          // messages, and records to Session.Replay, in order
-//	log, err = store.Append(sessionID)               // the session goes on
 //
 // A record is placed right after the message its Record.After names
 // (emitter.After at Start), wherever the record is in the file: a final
@@ -53,22 +53,41 @@
 // file and the line, usable with errors.Is: ErrForeign (another format,
 // or the log of another session), ErrVersion (a log or record version not
 // read here) and ErrCorrupt (a checksum that does not match, a line that
-// is not what its kind says). Store.Read checks the whole file before it
+// is not what its kind says). The header is judged in that order of
+// evidence, version first: a header that checks out and names another
+// version is ErrVersion whatever its other members look like; then a
+// damaged line that says it is this format's log (or carries the checksum
+// prefix and this session's ID) is ErrCorrupt; ErrForeign only when
+// nothing says it is one. Store.Read checks the whole file before it
 // returns, so an error comes before the first entry: a runtime answers
 // session/load with an error, and sends no half history.
 //
+// # Torn final lines
+//
 // A process killed while it appends may leave a final line without its
 // newline (a torn write: Linux may stop a write between pages on a fatal
-// signal, a power loss may leave the end unwritten). Reading ignores bytes
-// after the last newline, and Store.Append cuts them off before it
-// appends. A line that ends with its newline and fails its checksum is
-// corruption, wherever it is.
+// signal, a power loss may leave the end unwritten). Reading leaves bytes
+// after the last newline out, and reports them: a WARN to the logger
+// (WithLogger) naming the file and the byte count, and Reader.TornBytes.
+// Store.Append, before it appends, keeps them aside and then cuts them
+// off: they are appended, as one line, to <session ID>.jsonl.torn beside
+// the log (synced before the cut, whatever the fsync policy), the cut is
+// logged (WARN: the file, the byte count, the offset, the aside file),
+// and every later Reader names that file (Reader.TornAside). Nothing a
+// process wrote is lost by opening its log again. A line that ends with
+// its newline and fails its checksum is corruption, wherever it is.
+//
+// A log cut exactly at a line boundary (a copy stopped early, a file
+// system that lost the last whole lines) cannot be told from a shorter
+// log: every line is whole and checks out, and nothing records how many
+// lines there were. It reads as the history up to its last line, without
+// an error or a report.
 //
 // # Durability: the fsync policy
 //
-// Each append is one write(2) of one whole line, so a crash of the process
-// (a panic, SIGKILL) loses nothing that Append returned for. A crash of the
-// machine may lose what the kernel had not yet written to disk;
+// Each append is one pwrite(2) of one whole line at the log's end, so a
+// crash of the process (a panic, SIGKILL) loses nothing that Append
+// returned for. A crash of the machine may lose what the kernel had not yet written to disk;
 // WithSync(SyncEach) fsyncs every append, and a new log and its directory
 // entry before Create returns. The default, SyncNone, leaves write-back to
 // the kernel (about 90 times as fast here: docs/records.md); after a power
@@ -76,12 +95,28 @@
 // corrupt, since file systems such as ext4 (data=ordered) write appended
 // data before the size that covers it, and a torn end is ignored.
 //
+// # One writer a log
+//
+// A Log (Store.Create, Store.Append) holds its log's writer lock until
+// Close: an advisory lock of the operating system on the file (flock(2)
+// on Linux, macOS and the BSDs; LockFileEx on Windows, on a byte far past
+// the end so that readers are not blocked). Another writer of that log,
+// in another process or in this one, gets ErrLocked at once, naming the
+// file; nothing waits for a lock. The lock ends with the Log's Close or
+// with its process, however that ends (SIGKILL included), so a crash
+// leaves no stale lock to clear. On platforms without such a lock (AIX,
+// Plan 9, js/wasm, WASI) none is taken, and one writer at a time is the
+// caller's agreement.
+//
+// A Reader takes no lock: it reads the complete lines the log had when
+// Store.Read checked it, so a log may be read while its writer appends.
+// A runtime that goes on with a session takes the lock first
+// (Store.Append), then reads: two processes never both serve a session.
+//
 // # Concurrency and memory
 //
 // A Store, a Log and a Reader are safe for concurrent use. Appends to one
-// Log are serialized, each line written whole. A session's log is
-// appended by one process at a time: the package takes no lock across
-// processes.
+// Log are serialized, each line written whole.
 //
 // Reading streams: Store.Read makes one pass to check the file and index
 // its compactions (a few words each), Reader.Entries a second, one entry

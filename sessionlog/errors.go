@@ -27,6 +27,11 @@ var (
 	ErrExist = errors.New("the session has a log already")
 	// ErrSessionID: the session ID cannot name a file (see Store.Path).
 	ErrSessionID = errors.New("session ID not usable as a file name")
+	// ErrLocked: another Log holds the session's log open for writing, in
+	// this process or another (see the package doc, "One writer a log").
+	// Append and Create return it at once, never waiting; the error names
+	// the file.
+	ErrLocked = errors.New("session log in use by another writer")
 	// ErrClosed: the Log was closed, or failed earlier in a way that leaves
 	// its end unknown (a write that could not be undone).
 	ErrClosed = errors.New("session log closed")
@@ -76,6 +81,9 @@ func (e *Error) Unwrap() []error {
 	}
 	return []error{e.Kind, e.Err}
 }
+
+// errHeld is what lockFile returns for a lock another holds.
+var errHeld = errors.New("lock held")
 
 func fileError(path string, line int, kind error, err error, format string, args ...any) *Error {
 	return &Error{Path: path, Line: line, Kind: kind, Detail: fmt.Sprintf(format, args...), Err: err}

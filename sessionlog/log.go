@@ -31,8 +31,10 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Log is one session's log, open for appending. Safe for concurrent use:
-// appends are serialized, each one line written with one write(2).
+// Log is one session's log, open for appending, and its writer's lock
+// (ErrLocked for any other writer until Close). Safe for concurrent use:
+// appends are serialized, each one line written with one system call
+// (pwrite(2) at the log's end).
 type Log struct {
 	path string
 	cfg  *config
@@ -139,15 +141,18 @@ func (l *Log) Sync() error {
 	return l.f.Sync()
 }
 
-// Close closes the log; later appends return ErrClosed. With SyncEach it
-// has nothing left to flush.
+// Close closes the log and releases its writer's lock; later appends
+// return ErrClosed. With SyncEach it has nothing left to flush.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if errors.Is(l.err, ErrClosed) && l.f == nil {
 		return nil
 	}
-	err := l.f.Close()
+	err := unlockFile(l.f)
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
 	l.f = nil
 	l.err = ErrClosed
 	return err
@@ -172,13 +177,17 @@ func (l *Log) write(line []byte) error {
 	if len(line) > l.cfg.maxLine {
 		return fmt.Errorf("sessionlog: %s: a line of %d bytes exceeds the limit of %d", l.path, len(line), l.cfg.maxLine)
 	}
-	n, err := l.f.Write(line)
+	// At the log's end as this Log knows it: the writer's lock keeps every
+	// other writer out (the file is not opened O_APPEND, which would keep
+	// Truncate from working on Windows).
+	n, err := l.f.WriteAt(line, l.size)
 	if err != nil {
 		// Undo a partial line, so the next one does not continue it.
-		if n > 0 {
-			if terr := l.f.Truncate(l.size); terr != nil {
-				l.err = fmt.Errorf("%w: a partial line could not be cut off (%v)", ErrClosed, terr)
-			}
+		// WriteAt does not count what a failed pwrite(2) wrote before it
+		// failed (a full disk takes part of a line), so the cut is
+		// unconditional.
+		if terr := l.f.Truncate(l.size); terr != nil {
+			l.err = fmt.Errorf("%w: a partial line could not be cut off (%v)", ErrClosed, terr)
 		}
 		return fmt.Errorf("sessionlog: %w", err)
 	}
@@ -223,8 +232,14 @@ func checkLine(line []byte) (ok, prefixed bool) {
 	if len(line) < prefixLen+1 || string(line[:len(crcPrefix)]) != crcPrefix || string(line[prefixLen-len(crcSep):prefixLen]) != crcSep {
 		return false, false
 	}
+	digits := line[len(crcPrefix) : prefixLen-len(crcSep)]
+	for _, c := range digits {
+		if ('0' > c || c > '9') && ('a' > c || c > 'f') {
+			return false, true // the format's digits are lowercase: 'A' for 'a' is damage
+		}
+	}
 	var b [4]byte
-	if _, err := hex.Decode(b[:], line[len(crcPrefix):prefixLen-len(crcSep)]); err != nil {
+	if _, err := hex.Decode(b[:], digits); err != nil {
 		return false, true
 	}
 	want := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])

@@ -60,9 +60,10 @@ type Reader struct {
 	f       *os.File
 	path    string
 	header  Header
-	start   int64 // offset of the first line after the header
-	end     int64 // offset past the last complete line
-	torn    int64 // bytes of a torn final line, ignored
+	start   int64  // offset of the first line after the header
+	end     int64  // offset past the last complete line
+	torn    int64  // bytes of a torn final line, ignored
+	aside   string // the file of torn lines cut off earlier, if any
 	maxLine int
 	comps   []*comp          // in the order of their first entries
 	byID    map[string]*comp // every compaction, by ID
@@ -94,8 +95,17 @@ func (s span) ok() bool { return s.line > 0 }
 // Read opens a session's log and checks all of it: the header, then every
 // line's checksum and form, and every record's version. Any problem is an
 // *Error naming the file and the line (ErrForeign, ErrVersion,
-// ErrCorrupt); a torn final line is no problem (TornBytes). A missing log
-// is ErrNotFound. Entries then yields the history.
+// ErrCorrupt); a torn final line is no error: it is left out, reported to
+// the logger and by TornBytes. A missing log is ErrNotFound. Entries then
+// yields the history.
+//
+// Read takes no lock and changes nothing: it reads the complete lines the
+// log has when it checks it, while a writer (in this process or another)
+// may append. Bytes after the last newline are then either a torn line
+// or a line being written; a reader cannot tell them apart, and leaves
+// them out either way. A runtime that goes on with the session takes the
+// writer's lock first (Store.Append, which keeps a torn line aside and
+// cuts it off), and reads after.
 func (s *Store) Read(sessionID string) (*Reader, error) {
 	path, err := s.Path(sessionID)
 	if err != nil {
@@ -110,6 +120,13 @@ func (s *Store) Read(sessionID string) (*Reader, error) {
 		f.Close()
 		return nil, err
 	}
+	if st, err := os.Stat(tornAside(path)); err == nil && st.Mode().IsRegular() {
+		r.aside = tornAside(path)
+	}
+	if r.torn > 0 {
+		s.cfg.log.Warn("sessionlog: bytes after the log's last newline left out: a torn final line, or one being written",
+			"file", path, "bytes", r.torn, "offset", r.end)
+	}
 	return r, nil
 }
 
@@ -119,9 +136,17 @@ func (r *Reader) Header() Header { return r.header }
 // Path returns the log's file.
 func (r *Reader) Path() string { return r.path }
 
-// TornBytes returns the length of the torn final line that reading ignored
-// (0 when the log ends with a newline).
+// TornBytes returns the length of the torn final line that reading left
+// out (0 when the log ended with a newline when Read checked it). Store.Append
+// keeps it aside, then cuts it off.
 func (r *Reader) TornBytes() int64 { return r.torn }
+
+// TornAside returns the file beside the log, <session ID>.jsonl.torn, that
+// keeps the torn final lines Store.Append cut off the log before it
+// appended, one a line, in the order they were cut; "" when none was ever
+// cut. The log itself reads as if they had never been written: they are
+// the ends of appends their process did not live to finish.
+func (r *Reader) TornAside() string { return r.aside }
 
 // Close closes the log's file.
 func (r *Reader) Close() error { return r.f.Close() }
@@ -140,29 +165,60 @@ func readHeader(lr *lineReader, path, sessionID string) (Header, error) {
 	return checkHeader(path, sessionID, line, complete)
 }
 
+// checkHeader judges a log's first line (without its newline; complete:
+// it had one) as the log of sessionID, in this order:
+//
+//  1. Version: the line checks out (its checksum prefix and checksum),
+//     says it is this format, and names another integer version:
+//     ErrVersion, whatever the shape of its other members, which a later
+//     version may have changed.
+//  2. Corruption: something on the line says it is this format's log (its
+//     format member, read or found as written) or, when it is damaged, the
+//     log of this session (the checksum prefix and this session's ID), and
+//     the line is not a whole header of this version: ErrCorrupt.
+//  3. Foreign: nothing says it is this format's log, or it is a whole
+//     header of this version for another session: ErrForeign.
+//
+// So one damaged byte in a session's own header reads as corruption,
+// wherever it is (the checksum catches it, and either the format member
+// or the prefix and the session ID survive it), and a log of a later
+// version is never taken for a damaged one.
 func checkHeader(path, sessionID string, line []byte, complete bool) (Header, error) {
 	if len(line) == 0 && !complete {
 		return Header{}, fileError(path, 0, ErrForeign, nil, "empty file, no session log header")
 	}
 	ok, prefixed := checkLine(line)
-	if !prefixed {
+	var members map[string]json.RawMessage
+	_ = json.Unmarshal(line, &members) // a damaged line may not decode
+	var format string
+	_ = json.Unmarshal(members["format"], &format)
+	var version int64
+	rawVersion := bytes.TrimSpace(members["version"])
+	hasVersion := len(rawVersion) > 0 && rawVersion[0] != 'n' && json.Unmarshal(rawVersion, &version) == nil // null is no version
+
+	if ok && format == Format && hasVersion && version != Version {
+		return Header{}, fileError(path, 1, ErrVersion, nil, "version %d; this package reads version %d", version, Version)
+	}
+	ours := format == Format || bytes.Contains(line, []byte(`"format":"`+Format+`"`))
+	if !ok && prefixed && bytes.Contains(line, []byte(`"session":"`+sessionID+`"`)) {
+		ours = true // damaged, and this session's (an ID is plain ASCII: Path)
+	}
+	if !ours {
 		return Header{}, fileError(path, 1, ErrForeign, nil, "the first line is not an %s header", Format)
 	}
 	var h headerLine
-	jerr := json.Unmarshal(line, &h)
-	ours := (jerr == nil && h.Format == Format) || bytes.Contains(line, []byte(`"format":"`+Format+`"`))
 	switch {
-	case !ours:
-		return Header{}, fileError(path, 1, ErrForeign, nil, "the first line is not an %s header", Format)
 	case !complete:
 		return Header{}, fileError(path, 1, ErrCorrupt, nil, "the header line is incomplete")
 	case !ok:
 		return Header{}, fileError(path, 1, ErrCorrupt, nil, "header checksum mismatch")
-	case jerr != nil:
-		return Header{}, fileError(path, 1, ErrCorrupt, jerr, "header")
-	case h.Version != Version:
-		return Header{}, fileError(path, 1, ErrVersion, nil, "version %d; this package reads version %d", h.Version, Version)
-	case h.Session != sessionID:
+	case !hasVersion:
+		return Header{}, fileError(path, 1, ErrCorrupt, nil, "a header without an integer version")
+	}
+	if err := json.Unmarshal(line, &h); err != nil {
+		return Header{}, fileError(path, 1, ErrCorrupt, err, "header")
+	}
+	if h.Session != sessionID {
 		return Header{}, fileError(path, 1, ErrForeign, nil, "the log of session %q, not %q", h.Session, sessionID)
 	}
 	return Header{Session: h.Session, Created: h.Created, Info: h.Info}, nil

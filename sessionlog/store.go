@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -56,10 +57,17 @@ type config struct {
 	sync    SyncPolicy
 	maxLine int
 	now     func() time.Time
+	log     *slog.Logger
 }
 
 // WithSync sets the fsync policy (default SyncNone).
 func WithSync(p SyncPolicy) Option { return func(c *config) { c.sync = p } }
+
+// WithLogger sets where the store reports what it repairs or ignores: a
+// torn final line, read past (Store.Read) or cut off and kept aside
+// (Store.Append), at level WARN, with the file and the byte count. nil
+// means slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithMaxLine bounds one line of a log, in bytes (default DefaultMaxLine):
 // an append of a longer one is refused, and reading a longer one is
@@ -75,8 +83,9 @@ func WithMaxLine(n int) Option {
 
 // Store is a directory of session logs, one file per session. It is safe
 // for concurrent use; it keeps no state of its own beyond its options, so
-// several Stores may share a directory (one process appending to a
-// session's log at a time).
+// several Stores, in one process or several, may share a directory: a
+// session's log has one writer at a time, which the writer's lock
+// enforces (ErrLocked; see the package doc, "One writer a log").
 type Store struct {
 	dir string
 	cfg config
@@ -88,6 +97,9 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	cfg := config{sync: SyncNone, maxLine: DefaultMaxLine, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.log == nil {
+		cfg.log = slog.Default()
 	}
 	if dir == "" {
 		return nil, errors.New("sessionlog: no directory")
@@ -153,11 +165,12 @@ type headerLine struct {
 
 // Create writes a new, empty log for sessionID, its header holding info
 // (any value json.Marshal takes; nil for none), and returns it open for
-// appending. A log that exists already is refused with ErrExist: the file
-// appears whole or not at all (it is written aside, then linked into
-// place), so another process or a crash never sees half a header. A log is
-// readable by its owner only (0o600: it holds what the user typed), as
-// the directory Open creates is (0o700).
+// appending, its writer's lock held until Close. A log that exists
+// already is refused with ErrExist: the file appears whole or not at all
+// (it is written aside, then linked into place), so another process or a
+// crash never sees half a header. A log is readable by its owner only
+// (0o600: it holds what the user typed), as the directory Open creates is
+// (0o700).
 func (s *Store) Create(sessionID string, info any) (*Log, error) {
 	path, err := s.Path(sessionID)
 	if err != nil {
@@ -203,17 +216,39 @@ func (s *Store) Create(sessionID string, info any) (*Log, error) {
 			return nil, fmt.Errorf("sessionlog: %w", err)
 		}
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("sessionlog: %w", err)
+	}
+	// Another writer can have it already only if it opened this new log
+	// between the link and here, by its session ID.
+	if err := lock(f, path); err != nil {
+		return nil, err
 	}
 	return &Log{f: f, path: path, size: int64(len(line)), cfg: &s.cfg}, nil
 }
 
-// Append opens an existing log for appending, after a restart: it checks
-// the header (ErrForeign, ErrVersion, ErrCorrupt) and cuts off a torn
-// final line (see the package doc), so that the next append starts a line
-// of its own. It does not read the lines in between; Read does.
+// lock takes the writer's lock of the log at path, open as f; it closes f
+// when it cannot.
+func lock(f *os.File, path string) error {
+	err := lockFile(f)
+	if err == nil {
+		return nil
+	}
+	f.Close()
+	if errors.Is(err, errHeld) {
+		return fmt.Errorf("sessionlog: %s: %w", path, ErrLocked)
+	}
+	return fmt.Errorf("sessionlog: locking %s: %w", path, err)
+}
+
+// Append opens an existing log for appending, after a restart, and takes
+// its writer's lock until Close (ErrLocked, at once, if another Log holds
+// it). It checks the header (ErrForeign, ErrVersion, ErrCorrupt) and cuts
+// off a torn final line, so that the next append starts a line of its
+// own; the bytes it cuts are first kept aside, in the file Reader.TornAside
+// names, and reported to the logger (see the package doc, "Torn final
+// lines"). It does not read the lines in between; Read does.
 func (s *Store) Append(sessionID string) (*Log, error) {
 	path, err := s.Path(sessionID)
 	if err != nil {
@@ -223,36 +258,51 @@ func (s *Store) Append(sessionID string) (*Log, error) {
 	if err != nil {
 		return nil, notFound(sessionID, err)
 	}
-	if _, err := readHeader(newLineReader(f, 0, 1<<62, s.cfg.maxLine), path, sessionID); err != nil {
-		f.Close()
+	// Locked first: the check and the cut are the writer's.
+	if err := lock(f, path); err != nil {
 		return nil, err
+	}
+	l := &Log{f: f, path: path, cfg: &s.cfg}
+	if l.size, err = s.openEnd(f, path, sessionID); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// openEnd checks a log opened for appending and returns where its next
+// line goes: past its last newline, a torn final line kept aside and cut
+// off.
+func (s *Store) openEnd(f *os.File, path, sessionID string) (int64, error) {
+	if _, err := readHeader(newLineReader(f, 0, 1<<62, s.cfg.maxLine), path, sessionID); err != nil {
+		return 0, err
 	}
 	end, size, err := lastNewline(f)
 	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("sessionlog: %w", err)
+		return 0, fmt.Errorf("sessionlog: %w", err)
 	}
-	if end < size {
-		if err := f.Truncate(end); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("sessionlog: cutting off the torn final line of %s: %w", path, err)
+	if end == size {
+		return end, nil
+	}
+	aside, err := keepTorn(f, path, end, size)
+	if err != nil {
+		return 0, fmt.Errorf("sessionlog: keeping the torn final line of %s aside (the log is left as it was): %w", path, err)
+	}
+	if err := f.Truncate(end); err != nil {
+		return 0, fmt.Errorf("sessionlog: cutting off the torn final line of %s: %w", path, err)
+	}
+	if s.cfg.sync == SyncEach {
+		if err := f.Sync(); err != nil {
+			return 0, fmt.Errorf("sessionlog: %w", err)
 		}
-		if s.cfg.sync == SyncEach {
-			if err := f.Sync(); err != nil {
-				f.Close()
-				return nil, fmt.Errorf("sessionlog: %w", err)
-			}
-		}
 	}
-	f.Close()
-	// Reopened for appending only: O_APPEND writes each line at the end.
-	if f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); err != nil {
-		return nil, fmt.Errorf("sessionlog: %w", err)
-	}
-	return &Log{f: f, path: path, size: end, cfg: &s.cfg}, nil
+	s.cfg.log.Warn("sessionlog: a torn final line (a process died writing it) was cut off the log and kept aside",
+		"file", path, "bytes", size-end, "offset", end, "aside", aside)
+	return end, nil
 }
 
-// Remove deletes a session's log. A missing log is ErrNotFound.
+// Remove deletes a session's log, and the torn lines kept aside from it
+// (TornAside). A missing log is ErrNotFound.
 func (s *Store) Remove(sessionID string) error {
 	path, err := s.Path(sessionID)
 	if err != nil {
@@ -260,6 +310,9 @@ func (s *Store) Remove(sessionID string) error {
 	}
 	if err := os.Remove(path); err != nil {
 		return notFound(sessionID, err)
+	}
+	if err := os.Remove(tornAside(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("sessionlog: %w", err)
 	}
 	return nil
 }

@@ -41,7 +41,10 @@
 // is corrupt, or not a session file at all, fails that session/load with
 // a JSON-RPC error naming the file and the line; the agent serves its
 // other sessions as before. session/close ends a session in this process;
-// its file stays, to be loaded again.
+// its file stays, to be loaded again. Several agents may share DIR (two
+// editor windows): a session is served by one process at a time, and
+// another process's session/load of it fails at once with an error that
+// names the file, until the first closes the session or exits.
 //
 // SIGINT or SIGTERM shuts the agent down (agentkit's Kit.Shutdown): every
 // compaction still open is settled (failed, "connection closed", or

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -278,7 +279,9 @@ func view(t *testing.T, msgs []client.Message, sid string) []string {
 }
 
 // statuses returns the compaction rows of a view as "ID status", with
-// the fallback tool call's ID read as its compaction's.
+// the fallback tool call's ID read as its compaction's, and an ID minted
+// by a process that reopened the session (cmp_<mark>_N, a random mark a
+// process) as cmp_N*.
 func statuses(rows []string) []string {
 	var out []string
 	for _, r := range rows {
@@ -286,14 +289,16 @@ func statuses(rows []string) []string {
 		case strings.HasPrefix(r, "compaction: "):
 			var c struct{ ID, Status string }
 			_ = json.Unmarshal([]byte(strings.TrimPrefix(r, "compaction: ")), &c)
-			out = append(out, c.ID+" "+c.Status)
+			out = append(out, reopenedID.ReplaceAllString(c.ID, "cmp_$1*")+" "+c.Status)
 		case strings.HasPrefix(r, "tool_call: compact-"):
 			f := strings.Fields(strings.TrimPrefix(r, "tool_call: compact-"))
-			out = append(out, f[0]+" "+f[1])
+			out = append(out, reopenedID.ReplaceAllString(f[0], "cmp_$1*")+" "+f[1])
 		}
 	}
 	return out
 }
+
+var reopenedID = regexp.MustCompile(`^cmp_[0-9a-f]{8}_(\d+)$`)
 
 func sameView(t *testing.T, what string, got, want []string) {
 	t.Helper()
@@ -358,7 +363,7 @@ func TestRestartLoadReplaysWhatTheClientSawLive(t *testing.T) {
 				assert.NotEqual(t, "in_progress", msg.Status, "the replay has an in_progress update: %s", msg.Raw)
 			}
 			sameView(t, "the replay in a new process, against the live view", view(t, replay, sid), liveView)
-			loaded.prompt(sid, "/compact nosummary") // cmp_13: the IDs go on
+			loaded.prompt(sid, "/compact nosummary") // cmp_<mark>_13: the IDs go on
 			loadedMsgs := loaded.stop()
 			checkConformance(t, "session/load in a new process", loadedMsgs)
 
@@ -367,7 +372,7 @@ func TestRestartLoadReplaysWhatTheClientSawLive(t *testing.T) {
 			otherMsgs := other.load(sid)
 			other.stop()
 			checkConformance(t, "session/load by the other kind of client", other.cl.Messages())
-			want = append(want, "cmp_13 completed")
+			want = append(want, "cmp_13* completed")
 			if m.capable {
 				want[4], want[5] = "cmp_5 failed", "cmp_6 failed" // now seen as tool calls
 			} else {
@@ -426,13 +431,13 @@ func TestSIGKILLDuringACompactionReplaysItFailed(t *testing.T) {
 			for _, msg := range replay {
 				assert.NotEqual(t, "in_progress", msg.Status, "the replay has an in_progress update: %s", msg.Raw)
 			}
-			o := loaded.prompt(sid, "/compact") // cmp_3
+			o := loaded.prompt(sid, "/compact") // cmp_<mark>_3
 			assert.Equal(t, "end_turn", o.StopReason, "the session does not go on: %+v", o)
 			checkConformance(t, "session/load after SIGKILL", loaded.stop())
 
 			again := startAgent(t, dir, 1, m.capable)
 			sameView(t, "the compactions a third process replays", statuses(view(t, again.load(sid), sid)),
-				[]string{"cmp_1 completed", "cmp_2 failed", "cmp_3 completed"})
+				[]string{"cmp_1 completed", "cmp_2 failed", "cmp_3* completed"})
 			checkConformance(t, "the third process", again.stop())
 		})
 	}
@@ -524,7 +529,7 @@ func TestUnreadableStateFiles(t *testing.T) {
 	assert.True(t, bytes.HasSuffix(after, []byte("\n")), "the file does not end with a whole line:\n%s", after)
 	// The next process reads everything it wrote.
 	again := startAgent(t, dir, 1, true)
-	assert.Equal(t, []string{"cmp_1 completed", "cmp_2 completed"}, statuses(view(t, again.load(torn), torn)), "the replay after the torn line")
+	assert.Equal(t, []string{"cmp_1 completed", "cmp_2* completed"}, statuses(view(t, again.load(torn), torn)), "the replay after the torn line")
 	again.stop()
 }
 

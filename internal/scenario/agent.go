@@ -77,8 +77,11 @@ type Config struct {
 	// and its compactions' records, appended as they happen, so that
 	// session/load and session/resume in a later process replay what the
 	// client saw live. A compaction the process did not live to settle
-	// reads back failed (sessionlog's "Crash safety"). Empty: sessions
-	// live in memory only, and end with the process.
+	// reads back failed (sessionlog's "Crash safety"). A session is served
+	// by one process at a time: its file's writer lock is held while the
+	// process holds the session, and another process's load of it fails
+	// at once. Empty: sessions live in memory only, and end with the
+	// process.
 	StateDir string
 }
 
@@ -128,7 +131,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, settled: newSettlements(), sessions: map[string]*session{}, closing: map[string]*session{}}
 	if cfg.StateDir != "" {
-		if a.store, err = sessionlog.Open(cfg.StateDir); err != nil {
+		if a.store, err = sessionlog.Open(cfg.StateDir, sessionlog.WithLogger(a.log)); err != nil {
 			return nil, fmt.Errorf("scenario: state directory: %w", err)
 		}
 	}

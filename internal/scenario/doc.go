@@ -75,8 +75,14 @@
 // after a SIGKILL (an interrupted compaction replays failed, never
 // in_progress) and for a corrupt, foreign or newer file (a JSON-RPC error
 // naming the file and the line) is in docs/records.md ("Sessions that
-// survive a restart"). One process at a time should serve a session's
-// file: the agent takes no lock across processes.
+// survive a restart"). One process at a time serves a session: the
+// process that holds a session's file holds its writer lock
+// (sessionlog.ErrLocked), and another process's session/load or
+// session/resume of it fails at once with a JSON-RPC error naming the
+// file; that process serves its other sessions. The process that created
+// a session numbers its IDs plainly (cmp_1, msg_user_2); a process that
+// reopens it adds a random mark of its own (cmp_3f9a2c1b_4), so that no
+// ID a client saw is minted again, even one the file lost.
 //
 // # Running it
 //

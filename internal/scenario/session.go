@@ -75,10 +75,14 @@ type session struct {
 	entries     []entry
 	nextMessage int
 	nextCmp     int
-	ordinary    int   // ordinary prompts so far, for AutoCompactEvery
-	tokens      int64 // simulated context size
-	updated     time.Time
-	turn        *running // the running turn, nil when idle
+	// mark is "" in the process that created the session, and in a
+	// process that reopened its log a random mark of that opening and "_",
+	// which every ID it mints carries (see mintID).
+	mark     string
+	ordinary int   // ordinary prompts so far, for AutoCompactEvery
+	tokens   int64 // simulated context size
+	updated  time.Time
+	turn     *running // the running turn, nil when idle
 
 	// With a state directory: the session's log. active counts the
 	// handlers that may still write to it; closed is session/close, after
@@ -92,6 +96,28 @@ func newSessionID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return "sess_" + hex.EncodeToString(b[:])
+}
+
+// newMark returns the mark of one reopening of a session's log: 32 random
+// bits, and the separator.
+func newMark() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:]) + "_"
+}
+
+// mintID returns the ID numbered n with prefix ("cmp_", "msg_user_"),
+// unique within the session across every process that ever serves it:
+// the process that created the session writes prefix+n (cmp_1: the log is
+// new, so no ID came before, and the log's writer lock keeps every other
+// process out while this one holds it); a process that reopens the log
+// writes prefix+mark+n (cmp_3f9a2c1b_4), its own random mark, with n
+// going on from the highest the log holds. An ID the log did not keep
+// (a start whose line was torn by a crash, an append that failed on a
+// full disk) after the client saw it is so never minted again by the
+// next process, which a number taken from the log alone would do.
+func (s *session) mintID(prefix string, n int) string {
+	return fmt.Sprintf("%s%s%d", prefix, s.mark, n)
 }
 
 // newSession creates a session, and its log in the state directory if the
@@ -191,7 +217,7 @@ func (s *session) addMessage(r role, content []json.RawMessage) string {
 	if r == roleUser {
 		prefix = "msg_user_"
 	}
-	id := fmt.Sprintf("%s%d", prefix, s.nextMessage)
+	id := s.mintID(prefix, s.nextMessage)
 	s.entries = append(s.entries, entry{role: r, messageID: id, content: content})
 	s.appendMessageLocked(r, id, content)
 	for _, b := range content {
@@ -202,13 +228,13 @@ func (s *session) addMessage(r role, content []json.RawMessage) string {
 }
 
 // nextCompactionID mints an ID unique within the session, across
-// connections: the replay marks replayed IDs used on the new connection,
-// and live ones never repeat.
+// connections and processes (mintID): the replay marks replayed IDs used
+// on the new connection, and live ones never repeat.
 func (s *session) nextCompactionID() protocol.ID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextCmp++
-	return protocol.ID(fmt.Sprintf("cmp_%d", s.nextCmp))
+	return protocol.ID(s.mintID("cmp_", s.nextCmp))
 }
 
 // addCompaction places compaction id in the history, before the runtime

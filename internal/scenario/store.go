@@ -121,9 +121,19 @@ func (a *Agent) restored(sessionID string) (*session, error) {
 	if s := a.session(sessionID); s != nil {
 		return s, nil
 	}
+	if a.isClosing(sessionID) {
+		// Its log is still this process's, for the turn session/close
+		// stopped: reopened now, it would lack that turn's end.
+		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError,
+			Message: fmt.Sprintf("session %q is still closing in this process (the turn session/close stopped is writing its end); load it again once that turn has ended", sessionID)}
+	}
 	s, err := a.restore(sessionID)
 	if errors.Is(err, sessionlog.ErrNotFound) || errors.Is(err, sessionlog.ErrSessionID) {
 		return nil, errUnknownSession(sessionID)
+	}
+	if errors.Is(err, sessionlog.ErrLocked) {
+		a.log.Warn("session not restored: another agent process serves it", "session", sessionID, "error", err)
+		return nil, errInUse(sessionID, err)
 	}
 	if err != nil {
 		a.log.Warn("session not restored", "session", sessionID, "error", err)
@@ -150,8 +160,35 @@ func errStateFile(sessionID string, err error) error {
 	return e
 }
 
-// restore reads a session's log into a new session.
-func (a *Agent) restore(sessionID string) (*session, error) {
+// errInUse answers session/load for a session whose log another process
+// holds (sessionlog.ErrLocked): two processes serving one session would
+// mint the same IDs and lose each other's compactions.
+func errInUse(sessionID string, err error) error {
+	e := &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError,
+		Message: fmt.Sprintf("session %q is served by another agent process on this state directory (one process at a time): %v", sessionID, err)}
+	return e
+}
+
+func (a *Agent) isClosing(sessionID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.closing[sessionID] != nil
+}
+
+// restore reads a session's log into a new session. It opens the log for
+// appending first, which takes its writer's lock (sessionlog.ErrLocked
+// while another process serves the session) and keeps a torn final line
+// aside before cutting it off, then reads the history.
+func (a *Agent) restore(sessionID string) (s *session, err error) {
+	l, err := a.store.Append(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			l.Close()
+		}
+	}()
 	r, err := a.store.Read(sessionID)
 	if err != nil {
 		return nil, err
@@ -164,7 +201,7 @@ func (a *Agent) restore(sessionID string) (*session, error) {
 			return nil, &sessionlog.Error{Path: r.Path(), Line: 1, Kind: sessionlog.ErrForeign, Detail: "not a scenario-agent session", Err: err}
 		}
 	}
-	s := &session{a: a, id: sessionID, cwd: info.Cwd, created: h.Created, updated: h.Created, tokens: startTokens}
+	s = &session{a: a, id: sessionID, cwd: info.Cwd, created: h.Created, updated: h.Created, tokens: startTokens, mark: newMark()}
 	if s.cwd == "" {
 		s.cwd = "/"
 	}
@@ -202,13 +239,12 @@ func (a *Agent) restore(sessionID string) (*session, error) {
 	if st, err := os.Stat(r.Path()); err == nil {
 		s.updated = st.ModTime()
 	}
-	if s.log, err = a.store.Append(sessionID); err != nil {
-		return nil, err
-	}
+	s.log = l
 	return s, nil
 }
 
-// idNumber returns N of an ID ending in _N (msg_user_3, cmp_7), else 0.
+// idNumber returns N of an ID ending in _N (msg_user_3, cmp_7,
+// cmp_3f9a2c1b_8), else 0.
 func idNumber(id string) int {
 	i := strings.LastIndexByte(id, '_')
 	n, err := strconv.Atoi(id[i+1:])

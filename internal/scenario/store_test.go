@@ -135,10 +135,11 @@ func TestScenarioRestartReplaysFromTheStateDir(t *testing.T) {
 
 			// The session goes on: its compaction IDs too.
 			_, turn := loaded.prompt(sid, "/compact nosummary")
+			id := reopened(t, turn, 11) // cmp_<mark>_11
 			if m.capable {
-				wantSeq(t, turn, upd("cmp_11", "in_progress"), upd("cmp_11", "completed"), usage, endTurn)
+				wantSeq(t, turn, upd(id, "in_progress"), upd(id, "completed"), usage, endTurn)
 			} else {
-				wantSeq(t, turn, tool("cmp_11", "in_progress"), toolUp("cmp_11", "completed"), usage, endTurn)
+				wantSeq(t, turn, tool(id, "in_progress"), toolUp(id, "completed"), usage, endTurn)
 			}
 			loaded.finish()
 			closeAgent(t, b)
@@ -214,7 +215,8 @@ func TestScenarioUnreadableStateFiles(t *testing.T) {
 	require.NoError(t, l.cl.Load(l.ctx, good, "/work"), "session/load of the good session")
 	wantSeq(t, l.cl.Messages()[from:], "user_message_chunk", message, "user_message_chunk", upd("cmp_1", "completed"), message, "response:session/load")
 	_, turn := l.prompt(good, "/compact nosummary")
-	wantSeq(t, turn, upd("cmp_2", "in_progress"), upd("cmp_2", "completed"), usage, endTurn)
+	id := reopened(t, turn, 2) // cmp_<mark>_2
+	wantSeq(t, turn, upd(id, "in_progress"), upd(id, "completed"), usage, endTurn)
 	l.finish()
 
 	_, err = sessionlog.Open(dir)
