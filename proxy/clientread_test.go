@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // The reference readers: a line as the clients the proxy serves read it,
@@ -75,7 +79,7 @@ var jsWhitespace = map[rune]bool{
 // empty, then JSON.parse (no nesting limit); an array (a batch) or a value
 // that is not an object is answered with an error, not dispatched.
 func tsRead(line []byte) readMsg {
-	s := strings.ToValidUTF8(string(line), "\uFFFD")
+	s := textDecode(line)
 	s = strings.TrimPrefix(s, "\ufeff")
 	s = strings.TrimFunc(s, func(r rune) bool { return jsWhitespace[r] })
 	if s == "" {
@@ -109,11 +113,15 @@ func tsRead(line []byte) readMsg {
 const keepDepth = 6
 
 // parseUnbounded is JSON.parse: one JSON value, any nesting depth,
-// duplicate members replacing earlier ones. encoding/json's Decoder reads
-// tokens without a nesting limit (only its value decoding has one), so it
-// is read a token at a time.
+// duplicate members replacing earlier ones, and strings as JavaScript
+// keeps them: an unpaired surrogate escape stays a code unit of its own,
+// so two strings that differ only in theirs stay two. encoding/json's
+// Decoder reads tokens without a nesting limit (only its value decoding
+// has one), so it is read a token at a time; it decodes an unpaired
+// surrogate to U+FFFD, so each is first spelt as a character of its own
+// (keepLoneSurrogates).
 func parseUnbounded(s string) (any, error) {
-	dec := json.NewDecoder(strings.NewReader(s))
+	dec := json.NewDecoder(strings.NewReader(keepLoneSurrogates(s)))
 	v, err := tokenValue(dec, 0)
 	if err != nil {
 		return nil, err
@@ -227,4 +235,100 @@ var readers = []struct {
 }{
 	{"typescript", tsRead},
 	{"go", goRead},
+}
+
+// textDecode is TextDecoder's UTF-8 decoding (the WHATWG decoder, which the
+// SDK's line reader uses): each maximal subpart of an invalid sequence
+// becomes one U+FFFD, where Go's decoding replaces each invalid byte.
+func textDecode(b []byte) string {
+	var out strings.Builder
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r != utf8.RuneError || n > 1 {
+			out.WriteRune(r)
+			b = b[n:]
+			continue
+		}
+		out.WriteRune(utf8.RuneError)
+		b = b[maximalSubpart(b):]
+	}
+	return out.String()
+}
+
+// maximalSubpart is the length of the invalid sequence at b's start that
+// the WHATWG decoder replaces with one U+FFFD: a lead byte and the
+// continuation bytes that may follow it, up to the first that may not.
+func maximalSubpart(b []byte) int {
+	c := b[0]
+	var need int
+	lo, hi := byte(0x80), byte(0xbf)
+	switch {
+	case c >= 0xc2 && c <= 0xdf:
+		need = 1
+	case c >= 0xe0 && c <= 0xef:
+		need = 2
+		if c == 0xe0 {
+			lo = 0xa0
+		} else if c == 0xed {
+			hi = 0x9f
+		}
+	case c >= 0xf0 && c <= 0xf4:
+		need = 3
+		if c == 0xf0 {
+			lo = 0x90
+		} else if c == 0xf4 {
+			hi = 0x8f
+		}
+	default:
+		return 1
+	}
+	n := 1
+	for ; n <= need && n < len(b); n++ {
+		if b[n] < lo || b[n] > hi {
+			break
+		}
+		lo, hi = 0x80, 0xbf
+	}
+	return n
+}
+
+// keepLoneSurrogates spells each unpaired surrogate escape of s (\ud800
+// with no trail after it, a trail with no lead before it) as an escaped
+// character of plane 15 that stands for it alone, so that encoding/json
+// decodes two strings JavaScript keeps apart into two Go strings.
+func keepLoneSurrogates(s string) string {
+	if !strings.Contains(s, `\u`) {
+		return s
+	}
+	var out strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 >= len(s) {
+			out.WriteByte(s[i])
+			continue
+		}
+		if s[i+1] != 'u' || i+6 > len(s) {
+			out.WriteString(s[i : i+2])
+			i++
+			continue
+		}
+		u, err := strconv.ParseUint(s[i+2:i+6], 16, 16)
+		r := rune(u)
+		switch {
+		case err != nil || !utf16.IsSurrogate(r):
+			out.WriteString(s[i : i+6])
+		case r < 0xdc00 && i+12 <= len(s) && s[i+6] == '\\' && s[i+7] == 'u' && isTrail(s[i+8:i+12]):
+			out.WriteString(s[i : i+12]) // a pair
+			i += 6
+		default:
+			a, b := utf16.EncodeRune(0xf0000 + r - 0xd800)
+			fmt.Fprintf(&out, `\u%04x\u%04x`, a, b)
+		}
+		i += 5
+	}
+	return out.String()
+}
+
+func isTrail(hex string) bool {
+	u, err := strconv.ParseUint(hex, 16, 16)
+	return err == nil && u >= 0xdc00 && u <= 0xdfff
 }

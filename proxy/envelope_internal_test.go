@@ -65,7 +65,7 @@ func TestSlashCommandOfALongPrompt(t *testing.T) {
 		`[{"type":"text","text":"/compact ` + block + `"}]`:                                                                "compact",
 		`[{"type":"image","data":"` + block + `"},{"type":"text","text":"/compress now"}]`:                                 "compress",
 		`[{"type":"text","text":"` + block + ` /compact"}]`:                                                                "",
-		`[{"type":"text","text":"/` + strings.Repeat("a", maxCommandName+1) + `"}]`:                                       "",
+		`[{"type":"text","text":"/` + strings.Repeat("a", maxCommandName+1) + `"}]`:                                        "",
 	} {
 		assert.Equal(t, want, slashCommand([]byte(prompt)), "slashCommand of a %d-byte prompt", len(prompt))
 	}
