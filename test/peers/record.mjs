@@ -43,6 +43,7 @@ const mocks = {
   responses: () => import("./mocks/responses.mjs"),
   chat: () => import("./mocks/chat.mjs"),
   gemini: () => import("./mocks/gemini.mjs"),
+  augment: () => import("./mocks/augment.mjs"),
 };
 
 // Conn is one agent process and the transcript of its stdio.
@@ -161,6 +162,8 @@ function client(conn, ctx) {
     async init() {
       const clientCapabilities = { fs: { readTextFile: true, writeTextFile: true }, terminal: false };
       if (ctx.cap) clientCapabilities.session = { compaction: {} };
+      // A client that says who it is there (JetBrains AIR: _meta.jetbrains.air).
+      if (ctx.agent.clientMeta) clientCapabilities._meta = ctx.agent.clientMeta;
       const r = must(await conn.request("initialize", { protocolVersion: 1, clientCapabilities, clientInfo: { name: "acpcompact-record-peers", version: "1" } }, 60000), "initialize");
       if (ctx.authenticate && (r.authMethods ?? []).some((m) => m.id === ctx.authenticate)) must(await conn.request("authenticate", { methodId: ctx.authenticate }), "authenticate");
       return r;
@@ -191,6 +194,17 @@ async function autoWarmup(c, s, ctx) {
   if (pre.length) ctx.conn.lines.push(`# ${pre.length} warmup prompt(s) before the overflowing one (agents.mjs warmup)`);
 }
 
+// The manual command with instructions longer than Qwen Code's 2000-character
+// limit for them (its truncation notice).
+const LONG_INSTRUCTIONS = "Keep every detail of the greetings exchanged so far, word for word. ".repeat(32).trim();
+
+async function compactWith(c, ctx, command) {
+  const s = await c.init().then(() => c.newSession());
+  await warmup(c, s, ctx.agent);
+  await c.prompt(s, command);
+  return s;
+}
+
 // For an agent that counts its context itself instead of believing the
 // usage the mock reports (Copilot CLI): a reply long enough to fill the
 // small window the agent was given (agent.autoReply characters).
@@ -210,6 +224,15 @@ const scenarios = {
     await warmup(c, s, agent);
     await c.prompt(s, agent.compact);
     return s;
+  },
+  // Qwen Code: /compress with instructions over its limit (the notice), and
+  // with a compaction model too small for the payload (the warning; agents.mjs
+  // configures it for scenarios whose name says "warning").
+  async "compact-notice"(c, ctx) {
+    return compactWith(c, ctx, `${ctx.agent.compact} ${LONG_INSTRUCTIONS}`);
+  },
+  async "compact-warning"(c, ctx) {
+    return compactWith(c, ctx, ctx.agent.compact);
   },
   // the manual command after a single exchange, for an agent with a warmup.
   async "compact-early"(c, { agent }) {
@@ -292,10 +315,16 @@ const scenarios = {
 };
 
 // load is special: a first process compacts, a fresh one loads the session.
-async function recordLoad(ctx, run) {
-  const first = await run("load-before", scenarios.compact);
-  if (!first.result) throw new Error("load: the first process did not compact");
-  return run("load", async (c) => {
+// load-<x> compacts as compact-<x> does (files load-<x>-before-*, load-<x>-*).
+const loads = {
+  load: scenarios.compact,
+  "load-notice-warning": (c, ctx) => compactWith(c, ctx, `${ctx.agent.compact} ${LONG_INSTRUCTIONS}`),
+};
+
+async function recordLoad(scenario, run) {
+  const first = await run(`${scenario}-before`, loads[scenario]);
+  if (!first.result) throw new Error(`${scenario}: the first process did not compact`);
+  return run(scenario, async (c) => {
     const r = await c.init();
     if (!r.agentCapabilities?.loadSession) throw new Error("agent does not advertise loadSession");
     await c.load(first.result);
@@ -313,6 +342,7 @@ async function recordOne(name, scenario, cap) {
   fs.mkdirSync(path.join(HERE, "logs"), { recursive: true });
   const logFile = path.join(HERE, "logs", `${name}-${scenario}-${mode}.log`);
   fs.writeFileSync(logFile, "");
+  process.env.PEERS_LOG = logFile; // the mock's request log goes there too (mocks/common.mjs)
   const outDir = path.join(HERE, "testdata", agent.dir);
   fs.mkdirSync(outDir, { recursive: true });
 
@@ -336,6 +366,7 @@ async function recordOne(name, scenario, cap) {
     ...setup.env,
   };
   fs.mkdirSync(env.TMPDIR, { recursive: true });
+  setup.withEnv?.(env); // an agent whose child needs the environment it was given (agents.mjs)
 
   const started = Date.now();
   const run = async (file, play) => {
@@ -343,6 +374,7 @@ async function recordOne(name, scenario, cap) {
       `# ${agent.dir} ${file} ${mode}: recorded by test/peers/record.mjs (see test/peers/README.md)`,
       `# initialize ${cap ? "carries" : "does not carry"} clientCapabilities.session.compaction; model API: mocks/${agent.mock}.mjs on 127.0.0.1`,
     ];
+    if (agent.clientMeta) lines.push(`# initialize also carries clientCapabilities._meta ${JSON.stringify(agent.clientMeta)}`);
     fs.appendFileSync(logFile, `==== ${file}\n`);
     const conn = new Conn(agent, env, cwd, lines, logFile);
     const ctx = { agent, state, cap, cwd, conn, authenticate: setup.authenticate };
@@ -362,7 +394,7 @@ async function recordOne(name, scenario, cap) {
   };
 
   try {
-    const r = scenario === "load" ? await recordLoad(null, run) : await run(scenario, scenarios[scenario]);
+    const r = loads[scenario] ? await recordLoad(scenario, run) : await run(scenario, scenarios[scenario]);
     const secs = ((Date.now() - started) / 1000).toFixed(1);
     console.log(`${r.error ? "FAIL" : "ok  "} ${name} ${scenario} ${mode} ${secs}s ${path.relative(HERE, r.out)}${r.error ? `: ${r.error.message}` : ""}`);
     return !r.error;
@@ -376,11 +408,11 @@ async function recordOne(name, scenario, cap) {
 
 const args = process.argv.slice(2);
 const pick = args.filter((a) => agents[a]);
-const only = args.filter((a) => scenarios[a] || a === "load");
+const only = args.filter((a) => scenarios[a] || loads[a]);
 const modes = args.includes("--cap") ? [true] : args.includes("--nocap") ? [false] : [true, false];
-const unknown = args.filter((a) => !agents[a] && !scenarios[a] && a !== "load" && !a.startsWith("--"));
+const unknown = args.filter((a) => !agents[a] && !scenarios[a] && !loads[a] && !a.startsWith("--"));
 if (unknown.length) {
-  console.error(`unknown: ${unknown.join(" ")}\nagents: ${Object.keys(agents).join(" ")}\nscenarios: ${[...Object.keys(scenarios), "load"].join(" ")}`);
+  console.error(`unknown: ${unknown.join(" ")}\nagents: ${Object.keys(agents).join(" ")}\nscenarios: ${[...Object.keys(scenarios), ...Object.keys(loads)].join(" ")}`);
   process.exit(2);
 }
 let failed = 0;

@@ -22,7 +22,9 @@ export function start(state, port = 0) {
       return res.end(JSON.stringify({ type: "error", error: { type: "overloaded_error", message: "Overloaded" } })), true;
     }
     const out = summary ? `<analysis>mock</analysis>\n<summary>${state.summary}</summary>` : state.reply;
-    const usage = { input_tokens: state.bigUsage && !summary ? state.bigUsage : 100, output_tokens: 10 };
+    // The cache fields are always there in the real API; @zed-industries/claude-agent-acp
+    // adds them up, and without them reports usage_update.used as null (NaN).
+    const usage = { input_tokens: state.bigUsage && !summary ? state.bigUsage : 100, output_tokens: 10, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
     const message = { id: `msg_mock_${state.seen.length}`, type: "message", role: "assistant", model: body?.model ?? "mock", content: [], stop_reason: null, stop_sequence: null, usage };
     if (!body?.stream) {
       res.writeHead(200, { "content-type": "application/json" });

@@ -1,14 +1,15 @@
 // Mock of OpenAI-compatible chat completions (POST /v1/chat/completions,
-// streamed chunks ending in [DONE]) for opencode and Qwen Code. Their
-// summary prompts (opencode's compaction agent, Qwen's <state_snapshot>
-// compression) get state.summary.
+// streamed chunks ending in [DONE]) for opencode, Qwen Code, Kimi Code,
+// Copilot CLI, pi and Cline. Their summary prompts (opencode's compaction
+// agent, Qwen's <state_snapshot> compression, pi's "context summarization
+// assistant", …) get state.summary.
 import { serve, note, sse, stall, text, runStandalone } from "./common.mjs";
 
 const lastUser = (b) => text([...(b?.messages ?? [])].reverse().find((m) => m.role === "user")?.content ?? "");
 const system = (b) => text((b?.messages ?? []).find((m) => m.role === "system")?.content ?? "");
 const isSummary = (b) =>
   /summarizes a conversation|anchored summary|summary of (our|the) conversation|state_snapshot|run out of context\. Create a handoff summary/i.test(lastUser(b)) ||
-  /context summarization agent/i.test(system(b));
+  /context summarization (agent|assistant)/i.test(system(b));
 
 export function start(state, port = 0) {
   return serve("chat", state, async (req, url, body, res) => {

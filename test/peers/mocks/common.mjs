@@ -62,6 +62,8 @@ export function serve(name, state, route, port = 0) {
 
 export function log(name, msg) {
   if (process.env.PEERS_QUIET !== "1") process.stderr.write(`[mock ${name}] ${msg}\n`);
+  // PEERS_LOG: the running scenario's log file (record.mjs), next to the agent's stderr.
+  if (process.env.PEERS_LOG) fs.appendFileSync(process.env.PEERS_LOG, `[mock ${name}] ${msg}\n`);
 }
 
 // note records a request and wakes waiters; returns the mode that applies.
