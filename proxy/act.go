@@ -85,6 +85,9 @@ func (c *conn) act(ctx context.Context, l *line, d *decision) error {
 			ts.toolErr = d.toolErr
 		}
 	}
+	if d.chunkSession != "" {
+		c.transFor(d.chunkSession).emptyChunk = d.chunkEmpty
+	}
 	switch d.do {
 	case doFollow:
 		c.followStandard(ctx, &d.std)

@@ -61,6 +61,10 @@ type decision struct {
 	confirmsAwaiting bool
 	// toolErr is a provider's error text for act to keep (agents.ErrorText).
 	toolErr, toolErrSession string
+	// chunk is an agent_message_chunk's session, and whether its text is
+	// empty, for act to keep (agents.ProseAfterEmptyChunk); "" for none.
+	chunkSession string
+	chunkEmpty   bool
 	// What the lifecycle works on: the agent's standard update (std), or
 	// a legacy signal (sig).
 	std stdLine
@@ -264,6 +268,9 @@ func (v view) message(msg []byte, read readAs, d *decision) {
 	default:
 		if read == readWhole && sid != "" && env.v[aUpdate] != nil && c.em != nil && !c.tl.Empty() && skim.Exact(env.v[aSession]) {
 			v.legacy(d, env, msg)
+			if env.kind == "agent_message_chunk" && c.tl.Quirks()&agents.ProseAfterEmptyChunk != 0 {
+				d.chunkSession, d.chunkEmpty = sid, string(env.v[aContentText]) == `""`
+			}
 		}
 	}
 }

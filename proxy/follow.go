@@ -271,7 +271,7 @@ func (c *conn) followSignal(ctx context.Context, l *line, d *decision) {
 	// follow opens the compaction; when the emitter refuses, the line goes
 	// nowhere, unless it is a start that the client sees as it came.
 	follow := func() bool {
-		if err := c.open(ctx, k, t, false, nil); err != nil {
+		if err := c.open(ctx, k, t, sig.Displayable, nil); err != nil {
 			log.Warn("compaction not followed", "compaction", string(k.id), "error", err)
 			d.fate, d.out = fateDrop, nil
 			if sig.Kind == agents.Start && (p.verbatim || sig.Keep) {
@@ -339,6 +339,11 @@ func (c *conn) followOpen(ctx context.Context, k trackKey, p *sigLine, sig agent
 		}
 	default:
 		c.router.learn(k, sig)
+		if p.verbatim && sig.Foreign {
+			// The agent's line is no outcome a client knows: the form's own
+			// terminal text follows it.
+			c.router.render(k)
+		}
 		status, reason := sig.Outcome(p.userCancelled)
 		if status == protocol.Completed && sig.FactsFollow && !p.verbatim && sig.Facts == nil && !c.router.hasFacts(k) {
 			// Its facts follow in the next update: the completion waits
@@ -369,7 +374,11 @@ func (c *conn) followNew(ctx context.Context, k trackKey, p *sigLine, sig agents
 		t.afterFact = true
 		if follow() {
 			status, reason := sig.Outcome(p.userCancelled)
-			c.settle(ctx, k, status, reason)
+			var opts []emitter.SettleOption
+			if sig.Summary != nil {
+				opts = append(opts, emitter.Summary(sig.Summary...))
+			}
+			c.settle(ctx, k, status, reason, opts...)
 		}
 	default:
 		if p.verbatim {
@@ -533,8 +542,9 @@ func (c *conn) failedTurn(ctx context.Context, sid string, errMember []byte) err
 	if def := c.tl.TurnError(text); def != nil {
 		ts := c.transFor(sid)
 		if form, verbatim := (view{c}).legacyForm(def); !verbatim && len(ts.open[def.Name]) == 0 {
+			trigger, _ := def.TurnError(text)
 			k := trackKey{sid, ts.mint(sid, def.Name, false)}
-			t := &track{source: string(def.Name), idless: true, r: form, trigger: protocol.Auto, afterFact: true}
+			t := &track{source: string(def.Name), idless: true, r: form, trigger: trigger, afterFact: true}
 			if err := c.open(ctx, k, t, false, nil); err == nil {
 				c.settle(ctx, k, protocol.Failed, text)
 			}

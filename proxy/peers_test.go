@@ -58,161 +58,55 @@ type peerWant struct {
 	nocap *[]cmp
 }
 
-var (
-	completed  = []cmp{{status: "completed"}}
-	noneAtAll  = []cmp{}
-	nothingFor = &noneAtAll
-)
-
-// peerWants: per agent directory prefix, per scenario. A scenario an agent
-// does not list must show no compaction at all. A key "<scenario>-cap" or
-// "<scenario>-nocap" is for the recording of that mode only, and wins
-// over the scenario's.
-var peerWants = map[string]map[string]peerWant{
-	"claude-acp-": {
-		"compact":        {cmps: completed},
-		"load-before":    {cmps: completed},
-		"auto":           {cmps: completed},
-		"compact-fail":   {cmps: []cmp{{"failed", "529 Overloaded"}}},
-		"auto-fail":      {cmps: []cmp{{"failed", "529 Overloaded"}}},
-		"compact-cancel": {cmps: []cmp{{status: "cancelled"}}},
-		// The continuation message stands for the compaction Claude does
-		// not replay; a client without the capability gets the lines as
-		// they came.
-		"load": {cmps: completed, nocap: nothingFor},
-	},
-	// Claude ACP 0.74.0 (profile claude-acp-text): the texts "Compacting...",
-	// then "\n\nCompacting completed." or "\n\nCompacting failed: <err>", in
-	// both modes. Its Claude Code refuses to compact a single exchange; the
-	// other scenarios were recorded after two prompts (test/peers/README.md).
-	"claude-acp-0.74.": {
-		"compact":        {cmps: completed},
-		"load-before":    {cmps: completed},
-		"compact-fail":   {cmps: []cmp{{"failed", "529 Overloaded"}}},
-		"compact-cancel": {cmps: []cmp{{status: "cancelled"}}},
-		"compact-early":  {cmps: []cmp{{"failed", "Not enough messages to compact."}}},
-		// auto, auto-fail: its Claude Code never compacted automatically
-		// here (no summary request reached the mock), nothing is reported.
-		"load": {cmps: completed, nocap: nothingFor},
-	},
-	// Claude ACP 0.75.0 (profile claude-acp-toolcall): the tool call in
-	// both modes, a late failed update of the same ID after a cancelled
-	// turn; the same refusal of one exchange as 0.74 ("Compaction failed:
-	// Not enough messages to compact."); no automatic compaction.
-	"claude-acp-0.75.": {
-		"compact":        {cmps: completed},
-		"load-before":    {cmps: completed},
-		"compact-fail":   {cmps: []cmp{{"failed", "529 Overloaded"}}},
-		"compact-cancel": {cmps: []cmp{{status: "cancelled"}}},
-		"compact-early":  {cmps: []cmp{{"failed", "Not enough messages to compact."}}},
-		"load":           {cmps: completed, nocap: nothingFor},
-	},
-	// Claude ACP 0.78.0 and 0.80.0 (profile claude-acp-replay): standard
-	// updates to a capable client, the tool call otherwise; never an
-	// automatic compaction. Loaded by a capable connection, the agent
-	// replays its own completed compaction_update (with its summary): a
-	// client without the capability gets it gated, as a tool call. Loaded
-	// by one without, the continuation message.
-	"claude-acp-0.78.": claudeReplayWants(false),
-	"claude-acp-0.80.": claudeReplayWants(false),
-	// Claude ACP 0.88.0 (claude-acp-replay): the same, with automatic
-	// compaction.
-	"claude-acp-0.88.": claudeReplayWants(true),
-	// The old package, @zed-industries/claude-code-acp 0.16.2: nothing
-	// live; on session/load the continuation and the /compact result (one
-	// compaction), for a capable client.
-	"claude-code-acp-": {
-		"load": {cmps: completed, nocap: nothingFor},
-	},
-	"codex-acp-ts-": {
-		"compact":        {cmps: completed},
-		"load-before":    {cmps: completed},
-		"load":           {cmps: completed},
-		"auto":           {cmps: completed},
-		"compact-fail":   {cmps: []cmp{{"failed", "high demand"}}},
-		"auto-fail":      {cmps: []cmp{{"failed", "high demand"}}},
-		"compact-cancel": {cmps: []cmp{{status: "cancelled"}}},
-	},
-	"codex-acp-rs-": {
-		// Nothing on failure (a prompt error), cancel or replay.
-		"compact":     {cmps: completed},
-		"load-before": {cmps: completed},
-		"auto":        {cmps: completed},
-	},
-	// Qwen Code: 0.24.2 and later mark their texts with
-	// _meta.contextCompression (profile qwen-code), 0.23.4 and 0.24.0 with
-	// _meta.source only (qwen-code-0.24.0): the client gets the same.
-	"qwen-code-": {
-		"compact":     {cmps: completed},
-		"load-before": {cmps: completed},
-		"load":        {cmps: completed},
-		"auto":        {cmps: completed},
-		// Qwen ignores the cancel: the compression completes.
-		"compact-cancel": {cmps: completed},
-		"compact-fail":   {cmps: []cmp{{"failed", "Could not compress chat history due to an API error."}}},
-		"auto-fail":      {cmps: []cmp{{"failed", "Context is too large to send safely after automatic compression."}}},
-	},
-	// Kimi Code 2.1.0: /compact runs in the background and reports after
-	// its turn; the client sees it when the next turn begins. In compact,
-	// compact-fail, compact-cancel, compact-twice and load-before no turn
-	// follows: the held compaction goes with the connection.
-	"kimi-code-": {
-		"compact-then-hello": {cmps: completed},
-		"auto":               {cmps: completed},
-		// "Compaction cancelled." with no cancel asked for: a failure.
-		"auto-fail": {cmps: []cmp{{"failed", "no cancel was asked for"}}},
-		"load":      {cmps: completed, nocap: nothingFor},
-	},
-	// Copilot CLI 1.0.102: only /compact's result, after the fact. A
-	// cancel says nothing, automatic compaction nothing.
-	"copilot-cli-": {
-		"compact":      {cmps: completed},
-		"load-before":  {cmps: completed},
-		"compact-fail": {cmps: []cmp{{"failed", "Failed to get response from the AI model"}}},
-	},
-	// opencode 1.18.33 and Gemini CLI 0.61 send nothing about compaction.
-	"opencode-1.18": {},
-	"gemini-cli-":   {},
+// expectFile is what each recording directory says its scenarios must give
+// the client (test/peers/testdata/<agent>-<version>/expect.json), beside
+// the recordings, so that adding an agent's release adds no Go code here.
+// A scenario it does not list must show no compaction at all; a key
+// "<scenario>-cap" or "<scenario>-nocap" is for the recording of that mode
+// only, and wins over the scenario's.
+type expectFile struct {
+	Note      string `json:"note"`
+	Scenarios map[string]struct {
+		Cmps  []expectCmp  `json:"cmps"`
+		Nocap *[]expectCmp `json:"nocap"`
+	} `json:"scenarios"`
 }
 
-// claudeReplayWants are the expectations of the claude-acp-replay
-// releases (0.78 to 0.96).
-func claudeReplayWants(auto bool) map[string]peerWant {
-	w := map[string]peerWant{
-		"compact":        {cmps: completed},
-		"load-before":    {cmps: completed},
-		"compact-fail":   {cmps: []cmp{{"failed", "529 Overloaded"}}},
-		"compact-cancel": {cmps: []cmp{{status: "cancelled"}}},
-		"load-cap":       {cmps: completed},
-		"load-nocap":     {cmps: completed, nocap: nothingFor},
-	}
-	if auto {
-		w["auto"] = peerWant{cmps: completed}
-		w["auto-fail"] = peerWant{cmps: []cmp{{"failed", "529 Overloaded"}}}
-	}
-	return w
+type expectCmp struct {
+	Status string `json:"status"`
+	Error  string `json:"error"`
 }
 
-// wantFor picks the longest agent directory prefix that matches, and in it
-// the recorded mode's entry or the scenario's.
-func wantFor(agentDir, scenario, recMode string) (peerWant, bool) {
-	best := ""
-	for prefix := range peerWants {
-		if strings.HasPrefix(agentDir, prefix) && len(prefix) > len(best) {
-			best = prefix
-		}
+func cmpsOf(es []expectCmp) []cmp {
+	out := []cmp{}
+	for _, e := range es {
+		out = append(out, cmp{status: e.Status, err: e.Error})
 	}
-	if best == "" {
+	return out
+}
+
+// wantFor reads the expectations of a recording directory, and in it the
+// recorded mode's entry or the scenario's.
+func wantFor(t *testing.T, dir, scenario, recMode string) (peerWant, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, "expect.json"))
+	if err != nil {
 		return peerWant{}, false
 	}
-	w, ok := peerWants[best][scenario+"-"+recMode]
+	var e expectFile
+	require.NoError(t, json.Unmarshal(b, &e), "%s/expect.json", dir)
+	w, ok := e.Scenarios[scenario+"-"+recMode]
 	if !ok {
-		w, ok = peerWants[best][scenario]
+		w, ok = e.Scenarios[scenario]
 	}
 	if !ok {
-		w = peerWant{cmps: noneAtAll}
+		return peerWant{cmps: []cmp{}}, true
 	}
-	return w, true
+	want := peerWant{cmps: cmpsOf(w.Cmps)}
+	if w.Nocap != nil {
+		nocap := cmpsOf(*w.Nocap)
+		want.nocap = &nocap
+	}
+	return want, true
 }
 
 // TestPeersReplay replays the agent side of every recording through
@@ -237,8 +131,8 @@ func TestPeersReplay(t *testing.T) {
 		if !ok {
 			continue
 		}
-		want, known := wantFor(agentDir, scenario, recMode)
-		if !assert.True(t, known, "%s: no expectations for agent %s: add it to peerWants", f, agentDir) {
+		want, known := wantFor(t, filepath.Dir(f), scenario, recMode)
+		if !assert.True(t, known, "%s: no expectations for agent %s: add its expect.json", f, agentDir) {
 			continue
 		}
 		for _, mode := range clientModes {

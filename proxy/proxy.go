@@ -65,6 +65,7 @@ const (
 	ClaudeLocalCommand = agents.ClaudeLocalCommand
 	Kimi               = agents.Kimi
 	Copilot            = agents.Copilot
+	Pi                 = agents.Pi
 )
 
 // Translators returns every translator, in the order flags list them.

@@ -145,6 +145,16 @@ func (r *router) status(k trackKey) trackStatus {
 	return st
 }
 
+// render has the rest of compaction k shown through its renderer rather
+// than by the agent's own lines.
+func (r *router) render(k trackKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.tracks[k]; ok {
+		t.verbatim = false
+	}
+}
+
 // setHandle keeps the emitter's handle of open compaction k.
 func (r *router) setHandle(k trackKey, h *emitter.Compaction) {
 	r.mu.Lock()

@@ -60,6 +60,11 @@ func (s *sessionView) IsTool(id string) bool {
 	return ts != nil && ts.tools[id]
 }
 
+func (s *sessionView) AfterEmptyChunk() bool {
+	ts := s.c.trans[s.sid]
+	return ts != nil && ts.emptyChunk
+}
+
 func (s *sessionView) ToolOpen() bool {
 	ts := s.c.trans[s.sid]
 	if ts == nil {
@@ -95,6 +100,9 @@ type transState struct {
 	deferred map[protocol.ID]*time.Timer
 	// turns counts the session's turns that ended.
 	turns int
+	// emptyChunk: the session's last agent_message_chunk was an empty text
+	// (kept for agents.ProseAfterEmptyChunk only).
+	emptyChunk bool
 	// chunks are the summary chunks of replayed standard compactions, kept
 	// until their terminal update.
 	chunks      map[protocol.ID][]json.RawMessage

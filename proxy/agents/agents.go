@@ -113,12 +113,21 @@ type Signal struct {
 	// ToolMeta and RawOutput are the agent's own, kept for a tool call
 	// fallback.
 	ToolMeta, RawOutput json.RawMessage
-	Summary             []protocol.ContentBlock
+	// Summary is the compaction's summary, as the agent's line holds it;
+	// Displayable says the agent showed it to the user as it is (so it
+	// passes the summary policy), rather than wrote it for the model.
+	Summary     []protocol.ContentBlock
+	Displayable bool
 	// NewTool: the update is a tool call that makes ID a compaction tool
 	// call, whose later updates are its signals.
 	NewTool bool
 	// Confirms: the signal confirms the line that awaits it.
 	Confirms bool
+	// Foreign: an outcome whose text is not one of its form's outcome
+	// texts (Claude Code's command output for a text-form compaction): a
+	// client that gets the agent's own lines gets the form's terminal text
+	// too, which a client reads as the end of what it saw start.
+	Foreign bool
 	// FactsFollow: a completion whose facts the agent sends in its next
 	// update (RawOutputFollows): it waits for them, briefly.
 	FactsFollow bool
@@ -191,6 +200,9 @@ type State interface {
 	// ToolOpen reports whether a compaction tool call of the session is
 	// open.
 	ToolOpen() bool
+	// AfterEmptyChunk reports whether the session's last
+	// agent_message_chunk was an empty text (ProseAfterEmptyChunk).
+	AfterEmptyChunk() bool
 }
 
 // Verdict is what an update recogniser says of an update.
@@ -230,8 +242,9 @@ type Def struct {
 	// renders in place of its own (keeping its _meta and rawOutput).
 	ToolCall bool
 	// TurnError recognises, in the error text of a failed prompt, the
-	// failure of a compaction reported only that way; nil for none.
-	TurnError func(text string) bool
+	// failure of a compaction reported only that way, and its trigger;
+	// nil for none.
+	TurnError func(text string) (protocol.Trigger, bool)
 }
 
 // registry is every family's translators and profiles, in registration
@@ -424,7 +437,10 @@ func (s *Set) Recognise(st State, u *Update) Recognised {
 // recognises text, the error text of a failed prompt; nil for none.
 func (s *Set) TurnError(text string) *Def {
 	for _, d := range s.On() {
-		if d.TurnError != nil && d.TurnError(text) {
+		if d.TurnError == nil {
+			continue
+		}
+		if _, ok := d.TurnError(text); ok {
 			return d
 		}
 	}

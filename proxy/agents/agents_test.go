@@ -22,7 +22,7 @@ func TestTranslatorsAreWhole(t *testing.T) {
 		assert.Equal(t, d.Text != nil, len(d.Prefixes) > 0, "%s: a text recogniser needs its prefixes, and prefixes a recogniser", d.Name)
 		assert.Same(t, d, Lookup(d.Name), "Lookup(%s)", d.Name)
 	}
-	assert.Len(t, Translators(), 11, "the translators the proxy has documented")
+	assert.Len(t, Translators(), 12, "the translators the proxy has documented")
 	for _, p := range registry.profiles {
 		for _, tr := range p.Translators {
 			assert.NotNil(t, Lookup(tr), "profile %s names translator %s, which is not registered", p.Name, tr)

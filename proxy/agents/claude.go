@@ -45,6 +45,10 @@ const (
 	claudeSeparator = "\n\n"
 	// claudeOutcome begins every outcome text.
 	claudeOutcome = "\n\nCompacting "
+	// The @zed-industries/claude-agent-acp 0.20.0 outcomes: Claude Code's
+	// local command output, as text.
+	claudeLocalFailed   = "Error: Error during compaction: "
+	claudeLocalCanceled = "Error: Compaction canceled."
 
 	continuationIntro = "This session is being continued from a previous conversation"
 
@@ -61,12 +65,15 @@ const (
 
 	agentClaude    = "@agentclientprotocol/claude-agent-acp"
 	agentClaudeOld = "@zed-industries/claude-code-acp"
+	// agentClaudeZed is the Claude adapter's name from 0.17 to 0.23, before
+	// it moved to @agentclientprotocol (not the older claude-code-acp).
+	agentClaudeZed = "@zed-industries/claude-agent-acp"
 )
 
 func init() {
 	register([]Def{
 		{
-			Name: ClaudeText, Prefixes: []string{claudeStart, claudeOutcome},
+			Name: ClaudeText, Prefixes: []string{claudeStart, claudeOutcome, claudeLocalFailed, claudeLocalCanceled},
 			Text: claudeTextSignal, Synth: fallback.Text(),
 		},
 		{Name: ClaudeContinuation, Kinds: []string{"user_message_chunk"}, Update: continuationSignal},
@@ -128,14 +135,37 @@ func init() {
 				"`completed` (the `Compacted` result folded into the continuation before it), `failed` with the error, or `cancelled`; the caveat and the command stay; a client without the capability gets the lines unchanged",
 			Translators: []Translator{ClaudeContinuation, ClaudeLocalCommand},
 		},
+		Profile{
+			Name: "claude-agent-acp-0.17", Agent: agentClaudeZed, Range: "< 0.20", Seen: []string{"0.17.1", "0.19.1"},
+			Sends: "nothing about compaction live, for a manual, failed, cancelled or automatic one, whatever the capability (0.19.1 precedes a `/compact` answer with a `usage_update` `used: 0`). " +
+				"`session/load` (0.17.1) replays, as `user_message_chunk`s without `messageId`, the continuation message, the `/compact` command and `<local-command-stdout>Compacted </local-command-stdout>`; 0.19.1's `session/load` of a compacted session fails (\"content is not iterable\")",
+			Gets:        "live, the universal rules only: the wire says nothing to translate; on `session/load`, for a capable client, the continuation and the command's result as one terminal-first `completed` compaction; a client without the capability gets the lines unchanged",
+			Translators: []Translator{ClaudeContinuation, ClaudeLocalCommand},
+		},
+		Profile{
+			Name: "claude-agent-acp", Agent: agentClaudeZed, Range: ">= 0.20", Seen: []string{"0.20.0", "0.23.1"},
+			Sends: "whatever the capability, `agent_message_chunk` texts without `messageId`: `Compacting...`, then `\\n\\nCompacting completed.`; a failed `/compact`: `Compacting...` then nothing (0.23.1) or `Error: Error during compaction: <err>` (0.20.0); a cancelled one: `Compacting...`, then `cancelled` (0.20.0 first says `Error: Compaction canceled.`); an automatic one: both texts as the first lines of the next turn. " +
+				"The model's own text always begins with an empty chunk, so a reply exactly `Compacting...` comes right after one. `session/load`: from the last compaction on, the continuation message, the `/compact` command and `<local-command-stdout>Compacted </local-command-stdout>`",
+			Gets: "one compaction entity per compaction instead of the texts: `completed`; `failed` with the error (0.20.0) or at the turn's end; `cancelled` at the cancelled response; without the capability the texts, settled in their own form if left open, or the `--fallback` form; " +
+				"the same texts from the model, right after its empty chunk, stay prose; on `session/load`, the continuation and the command's result as one terminal-first `completed` compaction (capable client)",
+			Translators: []Translator{ClaudeText, ClaudeContinuation, ClaudeLocalCommand},
+			Quirks:      ProseAfterEmptyChunk,
+		},
 	)
 }
 
-func claudeTextSignal(_ State, _ *Update, text string) (Signal, bool) {
+func claudeTextSignal(s State, u *Update, text string) (Signal, bool) {
+	if u.Quirks&ProseAfterEmptyChunk != 0 && s.AfterEmptyChunk() {
+		return Signal{}, false // the model's reply, which begins with an empty chunk
+	}
 	// This project's text fallback ends an outcome with a separator too, so
 	// that the next message does not run into it.
 	outcome := strings.TrimSuffix(text, claudeSeparator)
 	switch {
+	case strings.HasPrefix(text, claudeLocalFailed):
+		return Signal{Kind: Failed, Reason: strings.TrimSpace(strings.TrimPrefix(text, claudeLocalFailed)), Foreign: true}, true
+	case text == claudeLocalCanceled:
+		return Signal{Kind: Aborted, Foreign: true}, true
 	case text == claudeStart:
 		return Signal{Kind: Start}, true
 	case outcome == claudeCompleted:

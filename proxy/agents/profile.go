@@ -56,6 +56,11 @@ const (
 	// TypeScript leaves the tool call open on failure and says why in
 	// text): a failure the proxy settles then carries it.
 	ErrorText
+	// ProseAfterEmptyChunk: the model's text always begins with an empty
+	// agent_message_chunk, and the agent's own text forms never follow
+	// one (the @zed-industries/claude-agent-acp releases): a text form
+	// right after an empty chunk of its session is the model's prose.
+	ProseAfterEmptyChunk
 )
 
 // Profiles returns every profile, each agent's oldest first.

@@ -92,6 +92,7 @@ func qwenSignal(s State, u *Update) (Signal, Verdict) {
 				Phase              string `json:"phase"`
 				OriginalTokenCount int64  `json:"originalTokenCount"`
 				NewTokenCount      int64  `json:"newTokenCount"`
+				Warning            string `json:"warning"`
 			} `json:"contextCompression"`
 			Source     string          `json:"source"`
 			Transcript *qwenTranscript `json:"qwenTranscript"`
@@ -112,6 +113,9 @@ func qwenSignal(s State, u *Update) (Signal, Verdict) {
 		if b, a := m.Meta.CC.OriginalTokenCount, m.Meta.CC.NewTokenCount; b > 0 || a > 0 {
 			sig.Facts = &Facts{TokensBefore: b, TokensAfter: a}
 		}
+		// A warning (0.24.4: the compaction model's window was too small)
+		// is for the user: the chunk, which says it, stays.
+		sig.Keep = m.Meta.CC.Warning != ""
 	case "noop":
 		// Nothing needed compressing: the request finished, so the
 		// compaction completes, and its text, the only place that says
@@ -194,8 +198,8 @@ func qwenAutoSignal(_ State, _ *Update, text string) (Signal, bool) {
 
 // qwenAutoFailed recognises Qwen Code's prompt error about a failed
 // automatic compression.
-func qwenAutoFailed(text string) bool {
-	return strings.HasPrefix(text, qwenAutoFail) && strings.Contains(text, "FAILED")
+func qwenAutoFailed(text string) (protocol.Trigger, bool) {
+	return protocol.Auto, strings.HasPrefix(text, qwenAutoFail) && strings.Contains(text, "FAILED")
 }
 
 // qwenTextSignal reads Qwen Code's /compress texts before 0.24.2, which

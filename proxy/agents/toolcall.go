@@ -88,20 +88,33 @@ func toolCallSignal(s State, u *Update) (Signal, Verdict) {
 	}
 	_ = json.Unmarshal(u.Raw, &m) // what is unreadable is simply not kept
 	sig.ToolMeta = m.Meta
-	if len(m.RawOutput) > 0 && !skim.IsNull(m.RawOutput) {
+	// The facts: Claude ACP's rawOutput, or, to a JetBrains AIR client,
+	// the same in _meta.jetbrains.air.contextCompaction (no rawOutput).
+	var ro claudeRawOutput
+	switch {
+	case len(m.RawOutput) > 0 && !skim.IsNull(m.RawOutput):
 		sig.RawOutput = m.RawOutput
-		var ro claudeRawOutput
-		if json.Unmarshal(m.RawOutput, &ro) == nil {
-			switch ro.Trigger {
-			case "manual":
-				sig.Trigger = protocol.Manual
-			case "auto", "automatic":
-				sig.Trigger = protocol.Auto
-			}
-			if ro.PreTokens > 0 || ro.PostTokens > 0 || ro.DurationMs != nil {
-				sig.Facts = &Facts{TokensBefore: ro.PreTokens, TokensAfter: ro.PostTokens, DurationMs: ro.DurationMs}
-			}
+		_ = json.Unmarshal(m.RawOutput, &ro)
+	case len(m.Meta) > 0:
+		var air struct {
+			JetBrains struct {
+				Air struct {
+					CC *claudeRawOutput `json:"contextCompaction"`
+				} `json:"air"`
+			} `json:"jetbrains"`
 		}
+		if json.Unmarshal(m.Meta, &air) == nil && air.JetBrains.Air.CC != nil {
+			ro = *air.JetBrains.Air.CC
+		}
+	}
+	switch ro.Trigger {
+	case "manual":
+		sig.Trigger = protocol.Manual
+	case "auto", "automatic":
+		sig.Trigger = protocol.Auto
+	}
+	if ro.PreTokens > 0 || ro.PostTokens > 0 || ro.DurationMs != nil {
+		sig.Facts = &Facts{TokensBefore: ro.PreTokens, TokensAfter: ro.PostTokens, DurationMs: ro.DurationMs}
 	}
 	switch status, _ := skim.String(u.Status); status {
 	case "completed":
