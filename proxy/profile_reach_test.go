@@ -10,6 +10,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/proxy"
+	"github.com/acpcompact/acpcompact/proxy/agents"
 )
 
 // The profiles of issue 28 (the Claude adapter's earlier name, pi-acp,
@@ -93,7 +94,7 @@ func TestProfilePiACP(t *testing.T) {
 		h := startProfiled(t)
 		h.handshakeAgent(v1Capable, piACP, "0.0.34")
 		id := h.promptText("s1", "/compact")
-		cmp := mintedID("s1", proxy.Pi, 1)
+		cmp := mintedID("s1", agents.Pi, 1)
 		h.agent(upd("s1", text(piCompacted)))
 		h.wantUpdate(cmp, "in_progress")
 		h.wantUpdate(cmp, "completed", `<state_snapshot>MOCK SUMMARY`, `"tokensBefore":110`, `"trigger":"manual"`)
@@ -109,7 +110,7 @@ func TestProfilePiACP(t *testing.T) {
 		id := h.promptText("s1", "/compact")
 		failure := `{"jsonrpc":"2.0","id":` + itoa(id) + `,"error":{"code":-32603,"message":"Internal error","data":{"details":"pi compact failed: Summarization failed: 500"}}}`
 		h.agent(failure)
-		cmp := mintedID("s1", proxy.Pi, 1)
+		cmp := mintedID("s1", agents.Pi, 1)
 		h.wantUpdate(cmp, "in_progress")
 		h.wantUpdate(cmp, "failed", `pi compact failed: Summarization failed: 500`)
 		h.forwarded(failure)

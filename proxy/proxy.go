@@ -52,7 +52,9 @@ const DefaultCancelGrace = turn.DefaultCancelGrace
 // the agents that send it.
 type Translator = agents.Translator
 
-// The translators (see package agents for the exact wire forms).
+// The translators of the releases before package agents held them (see
+// it for the exact wire forms, and for those added since, which are named
+// by their agents.Translator).
 const (
 	ClaudeText         = agents.ClaudeText
 	ToolCall           = agents.ToolCall
@@ -65,7 +67,6 @@ const (
 	ClaudeLocalCommand = agents.ClaudeLocalCommand
 	Kimi               = agents.Kimi
 	Copilot            = agents.Copilot
-	Pi                 = agents.Pi
 )
 
 // Translators returns every translator, in the order flags list them.
