@@ -227,7 +227,7 @@ func (a *Auditor) Add(it Item) {
 			a.dropped++
 			return
 		}
-		r := &ref{kind: e.kind, value: clip(e.value), where: it.Where, role: it.Role, seq: seq, count: 1}
+		r := &ref{kind: e.kind, value: e.value, where: it.Where, role: it.Role, seq: seq, count: 1}
 		a.refs[k] = r
 		a.order = append(a.order, r)
 	}
@@ -410,7 +410,7 @@ func (a *Auditor) checkUntil(m Mark, summary string) []Loss {
 			continue
 		}
 		cands = append(cands, candidate{
-			loss:  Loss{Kind: r.kind, Value: r.value, Where: r.where, Role: r.role, Count: r.count},
+			loss:  Loss{Kind: r.kind, Value: clip(r.value), Where: r.where, Role: r.role, Count: r.count},
 			seq:   r.seq,
 			forms: forms(r.kind, r.value),
 		})
@@ -447,7 +447,7 @@ func (a *Auditor) checkUntil(m Mark, summary string) []Loss {
 			owner = append(owner, i)
 		}
 	}
-	found := newMatcher(patterns).scan(lowerASCII(summary))
+	found := newMatcher(patterns).scan(normSummary(summary))
 	survived := make([]bool, len(cands))
 	for p, ok := range found {
 		if ok {
@@ -496,4 +496,27 @@ func lowerASCII(s string) string {
 		}
 	}
 	return s
+}
+
+// normSummary is the summary as the forms are matched against it: ASCII
+// lower case, each run of white space one space.
+func normSummary(s string) string {
+	b := make([]byte, 0, len(s))
+	space := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if isSpace(c) {
+			if !space {
+				b = append(b, ' ')
+			}
+			space = true
+			continue
+		}
+		space = false
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return string(b)
 }

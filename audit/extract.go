@@ -84,6 +84,13 @@ func token(tok, prev1, prev2 string, spans bool, emit func(extracted)) {
 		}
 		t = strings.TrimLeft(t, "`")
 	}
+	if k, e := strings.IndexByte(t, '['), strings.IndexByte(t, ']'); k > 0 && e > k+1 && isAlpha(t[0]) {
+		// rustc's "error[E0308]:", "warning[W0611]".
+		if ec, ok := errorCode(t[k+1:e], "", ""); ok {
+			emit(ec)
+			return
+		}
+	}
 	if k := strings.Index(t, "]("); k >= 0 {
 		reference(trimPunct(strings.TrimLeft(t[:k], "[")), prev1, prev2, emit)
 		target := t[k+2:]
@@ -417,6 +424,9 @@ func textPath(t, _, _ string) (extracted, bool) {
 
 func validPath(t string) bool {
 	dir := strings.HasSuffix(t, "/")
+	if strings.Contains(t, "//") {
+		return false
+	}
 	segs := strings.FieldsFunc(t, func(r rune) bool { return r == '/' })
 	if len(segs) == 0 {
 		return false
@@ -429,9 +439,6 @@ func validPath(t string) bool {
 		return len(segs) >= 2 && strings.Trim(last, ".") != ""
 	case strings.Contains(t, "/"):
 		if len(segs) < 2 || !(isAlnum(t[0]) || t[0] == '_' || t[0] == '.' || t[0] == '@') {
-			return false
-		}
-		if strings.Contains(t, "//") {
 			return false
 		}
 		return dir || hasExt(last)
@@ -634,10 +641,18 @@ func forms(k Kind, v string) []string {
 			segs = segs[len(segs)-2:]
 		}
 		f := strings.Join(segs, "/")
-		if f == "" || f == "." || f == ".." {
-			return []string{l}
+		// The last two segments as written too: a tool's path may not be
+		// clean ("/a/./b.go"), and the summary may quote it as it was.
+		w := strings.TrimRight(l, "/")
+		if i := strings.LastIndexByte(w, '/'); i > 0 {
+			if j := strings.LastIndexByte(w[:i], '/'); j >= 0 {
+				w = w[j+1:]
+			}
 		}
-		return []string{lowerASCII(f)}
+		if f == "" || f == "." || f == ".." {
+			return []string{w}
+		}
+		return []string{lowerASCII(f), w}
 	case KindURL:
 		u := urlForm(v)
 		out := []string{u}
