@@ -57,21 +57,21 @@ func TestEachGrammarRecognisesItsKind(t *testing.T) {
 // reference by a looser grammar and must not be.
 func TestGrammarsDoNotInventReferences(t *testing.T) {
 	for _, text := range []string{
-		"/compact",                       // a slash command
-		"and/or TCP/IP 1/2",              // words with slashes, a fraction
-		"the proxy at 127.0.0.1:41414",   // an IP address is not a version
-		"3.14 and 0.5 seconds",           // decimals
+		"/compact",                                // a slash command
+		"and/or TCP/IP 1/2",                       // words with slashes, a fraction
+		"the proxy at 127.0.0.1:41414",            // an IP address is not a version
+		"3.14 and 0.5 seconds",                    // decimals
 		"id 336610cf-a34a-454e-b2d8-fd180e2d9e7e", // a UUID is no hash
-		"msg_2314cdf6f001LzZWSRxOyjThGi", // an ID with hex in it
-		"deadbeef facade decade",         // hex letters only: words
-		"1234567 and 20260101",           // digits only
-		"Node.js and Next.js",            // products, not files
-		"e.g. i.e. etc.",                 // abbreviations
-		"`nil` `true` `x` `go` `a b`",    // keywords, short words, spaces
-		"```\n`inside a fence`\n```",     // fenced code is not read for identifiers
-		"#fff and # heading and &#123;",  // a colour, a heading, an entity
-		"ISO8601 RFC3339 UTF8",           // standards are no error codes
-		"2026.12.01",                     // a date with a 4-digit first part
+		"msg_2314cdf6f001LzZWSRxOyjThGi",          // an ID with hex in it
+		"deadbeef facade decade",                  // hex letters only: words
+		"1234567 and 20260101",                    // digits only
+		"Node.js and Next.js",                     // products, not files
+		"e.g. i.e. etc.",                          // abbreviations
+		"`nil` `true` `x` `go` `a b`",             // keywords, short words, spaces
+		"```\n`inside a fence`\n```",              // fenced code is not read for identifiers
+		"#fff and # heading and &#123;",           // a colour, a heading, an entity
+		"ISO8601 RFC3339 UTF8",                    // standards are no error codes
+		"2026.12.01",                              // a date with a 4-digit first part
 	} {
 		assert.Empty(t, refs(text), "text %q", text)
 	}
