@@ -35,7 +35,9 @@
 //     three-part version "1.2.3" whose first part has at most 3 digits and
 //     which is not part of a longer dotted number (an IP address is not a
 //     version); a two-part one only after the words "version", "release" or
-//     "ver"; "package@1.2.3". Each may carry a "-pre" or "+build" suffix.
+//     "ver"; "package@1.2.3". Each may carry a "-pre" or "+build" suffix. A
+//     number after "section", "chapter", "step", "figure", "table", "rule",
+//     "item", "paragraph", "clause", "appendix", "part" or "page" is none.
 //   - path: an absolute path of two or more segments ("/tmp/x"; "/compact"
 //     is a command, not a path), "~/", "./" or "../" and a segment, a
 //     relative path of two or more segments whose last has an extension or

@@ -56,7 +56,7 @@ func isSpace(c byte) bool {
 
 const (
 	leadPunct  = "([{<\"'*_,;|>"
-	trailPunct = ")]}>\"'*_.,;:!?|"
+	trailPunct = ")]}>\"'*_.,;:!?|`"
 )
 
 func trimPunct(t string) string {
@@ -357,7 +357,7 @@ func version(t, prev1, _ string) (extracted, bool) {
 		return extracted{}, false
 	}
 	major, _, _ := strings.Cut(t, ".")
-	if parts == 3 && len(major) <= 3 {
+	if parts == 3 && len(major) <= 3 && !numberedPart[prev1] {
 		return extracted{KindVersion, t, lowerASCII(t)}, true
 	}
 	if parts >= 2 && parts <= 3 && (prev1 == "version" || prev1 == "release" || prev1 == "ver" || prev1 == "version:") {
@@ -365,6 +365,12 @@ func version(t, prev1, _ string) (extracted, bool) {
 	}
 	return extracted{}, false
 }
+
+// numberedPart are words before a number that is a part of a document,
+// not a version ("section 3.2.1").
+var numberedPart = map[string]bool{"section": true, "sections": true, "§": true, "chapter": true,
+	"step": true, "figure": true, "fig": true, "table": true, "rule": true, "item": true,
+	"paragraph": true, "clause": true, "appendix": true, "part": true, "page": true}
 
 // versionCore reads N(.N)+ with an optional -pre or +build suffix and
 // returns the number of numeric parts.
