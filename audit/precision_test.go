@@ -192,6 +192,5 @@ func TestPrecisionDoesNotDropBelowWhatWasMeasured(t *testing.T) {
 			_, ok := got[k]
 			assert.True(t, ok, "%s: no %s loss is reported any more; update the table", set.name, k)
 		}
-		}
 	}
 }
