@@ -436,34 +436,26 @@ func (a *Auditor) checkUntil(m Mark, summary string) []Loss {
 	}
 	open(latest)
 
-	var patterns []string
-	owner := []int{}
+	idx := newIndex(normSummary(summary))
+	survived := make([]bool, len(cands))
 	for i, c := range cands {
 		for _, f := range c.forms {
-			if f == "" {
-				continue
+			if f != "" && idx.contains(f) {
+				survived[i] = true
+				break
 			}
-			patterns = append(patterns, f)
-			owner = append(owner, i)
-		}
-	}
-	found := newMatcher(patterns).scan(normSummary(summary))
-	survived := make([]bool, len(cands))
-	for p, ok := range found {
-		if ok {
-			survived[owner[p]] = true
 		}
 	}
 	// First appearance in the history: the order a reader meets them in.
-	var idx []int
+	var lost []int
 	for i, c := range cands {
 		if !survived[i] && len(c.forms) > 0 {
-			idx = append(idx, i)
+			lost = append(lost, i)
 		}
 	}
-	slices.SortStableFunc(idx, func(x, y int) int { return cands[x].seq - cands[y].seq })
-	out := make([]Loss, 0, len(idx))
-	for _, i := range idx {
+	slices.SortStableFunc(lost, func(x, y int) int { return cands[x].seq - cands[y].seq })
+	out := make([]Loss, 0, len(lost))
+	for _, i := range lost {
 		out = append(out, cands[i].loss)
 	}
 	return out

@@ -45,9 +45,30 @@ func extractText(text string, emit func(extracted)) {
 			prev1, prev2 = "", ""
 			continue
 		}
-		token(tok, prev1, prev2, !fence, emit)
-		prev2, prev1 = prev1, lowerASCII(trimPunct(tok))
+		if mayHoldReference(tok) {
+			token(tok, prev1, prev2, !fence, emit)
+		}
+		prev2, prev1 = prev1, tok
 	}
+}
+
+// mayHoldReference is a cheap first look at a token: one of letters and
+// sentence punctuation alone holds no reference but an errno name (all
+// capitals), so most prose is passed over without being read further.
+func mayHoldReference(tok string) bool {
+	upper := 0
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		switch {
+		case c >= 'a' && c <= 'z':
+		case c >= 'A' && c <= 'Z':
+			upper++
+		case c == ',' || c == ';' || c == '!' || c == '?' || c == '(' || c == ')' || c == '"' || c == '\'' || c == '*':
+		default:
+			return true
+		}
+	}
+	return upper >= 4 || (upper == 1 && specialFiles[trimPunct(tok)])
 }
 
 func isSpace(c byte) bool {
@@ -60,11 +81,24 @@ const (
 )
 
 func trimPunct(t string) string {
-	t = strings.TrimLeft(t, leadPunct)
-	t = strings.TrimLeft(t, "“‘«")
-	t = strings.TrimRight(t, trailPunct)
-	t = strings.TrimRight(t, "”’»…")
-	return t
+	for len(t) > 0 && strings.IndexByte(leadPunct, t[0]) >= 0 {
+		t = t[1:]
+	}
+	for _, q := range []string{"“", "‘", "«"} {
+		t = strings.TrimPrefix(t, q)
+	}
+	for {
+		n := len(t)
+		for len(t) > 0 && strings.IndexByte(trailPunct, t[len(t)-1]) >= 0 {
+			t = t[:len(t)-1]
+		}
+		for _, q := range []string{"”", "’", "»", "…"} {
+			t = strings.TrimSuffix(t, q)
+		}
+		if len(t) == n {
+			return t
+		}
+	}
 }
 
 // token reads one token: at most one reference (a markdown link gives its
@@ -114,7 +148,7 @@ func reference(t, prev1, prev2 string, emit func(extracted)) bool {
 	if t == "" {
 		return false
 	}
-	for _, f := range []func(string, string, string) (extracted, bool){issue, errorCode, hash, version, textPath} {
+	for _, f := range grammars {
 		if e, ok := f(t, prev1, prev2); ok {
 			emit(e)
 			return true
@@ -122,6 +156,8 @@ func reference(t, prev1, prev2 string, emit func(extracted)) bool {
 	}
 	return false
 }
+
+var grammars = []func(t, prev1, prev2 string) (extracted, bool){issue, errorCode, hash, version, textPath}
 
 // ---- url
 
@@ -204,12 +240,17 @@ func issue(t, prev1, prev2 string) (extracted, bool) {
 	if n, ok := cutPrefixFold(t, "gh-"); ok && isDigits(n, 1, 6) {
 		return extracted{KindIssue, t, n}, true
 	}
+	prev1, prev2 = word(prev1), word(prev2)
 	if isDigits(t, 1, 6) && (prev1 == "pr" || prev1 == "issue" || prev1 == "ticket" || (prev1 == "request" && prev2 == "pull")) {
 		word := map[string]string{"pr": "PR", "issue": "issue", "ticket": "ticket", "request": "pull request"}[prev1]
 		return extracted{KindIssue, word + " " + t, t}, true
 	}
 	return extracted{}, false
 }
+
+// word is a preceding token as the grammars compare it: punctuation off,
+// lower case. Only a token that a grammar reads is so converted.
+func word(tok string) string { return lowerASCII(trimPunct(tok)) }
 
 // ---- error codes
 
@@ -247,6 +288,7 @@ func errorCode(t, prev1, prev2 string) (extracted, bool) {
 		return extracted{KindErrorCode, t, t}, true
 	}
 	if isDigits(t, 1, 3) {
+		prev1, prev2 = word(prev1), word(prev2)
 		if (prev1 == "status" || prev1 == "code") && prev2 == "exit" {
 			return extracted{KindErrorCode, "exit status " + t, "exit " + t}, true
 		}
@@ -356,6 +398,7 @@ func version(t, prev1, _ string) (extracted, bool) {
 	if !ok {
 		return extracted{}, false
 	}
+	prev1 = word(prev1)
 	major, _, _ := strings.Cut(t, ".")
 	if parts == 3 && len(major) <= 3 && !numberedPart[prev1] {
 		return extracted{KindVersion, t, lowerASCII(t)}, true

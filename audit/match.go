@@ -1,105 +1,94 @@
 package audit
 
-// matcher finds which of many patterns occur in a text, in one pass over
-// the text (Aho-Corasick): building it is linear in the patterns' total
-// length, scanning linear in the text.
-type matcher struct {
-	// next maps (state<<8 | byte) to the next state of the trie.
-	next map[uint64]int32
-	fail []int32
-	// out[s] lists the patterns ending at state s; dict[s] is the nearest
-	// state on s's fail chain with a pattern, or -1.
-	out  [][]int32
-	dict []int32
-	n    int
+// index answers "is p a substring of the text?" in time linear in p: a
+// suffix automaton of the summary, built in time and memory linear in the
+// summary. The summary is the small side of an audit (the history is the
+// large one), so the history's normal forms are looked up in it rather than
+// the other way round.
+type index struct {
+	st []samState
 }
 
-func newMatcher(patterns []string) *matcher {
-	m := &matcher{next: map[uint64]int32{}, fail: []int32{0}, out: [][]int32{nil}, n: len(patterns)}
-	for i, p := range patterns {
-		s := int32(0)
-		for j := 0; j < len(p); j++ {
-			k := uint64(s)<<8 | uint64(p[j])
-			t, ok := m.next[k]
-			if !ok {
-				t = int32(len(m.fail))
-				m.fail = append(m.fail, 0)
-				m.out = append(m.out, nil)
-				m.next[k] = t
-			}
-			s = t
-		}
-		m.out[s] = append(m.out[s], int32(i))
-	}
-	// Breadth-first over the trie: children of each state, by byte.
-	children := make([][]uint64, len(m.fail))
-	for k, t := range m.next {
-		children[k>>8] = append(children[k>>8], k&0xff|uint64(t)<<8)
-	}
-	m.dict = make([]int32, len(m.fail))
-	m.dict[0] = -1
-	queue := []int32{0}
-	for len(queue) > 0 {
-		s := queue[0]
-		queue = queue[1:]
-		for _, c := range children[s] {
-			b, t := byte(c&0xff), int32(c>>8)
-			if s != 0 {
-				f := m.fail[s]
-				for {
-					if u, ok := m.next[uint64(f)<<8|uint64(b)]; ok {
-						m.fail[t] = u
-						break
-					}
-					if f == 0 {
-						m.fail[t] = 0
-						break
-					}
-					f = m.fail[f]
-				}
-			}
-			if f := m.fail[t]; len(m.out[f]) > 0 {
-				m.dict[t] = f
-			} else {
-				m.dict[t] = m.dict[f]
-			}
-			queue = append(queue, t)
-		}
-	}
-	return m
+type samState struct {
+	len, link int32
+	edges     []samEdge
 }
 
-// scan reports, per pattern, whether it occurs in text.
-func (m *matcher) scan(text string) []bool {
-	found := make([]bool, m.n)
-	if m.n == 0 {
-		return found
+type samEdge struct {
+	c  byte
+	to int32
+}
+
+func (s *samState) get(c byte) (int32, bool) {
+	for _, e := range s.edges {
+		if e.c == c {
+			return e.to, true
+		}
 	}
-	seen := make([]bool, len(m.fail)) // states whose outputs were reported
-	s := int32(0)
+	return 0, false
+}
+
+func (s *samState) set(c byte, to int32) {
+	for i := range s.edges {
+		if s.edges[i].c == c {
+			s.edges[i].to = to
+			return
+		}
+	}
+	s.edges = append(s.edges, samEdge{c, to})
+}
+
+func newIndex(text string) *index {
+	x := &index{st: make([]samState, 1, 2*len(text)+1)}
+	x.st[0].link = -1
+	last := int32(0)
 	for i := 0; i < len(text); i++ {
-		b := uint64(text[i])
-		for {
-			if t, ok := m.next[uint64(s)<<8|b]; ok {
-				s = t
+		c := text[i]
+		cur := int32(len(x.st))
+		x.st = append(x.st, samState{len: x.st[last].len + 1})
+		p := last
+		for p != -1 {
+			if _, ok := x.st[p].get(c); ok {
 				break
 			}
-			if s == 0 {
-				break
-			}
-			s = m.fail[s]
+			x.st[p].set(c, cur)
+			p = x.st[p].link
 		}
-		for o := s; o > 0 && !seen[o]; {
-			seen[o] = true
-			for _, p := range m.out[o] {
-				found[p] = true
-			}
-			if d := m.dict[o]; d > 0 {
-				o = d
+		if p == -1 {
+			x.st[cur].link = 0
+		} else {
+			q, _ := x.st[p].get(c)
+			if x.st[p].len+1 == x.st[q].len {
+				x.st[cur].link = q
 			} else {
-				break
+				clone := int32(len(x.st))
+				x.st = append(x.st, samState{len: x.st[p].len + 1, link: x.st[q].link,
+					edges: append([]samEdge(nil), x.st[q].edges...)})
+				for p != -1 {
+					if t, ok := x.st[p].get(c); !ok || t != q {
+						break
+					}
+					x.st[p].set(c, clone)
+					p = x.st[p].link
+				}
+				x.st[q].link = clone
+				x.st[cur].link = clone
 			}
 		}
+		last = cur
 	}
-	return found
+	return x
+}
+
+// contains reports whether p occurs in the text.
+func (x *index) contains(p string) bool {
+	s := int32(0)
+	for i := 0; i < len(p); i++ {
+		t, ok := x.st[s].get(p[i])
+		if !ok {
+			return false
+		}
+		s = t
+	}
+	return true
 }
