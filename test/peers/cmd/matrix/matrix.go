@@ -195,7 +195,9 @@ func (r *run) sawCompaction() bool {
 	return false
 }
 
-func violation(v conformance.Violation) string { return fmt.Sprintf("line %d: %s: %s", v.Line, v.Rule, v.Message) }
+func violation(v conformance.Violation) string {
+	return fmt.Sprintf("line %d: %s: %s", v.Line, v.Rule, v.Message)
+}
 
 // judge decides one rule over one recording's run.
 func judge(rule string, r *run, all map[string]*run) (Verdict, string) {
