@@ -30,7 +30,7 @@ var textBlocks = []textBlock{
 		check: checkExampleOutput},
 	{file: filepath.Join("docs", "performance.md"), first: "ratio (per round; median, [min, max])                                 value                    target",
 		check: checkBenchTable},
-	{file: filepath.Join("docs", "architecture.md"), first: "cmd/acpcompact ──▶ proxy · conformance · internal/acpschema · internal/scenario (for the demo)",
+	{file: filepath.Join("docs", "architecture.md"), first: "cmd/acpcompact ──▶ proxy · conformance · audit · internal/acpschema · internal/scenario (for the demo)",
 		exempt: "a diagram of who imports whom: internal/layering's tests enforce the rules it draws"},
 	{file: filepath.Join("docs", "architecture.md"), first: "wire bytes, both directions, in order ──▶ internal/turn: negotiation, requests by JSON value, turns,",
 		exempt: "a diagram of the data path, which no program prints"},
