@@ -104,9 +104,9 @@
 //
 // # Cost
 //
-// Adding history is linear in its size; checking a summary builds one
-// Aho-Corasick automaton over the normal forms of what the history holds and
-// runs the summary through it once, linear in history and summary. Memory is
+// Adding history is linear in its size; checking a summary builds a suffix
+// automaton of the summary (the small side, linear in it) and looks each
+// reference's normal forms up in it, linear in the history. Memory is
 // bounded by the distinct references held (WithMaxReferences) and a fixed
 // number of open items.
 package audit
