@@ -33,7 +33,7 @@ var textBlocks = []textBlock{
 		check: checkExampleOutput},
 	{file: filepath.Join("docs", "performance.md"), first: "ratio (per round; median, [min, max])                                 value                    target",
 		check: checkBenchTable},
-	{file: filepath.Join("docs", "architecture.md"), first: "cmd/acpcompact ──▶ proxy · conformance · internal/acpschema · internal/scenario (for the demo)",
+	{file: filepath.Join("docs", "architecture.md"), first: "cmd/acpcompact ──▶ proxy · conformance · audit · internal/acpschema · internal/scenario (for the demo)",
 		exempt: "a diagram of who imports whom: internal/layering's tests enforce the rules it draws"},
 	{file: filepath.Join("docs", "architecture.md"), first: "initialize ──▶ capability          what the client can take, per connection",
 		exempt: "a diagram of the data path, which no program prints"},

@@ -1,6 +1,7 @@
 // Command acpcompact is the project's toolbox: `demo` shows compaction
 // reporting end to end, `check` verifies an agent's recorded transcript
-// against the RFD's obligations, and `proxy` gives third-party agent CLIs
+// against the RFD's obligations, `audit` says what each compaction's summary
+// lost of the history it replaced, and `proxy` gives third-party agent CLIs
 // standard compaction updates.
 package main
 
@@ -18,6 +19,7 @@ const usage = `usage: acpcompact <command> [flags] [args]
 commands:
   demo     run the scenario agent against in-process clients and print the timeline
   check    check an ACP transcript (client/agent lines) for compaction conformance
+  audit    say what each compaction's summary lost of the history it replaced
   proxy    run an ACP agent behind a proxy that fixes its compaction reporting
   help     print this help
 
@@ -42,6 +44,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runDemo(ctx, args[1:], stdin, stdout, stderr)
 	case "check":
 		return runCheck(ctx, args[1:], stdin, stdout, stderr)
+	case "audit":
+		return runAudit(ctx, args[1:], stdin, stdout, stderr)
 	case "proxy":
 		return runProxy(ctx, args[1:], stdin, stdout, stderr)
 	case demoAgentCommand: // the demo's new agent process; not listed

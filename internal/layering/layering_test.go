@@ -116,10 +116,9 @@ func TestHostsShareOneEngine(t *testing.T) {
 	}
 }
 
-// The repository's tests use one assertion style, the standard library's
-// testing package: a check, then t.Errorf or t.Fatalf with what was
-// checked. An assertion library in one package and not the others makes a
-// reader learn two dialects.
+// The repository's tests use one assertion style, testify's require and
+// assert (the older tests' package testing checks are being converted). A
+// third assertion library makes a reader learn another dialect.
 func TestOneAssertionStyle(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}`, module+"/...").Output()
 	if err != nil {
@@ -132,7 +131,7 @@ func TestOneAssertionStyle(t *testing.T) {
 		for _, d := range f[1:] {
 			for _, b := range banned {
 				if under(d, b) {
-					t.Errorf("%s's tests import %s: the repository's tests use package testing alone (docs/architecture.md, \"Tests\")", f[0], d)
+					t.Errorf("%s's tests import %s: the repository's tests use testify (docs/architecture.md, \"Tests\")", f[0], d)
 				}
 			}
 		}
