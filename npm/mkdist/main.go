@@ -112,8 +112,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		*version = strings.TrimSpace(string(b))
 	}
-	if !semver.IsValid(*version) || semver.Canonical(*version) != *version && semver.Prerelease(*version) == "" {
-		return fmt.Errorf("version %q is not vMAJOR.MINOR.PATCH", *version)
+	if !semver.IsValid(*version) || semver.Canonical(*version) != *version {
+		return fmt.Errorf("version %q is not vMAJOR.MINOR.PATCH[-PRERELEASE]", *version)
 	}
 	var chosen []platform
 	for _, s := range strings.Split(*only, ",") {

@@ -15,9 +15,11 @@ const self = require(path.join(__dirname, "..", "package.json"));
 const platformPackage = `@acpcompact/${process.platform}-${process.arch}`;
 const exe = process.platform === "win32" ? "acpcompact.exe" : "acpcompact";
 
-function fail(message) {
+// fail exits as a shell does for a command it cannot run: 127 when there
+// is nothing to run, 126 when it is there but cannot be started.
+function fail(message, status = 127) {
   process.stderr.write(`acpcompact: ${message}\n`);
-  process.exit(127);
+  process.exit(status);
 }
 
 function binaryPath() {
@@ -57,7 +59,7 @@ const forward = (signal) => {
 };
 for (const s of forwarded) process.on(s, forward);
 
-child.on("error", (err) => fail(`cannot run ${child.spawnfile}: ${err.message}`));
+child.on("error", (err) => fail(`cannot run ${child.spawnfile}: ${err.message}`, err.code === "ENOENT" ? 127 : 126));
 
 child.on("exit", (code, signal) => {
   if (signal) {
