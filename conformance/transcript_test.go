@@ -29,7 +29,7 @@ func TestReadTranscriptAcceptsTheFormat(t *testing.T) {
 		{N: 6, Dir: conformance.FromClient, Raw: []byte(`{ "a" : [1, 2] }`)},
 		{N: 8, Dir: conformance.FromAgent, Raw: []byte(`{"last":"no newline"}`)},
 	}
-	require.Len(t, lines, len(want), "got %d lines", len(lines))
+	require.Len(t, lines, len(want), "lines read")
 	for i, w := range want {
 		g := lines[i]
 		assert.Equal(t, w, g, "line %d", i)

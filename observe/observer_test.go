@@ -120,9 +120,9 @@ func TestConcurrentSessions(t *testing.T) {
 	wg.Wait()
 	got := c.Snapshot()
 	const n = sessions * perSession
-	if assert.Equal(t, int64(n), got.Started[protocol.Auto], "got %v", got) {
-		if assert.Equal(t, int64(n), got.Settled[series{protocol.Completed, protocol.Auto}], "got %v", got) {
-			assert.Equal(t, int64(2*n), got.SummaryBytes, "got %v", got)
+	if assert.Equal(t, int64(n), got.Started[protocol.Auto], "started auto compactions; snapshot %v", got) {
+		if assert.Equal(t, int64(n), got.Settled[series{protocol.Completed, protocol.Auto}], "completed auto compactions; snapshot %v", got) {
+			assert.Equal(t, int64(2*n), got.SummaryBytes, "summary bytes; snapshot %v", got)
 		}
 	}
 }
