@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +12,8 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // handover is one call of an OnFinalRecord sink, as a test sees it.
@@ -214,20 +214,14 @@ func TestEveryCompactionHandsOverItsFinalRecordExactlyOnceWhoeverSettlesIt(t *te
 				}
 				var err error
 				c, err = em.Session("s").Start(ctx, start...)
-				if err != nil {
-					t.Fatalf("Start: %v", err)
-				}
+				require.NoError(t, err, "Start")
 				for _, b := range streamedAB {
 					if !p.watchdog { // it may have fired already
-						if err := c.Chunk(ctx, b); err != nil {
-							t.Fatalf("Chunk %q: %v", b.Text, err)
-						}
+						require.NoError(t, c.Chunk(ctx, b), "Chunk %q", b.Text)
 					}
 				}
 			}
-			if err := p.settle(ctx, em, tt, c); err != nil {
-				t.Fatalf("settle: %v", err)
-			}
+			require.NoError(t, p.settle(ctx, em, tt, c), "settle")
 			if p.watchdog {
 				deadline := time.Now().Add(10 * time.Second)
 				for k.count("cmp_1") == 0 && time.Now().Before(deadline) {
@@ -236,65 +230,34 @@ func TestEveryCompactionHandsOverItsFinalRecordExactlyOnceWhoeverSettlesIt(t *te
 			}
 
 			got := k.calls()
-			if len(got) != 1 {
-				var ids []protocol.ID
-				for _, h := range got {
-					ids = append(ids, h.rec.ID)
-				}
-				t.Fatalf("final records handed over: got %d %q, want exactly one", len(got), ids)
-			}
+			require.Len(t, got, 1, "final records handed over")
 			h := got[0]
-			if h.sessionID != "s" {
-				t.Errorf("session ID: got %q, want %q", h.sessionID, "s")
-			}
-			if h.rec.ID != "cmp_1" {
-				t.Errorf("record ID: got %q, want %q", h.rec.ID, "cmp_1")
-			}
-			if h.rec.Status != p.status {
-				t.Errorf("record status: got %q, want %q", h.rec.Status, p.status)
-			}
-			if !reflect.DeepEqual(h.rec.Summary, p.summary) {
-				t.Errorf("record summary: got %+v, want %+v", h.rec.Summary, p.summary)
-			}
-			if h.onWire != !p.unseen {
-				t.Errorf("terminal update on the wire at the handover: got %v, want %v (handed over after its terminal update was written; unseen: at settlement)", h.onWire, !p.unseen)
-			}
-			if h.ctxErr != nil {
-				t.Errorf("the sink's context is cancelled: %v", h.ctxErr)
-			}
-			if h.traced != !p.watchdog {
-				t.Errorf("the sink's context has the settling call's trace: got %v, want %v (it keeps the settling call's values)", h.traced, !p.watchdog)
-			}
+			assert.Equal(t, "s", h.sessionID, "session ID")
+			assert.Equal(t, protocol.ID("cmp_1"), h.rec.ID, "record ID")
+			assert.Equal(t, p.status, h.rec.Status, "record status")
+			assert.Equal(t, p.summary, h.rec.Summary, "record summary")
+			assert.Equal(t, !p.unseen, h.onWire, "terminal update on the wire at the handover (handed over after its terminal update was written; unseen: at settlement)")
+			assert.NoError(t, h.ctxErr, "the sink's context is cancelled")
+			assert.Equal(t, !p.watchdog, h.traced, "the sink's context has the settling call's trace (it keeps the settling call's values)")
 			if c != nil {
-				if r := c.Record(); !reflect.DeepEqual(r, h.rec) {
-					t.Errorf("final record is not the handle's Record:\nhandle's: %s\n  handed: %s", recordJSON(r), recordJSON(h.rec))
-				}
-				if h.rec.After != "msg_1" {
-					t.Errorf("record After: got %q, want %q", h.rec.After, "msg_1")
-				}
-			} else if h.rec.After != "" {
-				t.Errorf("record After: got %q, want empty (a failure before any start has no position)", h.rec.After)
+				r := c.Record()
+				assert.Equal(t, h.rec, r, "final record is not the handle's Record:\nhandle's: %s\n  handed: %s", recordJSON(r), recordJSON(h.rec))
+				assert.Equal(t, "msg_1", h.rec.After, "record After")
+			} else {
+				assert.Empty(t, h.rec.After, "record After (a failure before any start has no position)")
 			}
 
 			// Nothing settles it twice, and delivering the held update
 			// hands nothing over again.
 			if c != nil {
-				if err := c.Complete(ctx); !errors.Is(err, emitter.ErrSettled) {
-					t.Errorf("Complete after settlement: got %v, want ErrSettled", err)
-				}
+				assert.ErrorIs(t, c.Complete(ctx), emitter.ErrSettled, "Complete after settlement")
 			}
 			_, _ = em.Session("s").SettleAll(ctx, emitter.ErrTurnEnded)
 			_, _ = em.SettleAll(ctx, emitter.ErrConnectionClosed)
 			tt.on.Store(true)
-			if err := em.Session("s").Deliver(ctx); err != nil {
-				t.Fatalf("Deliver: %v", err)
-			}
-			if !terminalOnWire(rec, "cmp_1") {
-				t.Error("the client never got the terminal update")
-			}
-			if n := k.count("cmp_1"); n != 1 {
-				t.Errorf("final records of cmp_1: got %d, want still exactly one", n)
-			}
+			require.NoError(t, em.Session("s").Deliver(ctx), "Deliver")
+			assert.True(t, terminalOnWire(rec, "cmp_1"), "the client never got the terminal update")
+			assert.Equal(t, 1, k.count("cmp_1"), "final records of cmp_1")
 			validateAll(t, rec, 1)
 		})
 	}
@@ -315,30 +278,19 @@ func TestFinalRecordSinkMayCallTheEmitter(t *testing.T) {
 			return
 		}
 		c, err := s.Start(ctx, emitter.WithID("cmp_2"))
-		if err != nil {
-			t.Errorf("Start cmp_2 from the sink: %v", err)
-		}
-		if err := c.Complete(ctx); err != nil {
-			t.Errorf("Complete cmp_2 from the sink: %v", err)
-		}
-		if n := k.count("cmp_2"); n != 0 {
-			t.Errorf("cmp_2 handed over %d times inside the sink, want 0 (handed over after the sink returns)", n)
-		}
+		assert.NoError(t, err, "Start cmp_2 from the sink")
+		assert.NoError(t, c.Complete(ctx), "Complete cmp_2 from the sink")
+		n := k.count("cmp_2")
+		assert.Equal(t, 0, n, "cmp_2 handed over %d times inside the sink(handed over after the sink returns)", n)
 	}
 	c, err := s.Start(ctx, emitter.WithID("cmp_1"))
-	if err != nil {
-		t.Fatalf("Start cmp_1: %v", err)
-	}
-	if err := c.Complete(ctx); err != nil {
-		t.Fatalf("Complete cmp_1: %v", err)
-	}
+	require.NoError(t, err, "Start cmp_1")
+	require.NoError(t, c.Complete(ctx), "Complete cmp_1")
 	var ids []protocol.ID
 	for _, h := range k.calls() {
 		ids = append(ids, h.rec.ID)
 	}
-	if want := []protocol.ID{"cmp_1", "cmp_2"}; !slices.Equal(ids, want) {
-		t.Errorf("final records handed over: got %q, want %q", ids, want)
-	}
+	assert.Equal(t, []protocol.ID{"cmp_1", "cmp_2"}, ids, "final records handed over")
 }
 
 // TestFinalRecordsOfASessionAreHandedOverOneAtATimeInSettlementOrder:
@@ -351,9 +303,7 @@ func TestFinalRecordsOfASessionAreHandedOverOneAtATimeInSettlementOrder(t *testi
 	var inside atomic.Int32
 	k := &sink{rec: rec}
 	k.during = func(context.Context, string, emitter.Record) {
-		if inside.Add(1) != 1 {
-			t.Error("two calls of the sink at once for one session")
-		}
+		assert.Equal(t, int32(1), inside.Add(1), "two calls of the sink at once for one session")
 		time.Sleep(10 * time.Microsecond)
 		inside.Add(-1)
 	}
@@ -365,17 +315,15 @@ func TestFinalRecordsOfASessionAreHandedOverOneAtATimeInSettlementOrder(t *testi
 		wg.Go(func() {
 			for i := range each {
 				c, err := s.Start(ctx, emitter.WithID(protocol.ID(fmt.Sprintf("cmp_%d_%d", w, i))))
-				if err != nil {
-					t.Errorf("Start cmp_%d_%d: %v", w, i, err)
+				if !assert.NoError(t, err, "Start cmp_%d_%d", w, i) {
 					return
 				}
 				if i%2 == 0 {
-					if err := c.Complete(ctx); err != nil {
-						t.Errorf("Complete %s: %v", c.ID(), err)
-					}
-				} else if err := c.Fail(ctx, errors.New("boom")); err != nil {
-					t.Errorf("Fail %s: %v", c.ID(), err)
+					assert.NoError(t, c.Complete(ctx), "Complete %s", c.ID())
+				} else {
+					assert.NoError(t, c.Fail(ctx, errors.New("boom")), "Fail %s", c.ID())
 				}
+
 			}
 		})
 	}
@@ -390,10 +338,6 @@ func TestFinalRecordsOfASessionAreHandedOverOneAtATimeInSettlementOrder(t *testi
 	for _, h := range k.calls() {
 		handed = append(handed, string(h.rec.ID))
 	}
-	if len(handed) != workers*each {
-		t.Fatalf("final records handed over: got %d, want %d", len(handed), workers*each)
-	}
-	if !slices.Equal(handed, onWire) {
-		t.Errorf("final records not in settlement order:\nhanded over: %q\n    on wire: %q", handed, onWire)
-	}
+	require.Len(t, handed, workers*each, "final records handed over")
+	assert.Equal(t, onWire, handed, "final records not in settlement order:\nhanded over\n    on wire")
 }

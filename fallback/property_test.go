@@ -13,6 +13,7 @@ import (
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/require"
 )
 
 // compactionKey names one compaction on the wire: its stream, the child it
@@ -218,19 +219,12 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 	close(errs)
 	// A goroutine sends only its failure, so the first value (nil once the
 	// closed channel is drained) is the one to report.
-	if err := <-errs; err != nil {
-		t.Fatalf("seed %d: %v", seed, err)
-	}
-	if _, err := em.SettleAll(ctx, emitter.ErrConnectionClosed); err != nil {
-		t.Fatalf("seed %d: closing the connection: %v", seed, err)
-	}
+	require.NoError(t, <-errs, "seed %d", seed)
+	_, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
+	require.NoError(t, err, "seed %d: closing the connection", seed)
 	n, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
-	if err != nil {
-		t.Fatalf("seed %d: closing the connection again: %v", seed, err)
-	}
-	if n != 0 {
-		t.Fatalf("seed %d: the connection closed with %d compactions still open", seed, n)
-	}
+	require.NoError(t, err, "seed %d: closing the connection again", seed)
+	require.Equal(t, 0, n, "seed %d: the connection closed with %d compactions still open", seed, n)
 	return mdl.m
 }
 
@@ -258,26 +252,17 @@ func checkLifecycles(t *testing.T, log *tagLog, want map[compactionKey]expectati
 	v := schemaV1(t)
 	for i, tl := range log.lines {
 		li, err := classify(tl.line)
-		if err != nil {
-			t.Fatalf("line %s: %v", tl.line, err)
-		}
-		if li.kind == protocol.KindUpdate || li.kind == protocol.KindSummaryChunk {
-			t.Fatalf("%s sent to a client without the capability: %s", li.kind, tl.line)
-		}
+		require.NoError(t, err, "line %s", tl.line)
+		require.NotEqual(t, protocol.KindUpdate, li.kind, "%s sent to a client without the capability: %s", li.kind, tl.line)
+		require.NotEqual(t, protocol.KindSummaryChunk, li.kind, "%s sent to a client without the capability: %s", li.kind, tl.line)
 		if i%97 == 0 { // the official schema is slow under -race; sample it
-			if err := v.Update(wiretest.RawUpdate(tl.line)); err != nil {
-				t.Fatalf("update of %s: %v", tl.line, err)
-			}
+			require.NoError(t, v.Update(wiretest.RawUpdate(tl.line)), "update of %s", tl.line)
 		}
-		if li.form == formOther {
-			t.Fatalf("unrecognised fallback update %s", tl.line)
-		}
-		if !causedBy(li.form, tl.kind) {
-			t.Fatalf("a %s form rendered for a %s event: %s", li.form, tl.kind, tl.line)
-		}
-		if li.id != "" && li.id != string(tl.key.id) && li.id != "compact-"+string(tl.key.id) &&
-			li.id != "compact-"+tl.key.child+":"+string(tl.key.id) {
-			t.Fatalf("update names another compaction than %s, which caused it: %s", tl.key, tl.line)
+		require.NotEqual(t, formOther, li.form, "unrecognised fallback update %s", tl.line)
+		require.True(t, causedBy(li.form, tl.kind), "a %s form rendered for a %s event: %s", li.form, tl.kind, tl.line)
+		if li.id != "" {
+			require.Contains(t, []string{string(tl.key.id), "compact-" + string(tl.key.id), "compact-" + tl.key.child + ":" + string(tl.key.id)}, li.id,
+				"update names another compaction than %s, which caused it: %s", tl.key, tl.line)
 		}
 		s := got[tl.key]
 		if s == nil {
@@ -287,21 +272,19 @@ func checkLifecycles(t *testing.T, log *tagLog, want map[compactionKey]expectati
 		s.forms[li.carrier] = append(s.forms[li.carrier], li.form)
 	}
 	for k := range got {
-		if _, known := want[k]; !known {
-			t.Fatalf("updates sent for a compaction never started nor replayed: %s", k)
-		}
+		// A lookup, not require.Contains: that walks the whole map for
+		// each key.
+		_, known := want[k]
+		require.True(t, known, "updates sent for a compaction never started nor replayed: %s", k)
 	}
+
 	for k, e := range want {
 		s := got[k]
 		if e == expectReplaySkipped || len(carriers) == 0 {
-			if s != nil {
-				t.Fatalf("%s: expected nothing on the wire, got %v", k, s)
-			}
+			require.Nil(t, s, "%s: expected nothing on the wire, got %v", k, s)
 			continue
 		}
-		if s == nil {
-			t.Fatalf("%s: no update at all; every started compaction needs its outcome", k)
-		}
+		require.NotNil(t, s, "%s: no update at all; every started compaction needs its outcome", k)
 		for _, c := range carriers {
 			forms := s.forms[c]
 			starts, terminals := 0, 0
@@ -309,34 +292,23 @@ func checkLifecycles(t *testing.T, log *tagLog, want map[compactionKey]expectati
 				switch f {
 				case formStart:
 					starts++
-					if terminals != 0 {
-						t.Fatalf("%s/%s: start form after the outcome: %v", k, c, forms)
-					}
+					require.Equal(t, 0, terminals, "%s/%s: start form after the outcome: %v", k, c, forms)
 				case formTerminal:
 					terminals++
 				case formProgress:
-					if terminals != 0 {
-						t.Fatalf("%s/%s: progress after the outcome: %v", k, c, forms)
-					}
+					require.Equal(t, 0, terminals, "%s/%s: progress after the outcome: %v", k, c, forms)
 				case formContent:
-					if terminals != 1 {
-						t.Fatalf("%s/%s: summary text must follow the outcome (%d terminal forms before it): %v", k, c, terminals, forms)
-					}
+					require.Equal(t, 1, terminals, "%s/%s: summary text must follow the outcome (%d terminal forms before it): %v", k, c, terminals, forms)
 				}
 			}
-			if terminals != 1 {
-				t.Fatalf("%s/%s: got %d terminal forms, want exactly one: %v", k, c, terminals, forms)
-			}
+			require.Equal(t, 1, terminals, "%s/%s", k, c)
 			if e == expectLive {
-				if starts != 1 {
-					t.Fatalf("%s/%s: got %d start forms, want one for a live compaction: %v", k, c, starts, forms)
-				}
-				if forms[0] != formStart {
-					t.Fatalf("%s/%s: the start form comes first, got %s first: %v", k, c, forms[0], forms)
-				}
-			} else if starts != 0 {
-				t.Fatalf("%s/%s: got %d start forms, want none for a replay: %v", k, c, starts, forms)
+				require.Equal(t, 1, starts, "%s/%s", k, c)
+				require.Equal(t, formStart, forms[0], "%s/%s: the start form comes first, got %s first: %v", k, c, forms[0], forms)
+			} else {
+				require.Zero(t, starts, "%s/%s: start forms for a replay: %v", k, c, forms)
 			}
+
 		}
 	}
 }
