@@ -135,7 +135,7 @@ func TestFailedTurnSettlesWithTheCallersReason(t *testing.T) {
 	c.w.take()
 	c.client(turn.Msg{Method: turn.MethodCancel, SessionID: "s1"})
 	c.agent(turn.Msg{ID: id, Failed: true}, func(string) error {
-		t.Error("the reason of a cancelled turn was asked for")
+		assert.Fail(t, "the reason of a cancelled turn was asked for")
 		return nil
 	})
 	assert.Equal(t, []string{"s1 cmp_2 cancelled "}, c.w.take())

@@ -134,39 +134,11 @@ func TestOneAssertionStyle(t *testing.T) {
 	})
 	require.NoError(t, err, "walking the module")
 
-	stillDirect := map[string]int{} // direct calls found, by listed directory
-	for _, d := range notYetConverted {
-		stillDirect[d] = 0
-	}
 	for _, dir := range dirs {
-		rel, err := filepath.Rel(root, dir)
-		require.NoError(t, err)
-		rel = filepath.ToSlash(rel)
 		for _, v := range assertionStyleViolations(t, dir) {
-			if _, listed := stillDirect[rel]; v.direct && listed {
-				stillDirect[rel]++
-				continue
-			}
 			assert.Fail(t, v.String(), "the repository's tests assert with testify alone (docs/architecture.md, \"Tests\")")
 		}
 	}
-	// The list only shrinks: a directory that is converted leaves it.
-	for _, d := range notYetConverted {
-		assert.NotZero(t, stillDirect[d], "notYetConverted names %s, which calls no failure method of testing directly (any more): drop it from the list", d)
-	}
-}
-
-// notYetConverted lists the directories whose tests (or test helpers) still
-// call testing's failure methods directly, from before testify was the
-// style; they are being converted in parallel. The direct-call rule skips
-// them, the import rule does not. Empty this list as their conversions
-// land (the test fails for a listed directory that has none left), and
-// do not add to it.
-var notYetConverted = []string{
-	"examples/scenario-agent",
-	"internal/host",
-	"proxy",
-	"test/storebench",
 }
 
 // otherAssertionLibraries are the import path prefixes of assertion
