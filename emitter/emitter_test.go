@@ -224,7 +224,7 @@ func TestSeveralOpenCompactionsSettleIndependently(t *testing.T) {
 	s := em.Session("s")
 	a, _ := s.Start(ctx, emitter.WithID("a"))
 	b, _ := s.Start(ctx, emitter.WithID("b"))
-	assert.Equal(t, 2, s.Open(), "open compactions")
+	assert.Equal(t, 2, emitter.OpenOf(s), "open compactions")
 	require.NoError(t, b.Chunk(ctx, protocol.Text("b1")), "b.Chunk")
 	require.NoError(t, a.Chunk(ctx, protocol.Text("a1")), "a.Chunk")
 	require.NoError(t, b.Complete(ctx), "b.Complete")
@@ -244,13 +244,18 @@ func TestChunksOutsideAnOpenCompactionAreDroppedAndReported(t *testing.T) {
 	ctx := context.Background()
 	em, rec, obs := newCapable(t)
 	s := em.Session("s")
-	err := s.Chunk(ctx, "early", protocol.Text("before start"))
-	assert.ErrorIs(t, err, emitter.ErrNotOpen, "Chunk before Start")
+	_, err := s.Compaction("early")
+	assert.ErrorIs(t, err, emitter.ErrNotOpen, "the handle of an ID before its Start")
 	c, _ := s.Start(ctx, emitter.WithID("c"))
-	require.NoError(t, s.Chunk(ctx, "c", protocol.Text("ok")), "Session.Chunk c")
+	byID, err := s.Compaction("c")
+	require.NoError(t, err, "Session.Compaction c")
+	require.Same(t, c, byID, "the handle by ID is Start's handle")
+	require.NoError(t, byID.Chunk(ctx, protocol.Text("ok")), "Chunk c by ID")
 	require.NoError(t, c.Complete(ctx), "Complete c")
 	assert.ErrorIs(t, c.Chunk(ctx, protocol.Text("late")), emitter.ErrSettled, "Compaction.Chunk after settlement")
-	assert.ErrorIs(t, s.Chunk(ctx, "c", protocol.Text("late")), emitter.ErrSettled, "Session.Chunk after settlement")
+	assert.ErrorIs(t, byID.Chunk(ctx, protocol.Text("late")), emitter.ErrSettled, "Chunk by ID after settlement")
+	_, err = s.Compaction("c")
+	assert.ErrorIs(t, err, emitter.ErrSettled, "the handle of a settled ID")
 	want := []string{
 		`compaction_update c in_progress`,
 		`compaction_summary_chunk c +"ok"`,
@@ -263,7 +268,7 @@ func TestChunksOutsideAnOpenCompactionAreDroppedAndReported(t *testing.T) {
 			dropped++
 		}
 	}
-	assert.Equal(t, 3, dropped, "dropped events")
+	assert.Equal(t, 2, dropped, "dropped events (the two late chunks)")
 }
 
 func TestExactlyOneTerminalPerID(t *testing.T) {
@@ -275,10 +280,8 @@ func TestExactlyOneTerminalPerID(t *testing.T) {
 	assert.ErrorIs(t, c.Fail(ctx, errors.New("late")), emitter.ErrSettled, "Compaction.Fail after settlement")
 	assert.ErrorIs(t, c.Cancel(ctx), emitter.ErrSettled, "Compaction.Cancel after settlement")
 	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrSettled, "Compaction.Complete after settlement")
-	assert.ErrorIs(t, s.Complete(ctx, "c"), emitter.ErrSettled, "Session.Complete after settlement")
-	assert.ErrorIs(t, s.Cancel(ctx, "c"), emitter.ErrSettled, "Session.Cancel after settlement")
-	assert.ErrorIs(t, s.Fail(ctx, "c", errors.New("x")), emitter.ErrSettled, "Session.Fail after settlement")
-	assert.ErrorIs(t, s.Complete(ctx, "never"), emitter.ErrNotOpen, "Session.Complete of an unknown ID")
+	_, err := s.Start(ctx, emitter.WithID("c"))
+	assert.ErrorIs(t, err, emitter.ErrIDReused, "Start of a settled ID")
 	n, err := s.SettleAll(ctx, emitter.ErrTurnEnded)
 	assert.NoError(t, err, "SettleAll")
 	assert.Equal(t, 0, n, "SettleAll settled")
@@ -286,17 +289,6 @@ func TestExactlyOneTerminalPerID(t *testing.T) {
 	assert.Equal(t, want, wire(rec), "wire")
 	kinds := obs.kinds()
 	assert.Contains(t, kinds, "dropped", "observed events %v: no dropped event", kinds)
-}
-
-func TestFailureBeforeStartIsSentAsInProgressThenFailed(t *testing.T) {
-	ctx := context.Background()
-	em, rec, _ := newCapable(t)
-	require.NoError(t, em.Session("s").Fail(ctx, "early", errors.New("provider overloaded")), "Session.Fail before Start")
-	want := []string{
-		`compaction_update early in_progress`,
-		`compaction_update early failed error=provider overloaded`,
-	}
-	assert.Equal(t, want, wire(rec), "wire")
 }
 
 func TestFinalSummaryIsAnAuthoritativeReplacement(t *testing.T) {
@@ -533,7 +525,9 @@ func TestCapabilityGateLiveAndOnReplay(t *testing.T) {
 			require.NoError(t, err, "Start")
 			require.NoError(t, c.Chunk(ctx, protocol.Text("x")), "Chunk")
 			require.NoError(t, c.Complete(ctx), "Complete")
-			require.NoError(t, s.Fail(ctx, "early", errors.New("x")), "Session.Fail before Start")
+			f, err := s.Start(ctx)
+			require.NoError(t, err, "Start")
+			require.NoError(t, f.Fail(ctx, errors.New("x")), "Fail")
 			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "r", Status: protocol.Completed}), "Replay")
 			if tc.sent {
 				assert.NotEmpty(t, rec.Lines(), "nothing sent to a client with the capability")
@@ -603,10 +597,10 @@ func TestSummaryPolicyDefaultsToUserDisplayableOnly(t *testing.T) {
 func TestNilHandleIsAnErrorNotAPanic(t *testing.T) {
 	var c *emitter.Compaction
 	ctx := context.Background()
-	assert.ErrorIs(t, c.Chunk(ctx, protocol.Text("x")), emitter.ErrNilCompaction, "Chunk on a nil handle")
-	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrNilCompaction, "Complete on a nil handle")
-	assert.ErrorIs(t, c.Fail(ctx, nil), emitter.ErrNilCompaction, "Fail on a nil handle")
-	assert.ErrorIs(t, c.Cancel(ctx), emitter.ErrNilCompaction, "Cancel on a nil handle")
+	assert.ErrorIs(t, c.Chunk(ctx, protocol.Text("x")), emitter.ErrNotOpen, "Chunk on a nil handle")
+	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrNotOpen, "Complete on a nil handle")
+	assert.ErrorIs(t, c.Fail(ctx, nil), emitter.ErrNotOpen, "Fail on a nil handle")
+	assert.ErrorIs(t, c.Cancel(ctx), emitter.ErrNotOpen, "Cancel on a nil handle")
 	assert.Empty(t, c.ID(), "ID of a nil handle")
 	assert.Equal(t, emitter.Record{}, c.Record(), "Record of a nil handle")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/acpcompact/acpcompact/observe"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,7 +40,7 @@ type sink struct {
 
 func (k *sink) final(ctx context.Context, sessionID string, rec emitter.Record) {
 	h := handover{sessionID: sessionID, rec: rec, onWire: terminalOnWire(k.rec, rec.ID), ctxErr: ctx.Err()}
-	_, h.traced = emitter.TraceFrom(ctx)
+	_, h.traced = observe.TraceFrom(ctx)
 	if k.during != nil {
 		k.during(ctx, sessionID, rec)
 	}
@@ -89,8 +90,6 @@ type finalPath struct {
 	// for the paths that start nothing) and, for paths that settle
 	// elsewhere, waits for it.
 	settle func(ctx context.Context, em *emitter.Emitter, tt *turns, c *emitter.Compaction) error
-	// noStart: the path reports cmp_1 without starting it.
-	noStart bool
 	// background starts cmp_1 with Background.
 	background bool
 	// outside starts cmp_1 outside a turn.
@@ -133,17 +132,21 @@ func finalPaths() []finalPath {
 			settle: func(ctx context.Context, _ *emitter.Emitter, _ *turns, c *emitter.Compaction) error {
 				return c.Cancel(ctx)
 			}},
-		{name: "Session.Complete by ID", status: protocol.Completed, summary: streamedAB,
+		{name: "Complete of the handle by ID", status: protocol.Completed, summary: streamedAB,
 			settle: func(ctx context.Context, em *emitter.Emitter, _ *turns, _ *emitter.Compaction) error {
-				return em.Session("s").Complete(ctx, "cmp_1")
+				c, err := em.Session("s").Compaction("cmp_1")
+				if err != nil {
+					return err
+				}
+				return c.Complete(ctx)
 			}},
-		{name: "Session.Fail of an open compaction", status: protocol.Failed,
+		{name: "Fail of the handle by ID", status: protocol.Failed,
 			settle: func(ctx context.Context, em *emitter.Emitter, _ *turns, _ *emitter.Compaction) error {
-				return em.Session("s").Fail(ctx, "cmp_1", errors.New("boom"))
-			}},
-		{name: "Session.Fail before any start", status: protocol.Failed, noStart: true,
-			settle: func(ctx context.Context, em *emitter.Emitter, _ *turns, _ *emitter.Compaction) error {
-				return em.Session("s").Fail(ctx, "cmp_1", errors.New("boom"))
+				c, err := em.Session("s").Compaction("cmp_1")
+				if err != nil {
+					return err
+				}
+				return c.Fail(ctx, errors.New("boom"))
 			}},
 		{name: "SettleAll at the end of the turn", status: protocol.Failed, settle: settleAll(emitter.ErrTurnEnded)},
 		{name: "SettleAll at the cancel grace", status: protocol.Cancelled, settle: settleAll(emitter.ErrCancelled)},
@@ -184,18 +187,18 @@ func finalPaths() []finalPath {
 // the next turn delivers the update), with the handle's Record, the
 // streamed summary a completion kept, the position given at Start, and a
 // context that keeps the settling call's values but not its cancellation.
-// The sink calls the emitter (Session.Open): it runs without the lock.
+// The sink calls the emitter (the session's lock): it runs without it.
 func TestEveryCompactionHandsOverItsFinalRecordExactlyOnceWhoeverSettlesIt(t *testing.T) {
 	for _, p := range finalPaths() {
 		t.Run(p.name, func(t *testing.T) {
-			cctx, cancel := context.WithCancel(emitter.WithTrace(context.Background(), emitter.TraceContext{Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}))
+			cctx, cancel := context.WithCancel(observe.WithTrace(context.Background(), observe.TraceContext{Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}))
 			cancel() // a cancelled turn's records are kept all the same
 			ctx := cctx
 			tt := &turns{}
 			rec := &wiretest.Recorder{}
 			k := &sink{rec: rec}
 			var em *emitter.Emitter
-			k.during = func(_ context.Context, sessionID string, _ emitter.Record) { _ = em.Session(sessionID).Open() }
+			k.during = func(_ context.Context, sessionID string, _ emitter.Record) { _ = emitter.OpenOf(em.Session(sessionID)) }
 			outside := emitter.RefuseOutsideTurn
 			if p.hold {
 				outside = emitter.HoldOutsideTurn
@@ -207,7 +210,7 @@ func TestEveryCompactionHandsOverItsFinalRecordExactlyOnceWhoeverSettlesIt(t *te
 			em = emitter.New(rec, opts...)
 			tt.on.Store(!p.outside)
 			var c *emitter.Compaction
-			if !p.noStart {
+			{
 				start := []emitter.StartOption{emitter.WithID("cmp_1"), emitter.UserDisplayable(), emitter.After("msg_1")}
 				if p.background {
 					start = append(start, emitter.Background())

@@ -97,7 +97,11 @@ func settleWays() []settleWay {
 			}},
 		{name: "failed by id", want: `failed summary=none error="provider overloaded"`,
 			settle: func(ctx context.Context, s *emitter.Session, c *emitter.Compaction) error {
-				return s.Fail(ctx, c.ID(), errors.New("provider overloaded"))
+				h, err := s.Compaction(c.ID())
+				if err != nil {
+					return err
+				}
+				return h.Fail(ctx, errors.New("provider overloaded"))
 			}},
 		{name: "cancelled by the runtime", want: `cancelled summary=none error=none`,
 			settle: func(ctx context.Context, _ *emitter.Session, c *emitter.Compaction) error { return c.Cancel(ctx) }},
@@ -263,7 +267,9 @@ func TestWithheldChunkReturnsErrWithheld(t *testing.T) {
 	err = c.Chunk(ctx, protocol.Text("secret"))
 	require.ErrorIs(t, err, emitter.ErrWithheld, "Compaction.Chunk of a hidden compaction")
 	assert.ErrorContains(t, err, "UserDisplayable", "ErrWithheld text %q does not name UserDisplayable (the error says how to opt in)", err)
-	require.ErrorIs(t, s.Chunk(ctx, "hidden", protocol.Text("secret")), emitter.ErrWithheld, "Session.Chunk of a hidden compaction")
+	h, err := s.Compaction("hidden")
+	require.NoError(t, err, "Session.Compaction hidden")
+	require.ErrorIs(t, h.Chunk(ctx, protocol.Text("secret")), emitter.ErrWithheld, "Chunk by ID of a hidden compaction")
 	require.NoError(t, c.Complete(ctx, emitter.Summary(protocol.Text("secret summary"))), "Complete with a withheld summary (the terminal update was sent: Complete does not fail)")
 	want := []string{
 		`compaction_update hidden in_progress`,

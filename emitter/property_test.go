@@ -75,14 +75,18 @@ func TestPropertyRandomLifecyclesKeepTheInvariants(t *testing.T) {
 							_ = pick().Fail(ctx, errors.New("boom"))
 						case op < 84:
 							_ = pick().Cancel(ctx)
-						case op < 88:
-							_ = s.Fail(ctx, protocol.ID(fmt.Sprintf("early-%d-%d", w, i)), errors.New("early"))
+						case op < 88: // a failure right after the start
+							if c, err := s.Start(ctx, emitter.WithID(protocol.ID(fmt.Sprintf("early-%d-%d", w, i)))); err == nil {
+								_ = c.Fail(ctx, errors.New("early"))
+							}
 						case op < 90:
 							_, _ = s.SettleAll(ctx, emitter.ErrTurnEnded)
 						case op < 92:
 							_, _ = s.SettleAll(ctx, emitter.ErrCancelled)
 						case op < 96:
-							_ = s.Chunk(ctx, protocol.ID(fmt.Sprintf("rt-%d", r.IntN(200))), protocol.Text("y"))
+							if c, err := s.Compaction(protocol.ID(fmt.Sprintf("rt-%d", r.IntN(200)))); err == nil {
+								_ = c.Chunk(ctx, protocol.Text("y"))
+							}
 						default:
 							st := []protocol.Status{protocol.Completed, protocol.Failed, protocol.Cancelled, protocol.InProgress}[r.IntN(4)]
 							_ = s.Replay(ctx, emitter.Record{ID: protocol.ID(fmt.Sprintf("replay-%d-%d", w, i)), Status: st})

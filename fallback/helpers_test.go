@@ -22,14 +22,13 @@ import (
 var v1NoCapability = capability.Negotiation{Version: capability.V1}
 
 // newFallbackEmitter returns an emitter for a v1 client without the
-// capability that renders with r (also for child sessions) into a recorder.
+// capability that renders with r into a recorder.
 func newFallbackEmitter(t testing.TB, r emitter.Renderer, opts ...emitter.Option) (*emitter.Emitter, *wiretest.Recorder) {
 	t.Helper()
 	rec := &wiretest.Recorder{}
 	all := append([]emitter.Option{
 		emitter.WithNegotiation(v1NoCapability),
 		emitter.WithFallback(r),
-		emitter.WithChildRenderer(r),
 	}, opts...)
 	em := emitter.New(rec, all...)
 	require.Equal(t, capability.Fallback, em.Mode(), "mode ; a v1 client without the capability must get the fallback")

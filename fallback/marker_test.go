@@ -44,18 +44,6 @@ func TestMarkerErrorAppearsOnlyForAFailureOrCancelWithText(t *testing.T) {
 	require.NotContains(t, m[2], "error", "a completion has an error key")
 }
 
-func TestMarkerNamesTheChildSessionOnlyForAChildsCompaction(t *testing.T) {
-	ev := started("cmp_1", protocol.Auto)
-	ev.ChildSessionID = "sub_1"
-	done := settled("cmp_1", protocol.Completed)
-	done.ChildSessionID = "sub_1"
-	m := markers(renderEvents(t, fallback.Marker(), ev, done, started("cmp_2", protocol.Auto)), fallback.DefaultMarkerKey)
-	for i := range 2 {
-		require.Equal(t, "sub_1", m[i]["childSessionId"], "marker %d of the child's compaction: childSessionId", i)
-	}
-	require.NotContains(t, m[2], "childSessionId", "the session's own compaction names a child")
-}
-
 func TestMarkerKeyIsConfigurable(t *testing.T) {
 	ups := renderEvents(t, fallback.Marker(fallback.WithKey("example.com/compaction"), fallback.WithKey("")), started("cmp_1", protocol.Auto))
 	require.Len(t, markers(ups, "example.com/compaction"), 1, "markers under example.com/compaction ; an empty key is ignored, the last non-empty one wins")
@@ -98,13 +86,12 @@ func TestMarkerNeverSendsSummariesAndHeartbeatsRepeatTheStart(t *testing.T) {
 func TestOpencodeMarkerReproducesOpencodesExactMarker(t *testing.T) {
 	cancelled := settled("cmp_3", protocol.Cancelled)
 	cancelled.Trigger = protocol.Manual
-	child := started("cmp_4", protocol.Idle)
-	child.ChildSessionID = "sub_1"
+	idle := started("cmp_4", protocol.Idle)
 	ups := renderEvents(t, fallback.OpencodeMarker(),
 		started("msg_1", protocol.Manual), settled("msg_1", protocol.Completed),
 		failedWith("msg_2", "provider overloaded"),
 		settled("msg_5", protocol.Failed),
-		cancelled, child,
+		cancelled, idle,
 	)
 	for _, u := range ups {
 		meta, _ := u["_meta"].(map[string]any)
@@ -118,7 +105,7 @@ func TestOpencodeMarkerReproducesOpencodesExactMarker(t *testing.T) {
 		{"status": "failed", "messageId": "cmp_3", "reason": "manual", "error": map[string]any{"type": "aborted", "message": "Compaction cancelled"}},
 		{"status": "started", "messageId": "cmp_4", "reason": "auto"},
 	}
-	require.Equal(t, want, markers(ups, fallback.OpencodeMarkerKey), "a cancel is failed/aborted, idle is auto, children are not named; markers")
+	require.Equal(t, want, markers(ups, fallback.OpencodeMarkerKey), "a cancel is failed/aborted, idle is auto; markers")
 }
 
 func TestOpencodeMarkerReplaysOneTerminalMarker(t *testing.T) {

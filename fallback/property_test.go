@@ -16,19 +16,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// compactionKey names one compaction on the wire: its stream, the child it
-// belongs to when shown on a parent's stream, and its ID.
+// compactionKey names one compaction on the wire: its stream and its ID.
 type compactionKey struct {
-	session, child string
-	id             protocol.ID
+	session string
+	id      protocol.ID
 }
 
-func (k compactionKey) String() string {
-	if k.child != "" {
-		return fmt.Sprintf("%s/%s/%s", k.session, k.child, k.id)
-	}
-	return fmt.Sprintf("%s/%s", k.session, k.id)
-}
+func (k compactionKey) String() string { return fmt.Sprintf("%s/%s", k.session, k.id) }
 
 type taggedLine struct {
 	key  compactionKey
@@ -47,7 +41,7 @@ type tagLog struct {
 
 func (l *tagLog) renderer(r emitter.Renderer) emitter.Renderer {
 	return rendererFunc(func(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
-		key := compactionKey{ev.SessionID, ev.ChildSessionID, ev.ID}
+		key := compactionKey{ev.SessionID, ev.ID}
 		return r.Render(ctx, ev, emitter.NotifierFunc(func(ctx context.Context, sessionID string, update any) error {
 			// The line is what wiretest.Recorder would keep: the exact
 			// session/update notification.
@@ -90,13 +84,12 @@ type propertyConfig struct {
 	goroutines int
 	opsPer     int
 	sessions   int
-	children   int
 }
 
 // runRandomLifecycles drives em from several goroutines at once with random
 // starts, chunks, completions, failures, cancels, per-session settle-alls,
-// failures reported before any start, and replays, over sessions and child
-// sessions shared between the goroutines; then it closes the connection
+// failures right after the start, and replays, over sessions shared
+// between the goroutines; then it closes the connection
 // (Emitter.SettleAll) so that nothing is left open. It returns what each
 // compaction should look like on the wire.
 func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg propertyConfig) map[compactionKey]expectation {
@@ -104,18 +97,13 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 	ctx := context.Background()
 	mdl := &model{m: make(map[compactionKey]expectation)}
 	type target struct {
-		s     *emitter.Session
-		sid   string // the session its updates are sent under
-		child string
+		s   *emitter.Session
+		sid string
 	}
 	var targets []target
 	for i := range cfg.sessions {
 		sid := fmt.Sprintf("sess_%d", i)
-		targets = append(targets, target{em.Session(sid), sid, ""})
-		for c := range cfg.children {
-			child := fmt.Sprintf("sub_%d_%d", i, c)
-			targets = append(targets, target{em.ChildSession(sid, child), sid, child})
-		}
+		targets = append(targets, target{em.Session(sid), sid})
 	}
 	triggers := []protocol.Trigger{protocol.Manual, protocol.Auto, protocol.Idle}
 	reasons := []error{emitter.ErrCancelled, emitter.ErrTurnEnded, emitter.ErrTimeout, fmt.Errorf("wrapped: %w", emitter.ErrCancelled), errors.New("provider: rate limited")}
@@ -157,7 +145,7 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 					}
 					var c *emitter.Compaction
 					if c, err = tg.s.Start(ctx, opts...); err == nil {
-						mdl.set(compactionKey{tg.sid, tg.child, id}, expectLive)
+						mdl.set(compactionKey{tg.sid, id}, expectLive)
 						open = append(open, c)
 					}
 				case op < 50:
@@ -186,11 +174,14 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 					_, err = tg.s.SettleAll(ctx, reasons[rng.IntN(len(reasons))])
 				case op < 86:
 					id := newID()
-					mdl.set(compactionKey{tg.sid, tg.child, id}, expectLive)
+					mdl.set(compactionKey{tg.sid, id}, expectLive)
 					// Another goroutine's SettleAll may settle it between
-					// its implicit start and its failure; either way it
-					// must end exactly once.
-					err = ok(tg.s.Fail(ctx, id, errors.New("failed before its start event")))
+					// its start and its failure; either way it must end
+					// exactly once.
+					var c *emitter.Compaction
+					if c, err = tg.s.Start(ctx, emitter.WithID(id)); err == nil {
+						err = ok(c.Fail(ctx, errors.New("failed right after its start")))
+					}
 				default:
 					id := newID()
 					st := statuses[rng.IntN(len(statuses))]
@@ -205,7 +196,7 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 					if st.Terminal() {
 						e = expectReplayed
 					}
-					mdl.set(compactionKey{tg.sid, tg.child, id}, e)
+					mdl.set(compactionKey{tg.sid, id}, e)
 					err = tg.s.Replay(ctx, rec)
 				}
 				if err != nil {
@@ -261,7 +252,7 @@ func checkLifecycles(t *testing.T, log *tagLog, want map[compactionKey]expectati
 		require.NotEqual(t, formOther, li.form, "unrecognised fallback update %s", tl.line)
 		require.True(t, causedBy(li.form, tl.kind), "a %s form rendered for a %s event: %s", li.form, tl.kind, tl.line)
 		if li.id != "" {
-			require.Contains(t, []string{string(tl.key.id), "compact-" + string(tl.key.id), "compact-" + tl.key.child + ":" + string(tl.key.id)}, li.id,
+			require.Contains(t, []string{string(tl.key.id), fallback.ToolCallID(tl.key.id)}, li.id,
 				"update names another compaction than %s, which caused it: %s", tl.key, tl.line)
 		}
 		s := got[tl.key]
@@ -314,7 +305,7 @@ func checkLifecycles(t *testing.T, log *tagLog, want map[compactionKey]expectati
 }
 
 func TestPropertyRandomLifecyclesNeverLeakStandardUpdatesAndAlwaysSettle(t *testing.T) {
-	cfg := propertyConfig{goroutines: 4, opsPer: 5000, sessions: 8, children: 1}
+	cfg := propertyConfig{goroutines: 4, opsPer: 5000, sessions: 8}
 	if testing.Short() {
 		cfg.opsPer = 500
 	}
@@ -342,7 +333,7 @@ func TestPropertyRandomLifecyclesNeverLeakStandardUpdatesAndAlwaysSettle(t *test
 			r := log.renderer(tc.r())
 			em := emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error {
 				return errors.New("an update bypassed the renderer")
-			}), emitter.WithNegotiation(v1NoCapability), emitter.WithFallback(r), emitter.WithChildRenderer(r))
+			}), emitter.WithNegotiation(v1NoCapability), emitter.WithFallback(r))
 			want := runRandomLifecycles(t, seed, em, cfg)
 			checkLifecycles(t, log, want, tc.carriers)
 			t.Logf("seed %d: %d operations, %d compactions, %d lines", seed, cfg.goroutines*cfg.opsPer, len(want), len(log.lines))

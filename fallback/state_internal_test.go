@@ -25,7 +25,7 @@ func TestStreamedContentIsReleasedAtTheOutcome(t *testing.T) {
 		s *streams
 	}{{text, &text.streamed}, {tool, &tool.streamed}, {plain, &plain.streamed}} {
 		for i, status := range []protocol.Status{protocol.Completed, protocol.Failed, protocol.Cancelled} {
-			ev := emitter.Event{SessionID: "s", ChildSessionID: "c", ID: protocol.ID(rune('a' + i)), Status: protocol.InProgress}
+			ev := emitter.Event{SessionID: "s", ID: protocol.ID(rune('a' + i)), Status: protocol.InProgress}
 			ev.Kind = emitter.EventChunk
 			ev.Content = protocol.Text("x")
 			require.NoError(t, tc.r.Render(ctx, ev, discard()), "%T: render chunk", tc.r)
@@ -35,16 +35,6 @@ func TestStreamedContentIsReleasedAtTheOutcome(t *testing.T) {
 		n := tc.s.len()
 		require.Equal(t, 0, n, "%T: %d streams still held after every outcome", tc.r, n)
 	}
-}
-
-func TestStreamsKeepChildCompactionsApart(t *testing.T) {
-	var s streams
-	a := emitter.Event{SessionID: "p", ChildSessionID: "a", ID: "cmp_1"}
-	b := emitter.Event{SessionID: "p", ChildSessionID: "b", ID: "cmp_1"}
-	s.add(a, protocol.Text("from a"), false)
-	s.add(b, protocol.Text("from b"), false)
-	require.Equal(t, []protocol.ContentBlock{protocol.Text("from a")}, s.take(a), "child a's stream")
-	require.Equal(t, []protocol.ContentBlock{protocol.Text("from b")}, s.take(b), "child b's stream")
 }
 
 func TestWithMetaNeverWritesTheEventsMap(t *testing.T) {

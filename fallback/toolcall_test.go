@@ -122,14 +122,6 @@ func TestToolCallHeartbeatIsANoOpInProgressUpdate(t *testing.T) {
 	require.Equal(t, (map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "compact-cmp_1", "status": "in_progress"}), strip(ups[0]), "heartbeat")
 }
 
-func TestToolCallOfAChildSessionCannotCollideWithAnotherChilds(t *testing.T) {
-	a, b := started("cmp_1", protocol.Auto), started("cmp_1", protocol.Auto)
-	a.ChildSessionID, b.ChildSessionID = "sub_a", "sub_b"
-	ups := renderEvents(t, fallback.ToolCall(), a, b)
-	require.Equal(t, "compact-sub_a:cmp_1", ups[0]["toolCallId"], "sub_a's toolCallId")
-	require.Equal(t, "compact-sub_b:cmp_1", ups[1]["toolCallId"], "sub_b's toolCallId")
-}
-
 func TestToolCallWordingIsConfigurableAndCarriesTheEventMeta(t *testing.T) {
 	r := fallback.ToolCall(fallback.WithToolCallWording(fallback.ToolCallWording{Title: "Summarise history", Cancelled: "Stopped"}))
 	start := started("cmp_1", protocol.Auto)

@@ -376,5 +376,5 @@ func (t *track) notifier(n emitter.Notifier, id protocol.ID) emitter.Notifier {
 	if t.toolID == "" {
 		return n
 	}
-	return agents.KeepToolCall(n, fallback.ToolCallID("", id), t.toolID, t.toolMeta, t.rawOutput)
+	return agents.KeepToolCall(n, fallback.ToolCallID(id), t.toolID, t.toolMeta, t.rawOutput)
 }

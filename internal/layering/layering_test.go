@@ -82,7 +82,10 @@ func TestImportsAreOneWay(t *testing.T) {
 		"internal/lines": nil,
 		"emitter":        {"protocol", "capability", "internal/pulse"},
 		"fallback":       {"protocol", "emitter", "capability"},
-		"internal/turn":  {"protocol", "capability", "emitter", "internal/skim"},
+		// Observability sits beside the wire, above the emitter it watches.
+		"observe": {"protocol", "emitter"},
+		// The turn engine reads a prompt's trace context (observe's type).
+		"internal/turn": {"protocol", "capability", "emitter", "observe", "internal/skim"},
 		// A store of what a runtime replays: records, never the wire.
 		"sessionlog": {"protocol", "emitter", "internal/lines"},
 

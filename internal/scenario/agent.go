@@ -141,7 +141,7 @@ func New(cfg Config) (*Agent, error) {
 		// closure, which races when connections start at once.
 		emitter.WithRecords(emitter.DefaultRecordKey),
 		emitter.WithUsageUpdates(),
-		emitter.WithObserver(emitter.Observers(a.settled, emitter.NewSlogObserver(a.log))),
+		emitter.WithObserver(a.settled, emitter.NewSlogObserver(a.log)),
 		// Every compaction's final record, whoever settles it, for the
 		// session's history (what session/load replays).
 		emitter.OnFinalRecord(a.final),

@@ -164,7 +164,7 @@ func TestCancelGraceMeansTheSameEverywhere(t *testing.T) {
 		g := <-w.grace
 		assert.True(t, w.e.GraceDue(g), "GraceDue = false for the grace of a running cancelled turn")
 		assert.False(t, w.e.GraceDue(g), "GraceDue = true a second time for one grace: one grace, one settlement")
-		w.e.Started("s")
+		w.e.CompactionStarted("s")
 		g = <-w.grace
 		assert.True(t, w.e.GraceDue(g), "GraceDue = false for the grace of a compaction started after the first ran out")
 	})

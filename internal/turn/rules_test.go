@@ -167,6 +167,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/skim"
+	"github.com/acpcompact/acpcompact/observe"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -735,7 +736,7 @@ func noGrace(d string) step {
 }
 
 func started(name string) step {
-	return step{desc: "Started " + name, act: func(r *rig) { r.e.Started(unalias(name)) }}
+	return step{desc: "CompactionStarted " + name, act: func(r *rig) { r.e.CompactionStarted(unalias(name)) }}
 }
 
 // bind binds a handler to the prompt with raw id rawID; its ends are
@@ -1838,7 +1839,7 @@ func render(m Msg) string {
 	add(m.State != "", "state="+m.State)
 	add(m.RequestID != "", "request="+m.RequestID)
 	add(m.ReplayFrom, "replay")
-	add(m.Trace != (emitter.TraceContext{}), "trace="+m.Trace.Traceparent+"/"+m.Trace.Tracestate+"/"+m.Trace.Baggage)
+	add(m.Trace != (observe.TraceContext{}), "trace="+m.Trace.Traceparent+"/"+m.Trace.Tracestate+"/"+m.Trace.Baggage)
 	add(m.Command != "", "command="+m.Command)
 	return strings.Join(f, " ")
 }

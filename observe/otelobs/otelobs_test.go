@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/observe"
 	"github.com/acpcompact/acpcompact/observe/internal/script"
 	"github.com/acpcompact/acpcompact/observe/otelobs"
 	"github.com/acpcompact/acpcompact/protocol"
@@ -169,7 +170,7 @@ func TestScriptMetrics(t *testing.T) {
 
 func TestScriptSpans(t *testing.T) {
 	f := newFixture(t)
-	ctx := emitter.WithTrace(context.Background(), emitter.TraceContext{
+	ctx := observe.WithTrace(context.Background(), observe.TraceContext{
 		Traceparent: traceparent, Tracestate: tracestate, Baggage: "tenant=acme",
 	})
 	script.Run(t, ctx, f.obs)
@@ -258,7 +259,7 @@ func TestParentFromContextSpan(t *testing.T) {
 	ctx, prompt := f.tp.Tracer("test").Start(context.Background(), "prompt")
 	em := emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error { return nil }),
 		emitter.WithNegotiation(script.Negotiation), emitter.WithObserver(f.obs))
-	for i, c := range []context.Context{ctx, emitter.WithTrace(ctx, emitter.TraceContext{Traceparent: "not-a-traceparent"})} {
+	for i, c := range []context.Context{ctx, observe.WithTrace(ctx, observe.TraceContext{Traceparent: "not-a-traceparent"})} {
 		cmp, err := em.Session("s").Start(c, emitter.WithID(protocol.ID(fmt.Sprint("p", i))))
 		require.NoError(t, err, "em.Session(\"s\").Start")
 		require.NoError(t, cmp.Complete(c), "cmp.Complete")
@@ -270,22 +271,6 @@ func TestParentFromContextSpan(t *testing.T) {
 		}
 		if assert.Equal(t, prompt.SpanContext().SpanID(), s.Parent.SpanID(), "%s: parent", id) {
 			assert.False(t, s.Parent.IsRemote(), "%s: parent %v, want the prompt span", id, s.Parent)
-		}
-	}
-}
-
-func TestChildSessionSpan(t *testing.T) {
-	f := newFixture(t)
-	em := emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error { return nil }),
-		emitter.WithNegotiation(script.Negotiation), emitter.WithObserver(f.obs))
-	ctx := context.Background()
-	cmp, err := em.ChildSession("parent", "child").Start(ctx, emitter.WithID("k"))
-	require.NoError(t, err, "em.ChildSession(\"parent\", \"child\").Start")
-	require.NoError(t, cmp.Complete(ctx), "cmp.Complete")
-	got := attrs(f.spanByID(t)["k"])
-	if assert.Equal(t, "child", got["gen_ai.conversation.id"], "attributes %v", got) {
-		if assert.Equal(t, "parent", got["acpcompact.session.id"], "attributes %v", got) {
-			assert.Equal(t, "child", got["acpcompact.child_session.id"], "attributes %v", got)
 		}
 	}
 }

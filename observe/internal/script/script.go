@@ -26,7 +26,7 @@ import (
 //	s1/c4  auto    failed by Emitter.SettleAll(ErrConnectionClosed): abandoned
 //	s2/c5  auto    cancelled by Session.SettleAll(ErrCancelled): abandoned (cancel_unreported)
 //	s1/c6  manual  failed by Session.SettleAll(nil), i.e. ErrTurnEnded: abandoned
-//	s1/c7  manual  Session.Fail before any start with ErrAgentCrashed: abandoned
+//	s1/c7  manual  failed right after its start with ErrAgentCrashed: abandoned
 //	s3/old auto    replayed completed; s3/run (in progress) skipped
 //	u/u1   auto    completed, both updates undeliverable
 //	w/w1   idle    failed by the watchdog (ErrTimeout): abandoned
@@ -93,7 +93,9 @@ func Run(t testing.TB, ctx context.Context, obs emitter.Observer) {
 	require.NoError(t, err, "s1.SettleAll")
 	require.Equal(t, 1, n, "s1.SettleAll settled")
 
-	must(s1.Fail(ctx, "c7", emitter.ErrAgentCrashed))
+	c7, err := s1.Start(ctx, emitter.WithID("c7"))
+	must(err)
+	must(c7.Fail(ctx, emitter.ErrAgentCrashed))
 
 	must(s3.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed, Trigger: protocol.Auto, Summary: []protocol.ContentBlock{protocol.Text("x")}, Displayable: true}))
 	must(s3.Replay(ctx, emitter.Record{ID: "run", Status: protocol.InProgress}))
@@ -120,7 +122,7 @@ func RunWatchdog(t testing.TB, ctx context.Context, obs emitter.Observer) {
 		}
 	})
 	ew := emitter.New(emitter.NotifierFunc(nop), emitter.WithNegotiation(Negotiation),
-		emitter.WithObserver(emitter.Observers(obs, signal)), emitter.WithMaxDuration(time.Millisecond))
+		emitter.WithObserver(obs, signal), emitter.WithMaxDuration(time.Millisecond))
 	_, err := ew.Session("w").Start(ctx, emitter.WithID("w1"), emitter.WithTrigger(protocol.Idle))
 	require.NoError(t, err, "Start w1")
 	select {
