@@ -328,3 +328,10 @@ type rendererFunc func(ctx context.Context, ev emitter.Event, n emitter.Notifier
 func (f rendererFunc) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
 	return f(ctx, ev, n)
 }
+
+// TestShutdownIsBoundedWhenASinkBlocks: a final-record sink that blocks
+// holds neither Shutdown past its context nor the terminal updates
+// (hardening issue, 7).
+func TestShutdownIsBoundedWhenASinkBlocks(t *testing.T) {
+	kittest.ShutdownIsBoundedWhenASinkBlocks(t, stack{})
+}

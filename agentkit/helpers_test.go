@@ -125,7 +125,7 @@ func (a *agent) serve(opts ...agentkit.Option) kittest.Served {
 		// still reaches the client.
 		_ = conn.Close()
 		<-conn.DisconnectNotify()
-	}}
+	}, Shutdown: a.kit.Shutdown}
 }
 
 // outConn is a net.Conn whose writes go through w.

@@ -152,7 +152,13 @@ func (b *binding) close(ctx context.Context, conn *jsonrpc2.Conn) error {
 // waited for at most that long (less when it had taken nothing for a
 // while already), after which what it has not taken is dropped. It returns
 // nil when everything was written, else the errors of the connections
-// that could not be (joined). Connections made after it close at once.
+// that could not be (joined). Connections made after it close at once.//
+// The OnFinalRecord sink calls of what it settles run after every terminal
+// update was written, and are waited for within the same bound: when
+// Shutdown returns nil they have all returned, so the agent may close its
+// store. When one is still running at the bound (a store that hangs),
+// Shutdown returns an error wrapping context.DeadlineExceeded and that
+// sink goes on; its record is still handed over, once, when it returns.
 func (k *Kit) Shutdown(ctx context.Context) error {
 	k.mu.Lock()
 	k.shut = true
@@ -208,7 +214,7 @@ func (k *Kit) tap(conn *jsonrpc2.Conn) *tap.Tap {
 }
 
 // Emitter returns conn's emitter, for what Session does not cover
-// (Mode, Negotiation, CloseSession). Its reporting calls pass the
+// (Mode, CloseSession). Its reporting calls pass the
 // turn guard as Session's do, and its compactions are settled at the end
 // of their session's turn: from the first call on, every turn's end
 // settles its session in the emitter, which then keeps a tracker of each

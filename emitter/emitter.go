@@ -55,6 +55,29 @@ var (
 	// compaction begin. Start a compaction that may outlive its turn with
 	// Background; report one that belongs to a turn while the turn runs.
 	ErrOutsideTurn = errors.New("emitter: no turn of the session is running (start a compaction that may outlive its turn with emitter.Background())")
+	// ErrHoldLimit: what the session keeps for its client is at its bound,
+	// so nothing of this was kept or sent. A session keeps at most 256
+	// compactions its client has not seen start (held between turns, or
+	// started with Background), and at most 8 MiB of summary blocks (the
+	// chunks of those compactions, the summaries of their terminal updates
+	// waiting for a turn, and with OnFinalRecord the streamed blocks kept
+	// for the records of open compactions). Past the first bound Start is
+	// refused and its ID counts as used, so that nothing of it reaches the
+	// client later. Past the second the compaction's kept blocks are let
+	// go: a compaction the client has not seen start never shows a summary
+	// streamed before or after (Chunk returns ErrHoldLimit, and a
+	// completion that keeps what was streamed ends with none), since the
+	// client must never hold part of one as the whole; a compaction the
+	// client sees keeps streaming, and only its record goes without the
+	// streamed summary. Memory stays bounded by what is live, however
+	// long a client stays away.
+	ErrHoldLimit = errors.New("emitter: the session's hold is full (256 compactions its client has not seen start, or 8 MiB of summary); nothing of it was kept or sent")
+)
+
+// The bounds of what a session keeps for its client (see ErrHoldLimit).
+const (
+	holdCompactions = 256
+	holdBytes       = 8 << 20
 )
 
 // Reasons for SettleAll. They decide the terminal status:
@@ -148,9 +171,6 @@ func New(n Notifier, opts ...Option) *Emitter {
 // Mode reports how this connection renders compaction.
 func (e *Emitter) Mode() capability.Mode { return e.mode }
 
-// Negotiation returns what the initialize exchange established.
-func (e *Emitter) Negotiation() capability.Negotiation { return e.cfg.negotiation }
-
 // Session returns the tracker of one ACP session, creating it on first use.
 func (e *Emitter) Session(sessionID string) *Session {
 	e.mu.Lock()
@@ -183,7 +203,11 @@ func (e *Emitter) CloseSession(ctx context.Context, sessionID string, reason err
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	return s.settleAll(ctx, reason, true)
+	n, err := s.settleAll(ctx, reason, true)
+	if herr := s.handOverWithin(ctx); err == nil {
+		err = herr
+	}
+	return n, err
 }
 
 // SettleAll settles every open compaction of every session for reason (see
@@ -193,10 +217,17 @@ func (e *Emitter) CloseSession(ctx context.Context, sessionID string, reason err
 func (e *Emitter) SettleAll(ctx context.Context, reason error) (int, error) {
 	total := 0
 	var first error
-	for _, s := range e.all() {
+	sessions := e.all()
+	for _, s := range sessions {
 		n, err := s.settleAll(ctx, reason, true)
 		total += n
 		if first == nil {
+			first = err
+		}
+	}
+	// Every session's terminal updates first, then the records.
+	for _, s := range sessions {
+		if err := s.handOverWithin(ctx); first == nil {
 			first = err
 		}
 	}
@@ -254,6 +285,10 @@ type Session struct {
 	// finals are the final records waiting for OnFinalRecord's sink, in
 	// settlement order.
 	finals []final
+	// kept is the bytes of summary blocks the session keeps: its
+	// compactions' held blocks and the summaries of terminal updates
+	// waiting for a turn, bounded by holdBytes.
+	kept int
 }
 
 // final is a final record waiting to be handed over (OnFinalRecord), with
@@ -267,37 +302,83 @@ type final struct {
 // in order, without s.mu held. Every path that settles calls it once it
 // has released s.mu. Only one goroutine hands over at a time: one that
 // finds another at it leaves its record to it, which is what lets the sink
-// call the emitter, even settle, without deadlocking on itself.
+// call the emitter, even settle, without deadlocking on itself. A sink
+// that panics still gets every other record, those its own calls queued
+// included (exactly once); then the first panic goes on, to the caller.
 func (s *Session) handOver() {
+	if p := s.handOverCaught(); p != nil {
+		panic(p)
+	}
+}
+
+// handOverCaught is handOver, returning the sink's first panic, if any,
+// rather than letting it go on.
+func (s *Session) handOverCaught() (panicked any) {
 	f := s.e.cfg.onFinal
 	if f == nil {
-		return
+		return nil
 	}
 	s.mu.Lock()
-	if s.handing || len(s.finals) == 0 {
-		s.mu.Unlock()
-		return
+	defer s.mu.Unlock()
+	if s.handing {
+		return nil
 	}
 	s.handing = true
-	locked := true
-	defer func() {
-		// Also when f panics: later records must not wait forever.
-		if !locked {
-			s.mu.Lock()
-		}
-		s.handing = false
-		s.mu.Unlock()
-	}()
 	for len(s.finals) > 0 {
 		batch := s.finals
 		s.finals = nil
 		s.mu.Unlock()
-		locked = false
 		for _, fr := range batch {
-			f(fr.ctx, s.id, fr.rec)
+			if p := callSink(f, fr.ctx, s.id, fr.rec); p != nil && panicked == nil {
+				panicked = p
+			}
 		}
 		s.mu.Lock()
-		locked = true
+	}
+	s.handing = false
+	return panicked
+}
+
+// callSink calls the sink with rec and returns what it panicked with.
+func callSink(f func(context.Context, string, Record), ctx context.Context, sessionID string, rec Record) (panicked any) {
+	defer func() { panicked = recover() }()
+	f(ctx, sessionID, rec)
+	return nil
+}
+
+// handOverWithin hands over as handOver does, for the host's settlements
+// (SettleAll, CloseSession): it waits for the sink up to ctx's deadline,
+// if it has one. A cancelled ctx does not cut the wait short (a cancelled
+// turn's records are kept all the same); a deadline does: when it passes
+// first, handOverWithin returns an error wrapping
+// context.DeadlineExceeded, and the sink goes on with the session's
+// records on a goroutine of its own (a panic there goes on there).
+func (s *Session) handOverWithin(ctx context.Context) error {
+	if s.e.cfg.onFinal == nil {
+		return nil
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		s.handOver()
+		return nil
+	}
+	done := make(chan any, 1)
+	go func() { done <- s.handOverCaught() }()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case p := <-done:
+		if p != nil {
+			panic(p)
+		}
+		return nil
+	case <-t.C:
+		go func() {
+			if p := <-done; p != nil {
+				panic(p)
+			}
+		}()
+		return fmt.Errorf("emitter: session %s: final records still being handed over: %w", s.id, context.DeadlineExceeded)
 	}
 }
 
@@ -378,11 +459,29 @@ func (u *idSet) add(id protocol.ID) {
 // turn Start is refused with ErrOutsideTurn, or, with HoldOutsideTurn, the
 // compaction opens held and the client sees it when the session's next
 // turn begins. A compaction started with Background is shown only when it
-// settles, in or outside a turn.
+// settles, in or outside a turn. A session holds at most 256 compactions
+// its client has not seen start; past that Start is refused with
+// ErrHoldLimit.
+//
+// A call whose context says its turn is over (its cause is, or matches,
+// ErrTurnEnded, as the agent kits' prompt contexts do once their turn has
+// ended, a cancelled one's included) is refused with ErrOutsideTurn,
+// whatever turn of the session runs now: a runtime goroutine that outlived
+// its prompt must not open a compaction in the next one. Background
+// compactions may outlive their turn and are let through.
 func (s *Session) Start(ctx context.Context, opts ...StartOption) (*Compaction, error) {
 	var so startOptions
 	for _, o := range opts {
 		o(&so)
+	}
+	if cause := context.Cause(ctx); !so.background && errors.Is(cause, ErrTurnEnded) {
+		// The call belongs to a turn that is over, whatever turn runs
+		// now (a runtime goroutine that outlived its prompt).
+		err := fmt.Errorf("%w: session %s: the call's turn is over (%w)", ErrOutsideTurn, s.id, cause)
+		s.mu.Lock()
+		s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: so.id, Err: err})
+		s.mu.Unlock()
+		return nil, err
 	}
 	release, err := s.e.admit(ctx, s.id)
 	if err != nil {
@@ -427,6 +526,14 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 	inTurn := s.inTurnLocked()
 	if !inTurn && !so.background && s.e.cfg.outside == RefuseOutsideTurn {
 		err := fmt.Errorf("%w: session %s, compaction %s", ErrOutsideTurn, s.id, id)
+		s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
+		return nil, err
+	}
+	if (!inTurn || so.background) && len(s.unseen) >= holdCompactions {
+		// Its ID is spent: nothing of this compaction may reach the
+		// client later, when a slot is free, half-way through.
+		s.used.add(id)
+		err := fmt.Errorf("%w: session %s, compaction %s: %d compactions are held", ErrHoldLimit, s.id, id, len(s.unseen))
 		s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
 		return nil, err
 	}
@@ -485,7 +592,11 @@ func (s *Session) notOpenLocked(id protocol.ID) error {
 // Agentkit calls it when a turn ends; runtimes may call it on their own
 // interruptions. It returns how many it settled and the first delivery error.
 func (s *Session) SettleAll(ctx context.Context, reason error) (int, error) {
-	return s.settleAll(ctx, reason, false)
+	n, err := s.settleAll(ctx, reason, false)
+	if herr := s.handOverWithin(ctx); err == nil {
+		err = herr
+	}
+	return n, err
 }
 
 // settleAll is SettleAll; background says whether compactions started with
@@ -511,7 +622,11 @@ func (s *Session) settleAll(ctx context.Context, reason error, background bool) 
 	n := 0
 	var first error
 	for _, c := range open {
-		err := c.settle(ctx, status, reason, settleOptions{by: SettledBySettleAll})
+		// Every terminal update goes out before any record is handed
+		// over, so that a slow sink delays none of them.
+		s.mu.Lock()
+		err := c.settleLocked(ctx, status, reason, settleOptions{by: SettledBySettleAll})
+		s.mu.Unlock()
 		if errors.Is(err, ErrSettled) {
 			continue // the runtime settled it meanwhile
 		}
@@ -529,10 +644,18 @@ func (s *Session) settleAll(ctx context.Context, reason error, background bool) 
 // compaction still running elsewhere; it is skipped, since no live turn on
 // this connection will settle it. Replay marks the ID used in this session;
 // a record without an ID is refused with protocol.ErrInvalidID.
+//
+// A replay settles what it replays: when the session has a compaction of
+// that ID open (one held between turns, say, whose start the client has
+// not seen), the replayed terminal update is its one terminal update. It
+// is settled as the record says, nothing more of it is sent (its held
+// start is not delivered after the replay), its handle's calls return
+// ErrSettled, and OnFinalRecord gets its final record.
 func (s *Session) Replay(ctx context.Context, rec Record) error {
 	if rec.ID == "" {
 		return protocol.ErrInvalidID
 	}
+	defer s.handOver() // deferred first, so it runs once s.mu is released
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.used.add(rec.ID)
@@ -559,7 +682,53 @@ func (s *Session) Replay(ctx context.Context, rec Record) error {
 	} else {
 		ev.Error = protocol.Null[string]()
 	}
-	return s.emitLocked(ctx, ev)
+	err := s.emitLocked(ctx, ev)
+	if c := s.findOpen(rec.ID); c != nil {
+		c.replayedLocked(ctx, rec, blocks)
+	}
+	for _, c := range s.unseen {
+		if c.id == rec.ID && c.settled {
+			// Settled unseen, its terminal update waiting for a turn:
+			// the replay's is the one the client gets.
+			c.late = nil
+			s.kept -= c.lateBytes
+			c.lateBytes = 0
+			c.shown = true
+			s.removeUnseen(c)
+			break
+		}
+	}
+	return err
+}
+
+// replayedLocked settles open compaction c by the replay of its ID, whose
+// terminal update (summary blocks as sent) the client just got instead of
+// anything c kept for it.
+func (c *Compaction) replayedLocked(ctx context.Context, rec Record, blocks []protocol.ContentBlock) {
+	s := c.s
+	c.settled = true
+	c.end = &ending{status: rec.Status, summary: blocks, errText: rec.Error, details: rec.Details}
+	s.removeOpen(c)
+	if !c.shown {
+		s.removeUnseen(c)
+		c.shown = true
+	}
+	c.releaseLocked()
+	if c.watchdog != nil {
+		c.watchdog.Stop()
+	}
+	if c.heartbeat != nil {
+		c.heartbeat.timer.Stop()
+	}
+	// The observer saw it start: it sees it end, as the runtime's own
+	// report of its ID.
+	ev := c.event(EventSettled)
+	ev.SettledBy, ev.Status, ev.Duration = SettledByRuntime, rec.Status, time.Since(c.started)
+	if rec.Error != "" {
+		ev.Err = errors.New(rec.Error)
+	}
+	s.observeLocked(ctx, ev)
+	s.queueFinalLocked(ctx, c)
 }
 
 // filterLocked applies the summary policy to a final or replayed summary;
@@ -678,6 +847,14 @@ type Compaction struct {
 	// Otherwise nothing is kept, and memory stays constant.
 	held []protocol.ContentBlock
 	late *Event
+	// keptBytes and lateBytes are what held and late's summary cost the
+	// session's hold (Session.kept).
+	keptBytes, lateBytes int
+	// lost: past the hold's bound, its streamed blocks were let go and no
+	// more are kept, so its record has no streamed summary. hidden: it was
+	// lost before the client saw it start, so none of its streamed
+	// summary is ever sent (the client must not hold part of it).
+	lost, hidden bool
 }
 
 // ending is what a compaction keeps once settled, for Record. It is
@@ -735,11 +912,15 @@ func (c *Compaction) chunk(ctx context.Context, block protocol.ContentBlock) err
 		return err
 	}
 	ev.Content = b
-	if !c.shown {
+	if !c.shown || c.hidden {
 		// Kept for the client, which sees it when the compaction is
 		// shown: memory follows what is live, the summary of an open
-		// compaction.
-		c.held = append(c.held, b)
+		// compaction, within the session's hold.
+		if c.hidden || !c.keepLocked(b) {
+			err := fmt.Errorf("%w: session %s, compaction %s: its summary is not shown", ErrHoldLimit, s.id, c.id)
+			s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: c.id, Content: b, Err: err})
+			return err
+		}
 		s.observeLocked(ctx, ev)
 		return nil
 	}
@@ -748,8 +929,10 @@ func (c *Compaction) chunk(ctx context.Context, block protocol.ContentBlock) err
 	c.active = true
 	if s.e.cfg.onFinal != nil {
 		// Kept for the final record: the client holds it, and a
-		// completion that keeps what was streamed leaves it there.
-		c.held = append(c.held, b)
+		// completion that keeps what was streamed leaves it there. Past
+		// the hold's bound the record goes without it; the client still
+		// gets every chunk.
+		c.keepLocked(b)
 	}
 	return s.emitLocked(ctx, ev)
 }
@@ -769,7 +952,7 @@ func (c *Compaction) showLocked(ctx context.Context) error {
 		}
 	}
 	if s.e.cfg.onFinal == nil {
-		c.held = nil // sent; nothing needs them any more
+		c.releaseLocked() // sent; nothing needs them any more
 	}
 	c.active = true
 	return first
@@ -780,6 +963,8 @@ func (c *Compaction) showLocked(ctx context.Context) error {
 func (c *Compaction) deliverEndLocked(ctx context.Context) error {
 	ev := c.late
 	c.late = nil
+	c.s.kept -= c.lateBytes
+	c.lateBytes = 0
 	c.shown = true
 	if ev == nil {
 		return nil
@@ -983,12 +1168,26 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 		end.errText = s.e.cfg.errorText(cause)
 		ev.Error = protocol.Set(end.errText)
 	}
-	c.held = nil
+	c.releaseLocked()
 	if !c.shown && !s.inTurnLocked() {
 		// Between turns: the observer learns of the settlement now, the
 		// client when the session's next turn begins (Deliver). The record
 		// is final now, and handed over now: the replay must hold it even
-		// if the client never comes back for that turn.
+		// if the client never comes back for that turn. Its summary waits
+		// within the session's hold; past it the update goes without, and
+		// so does the record, so that the client holds what a replay
+		// gives it.
+		if blocks, ok := ev.Summary.Get(); ok && len(blocks) > 0 {
+			if size := blocksSize(blocks); s.kept+size > holdBytes {
+				ev.Summary = protocol.Null[[]protocol.ContentBlock]()
+				end.summary = nil
+				s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: c.id, Status: status,
+					Err: fmt.Errorf("%w: session %s, compaction %s: its summary is not shown", ErrHoldLimit, s.id, c.id)})
+			} else {
+				s.kept += size
+				c.lateBytes = size
+			}
+		}
 		c.late = &ev
 		s.observeLocked(ctx, ev)
 		s.queueFinalLocked(ctx, c)
@@ -1132,4 +1331,58 @@ func randomID() protocol.ID {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return protocol.ID("cmp_" + hex.EncodeToString(b[:]))
+}
+
+// blockSize is what a kept block costs the session's hold: its payload,
+// and a fixed part for the block and its slot.
+func blockSize(b protocol.ContentBlock) int {
+	n := 64 + len(b.Type) + len(b.Text)
+	for k, v := range b.Extra {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+func blocksSize(bs []protocol.ContentBlock) int {
+	n := 0
+	for _, b := range bs {
+		n += blockSize(b)
+	}
+	return n
+}
+
+// keepLocked keeps b among c's held blocks within the session's hold. Past
+// the bound the compaction loses its kept blocks for good (loseLocked) and
+// keepLocked reports false.
+func (c *Compaction) keepLocked(b protocol.ContentBlock) bool {
+	if c.lost {
+		return false
+	}
+	size := blockSize(b)
+	if c.s.kept+size > holdBytes {
+		c.loseLocked()
+		return false
+	}
+	c.held = append(c.held, b)
+	c.keptBytes += size
+	c.s.kept += size
+	return true
+}
+
+// loseLocked lets c's kept blocks go: past the hold's bound, none of its
+// streamed summary is kept any more; one its client has not seen start
+// never shows any (hidden).
+func (c *Compaction) loseLocked() {
+	c.releaseLocked()
+	c.lost = true
+	if !c.shown {
+		c.hidden = true
+	}
+}
+
+// releaseLocked gives c's held blocks back to the session's hold.
+func (c *Compaction) releaseLocked() {
+	c.s.kept -= c.keptBytes
+	c.keptBytes = 0
+	c.held = nil
 }

@@ -45,3 +45,10 @@ type RendererFunc func(ctx context.Context, ev Event, n Notifier) error
 
 // Render calls f.
 func (f RendererFunc) Render(ctx context.Context, ev Event, n Notifier) error { return f(ctx, ev, n) }
+
+// KeptBytes returns the bytes of summary blocks s keeps (its hold).
+func KeptBytes(s *Session) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kept
+}

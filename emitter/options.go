@@ -73,7 +73,9 @@ const (
 	// HoldOutsideTurn: the compaction opens, but nothing about it is sent
 	// until the session's next turn begins (Session.Deliver). The proxy
 	// uses it: the agent it carries has already started the compaction,
-	// and nothing it reports may be lost.
+	// and nothing it reports may be lost. What a session holds is bounded
+	// (see ErrHoldLimit): past the bound a start is refused, and a summary
+	// is let go whole rather than shown in part.
 	HoldOutsideTurn
 )
 
@@ -113,8 +115,11 @@ func WithGate(gate func(ctx context.Context, sessionID string) (release func(), 
 // Session.Replay needs to leave a client holding what the live client
 // held, the summary streamed by a completion that kept it included: with
 // OnFinalRecord set, the emitter keeps the streamed blocks of each open
-// compaction until it settles (memory follows what is live; without it,
-// none are kept and memory per open compaction stays constant). It is the
+// compaction until it settles (memory follows what is live, within the
+// session's hold: past 8 MiB a record goes without its streamed summary,
+// see ErrHoldLimit; without OnFinalRecord none are kept and memory per
+// open compaction stays constant). A replay of an open compaction's ID
+// settles it (Session.Replay), and its record is handed over too. It is the
 // runtime's sink for history: store each record, in order, and replay the
 // stored records on session/load.
 //
@@ -127,8 +132,15 @@ func WithGate(gate func(ctx context.Context, sessionID string) (release func(), 
 //
 // f is called without the emitter's locks held, one call at a time per
 // session, in settlement order, so it may call the emitter (a record that
-// a call from f settles is handed over once f returns). Normally the call
-// that settled a compaction returns after f has run for it; when another
+// a call from f settles is handed over once f returns). A panic in f does
+// not cost the other records: they are handed over all the same, then the
+// first panic goes on to the settling call. The host's settlements
+// (SettleAll, CloseSession, Emitter.SettleAll) send every terminal update
+// first and hand the records over after; they wait for f up to their
+// context's deadline, if it has one, and return an error wrapping
+// context.DeadlineExceeded when f was still running then (it goes on, on
+// a goroutine of its own). Otherwise the call that settled a compaction
+// returns after f has run for it; when another
 // goroutine is handing over a record of the same session at that moment,
 // that goroutine hands this one over next, and the settling call may
 // return first. ctx carries the values of the settling call's context

@@ -272,7 +272,8 @@ func (c *conn) finishLocked(ctx context.Context, reason error) {
 		}
 		c.beforeSettle(ctx, sid, r, why)
 	}
-	c.h.Close(ctx, reason, why)()
+	end, _ := c.h.Close(ctx, reason, why) // the proxy keeps no records
+	end()
 }
 
 func (c *conn) closeChecker() { c.check.close() }

@@ -109,3 +109,42 @@ func TestIDsThatClientsDecodeOtherwiseAreNotFollowed(t *testing.T) {
 		})
 	}
 }
+
+// Defect: a compaction started after the turn (held), then a session/load
+// whose replay carries the same ID completed, then a prompt: the client
+// saw it completed, then in_progress again, then failed (the proxy's own
+// --check=client reported the reuse). Same with the tool-call fallback. A
+// replay settles what it replays: the held start is not delivered after
+// it, and the client sees the compaction once, settled.
+func TestReplayOfAHeldCompactionSettlesIt(t *testing.T) {
+	for _, tc := range []struct {
+		name, client string
+		want         []string // what the client's update of cmp_h carries
+	}{
+		{"capable", v1Capable, []string{`"sessionUpdate":"compaction_update"`, `"compactionId":"cmp_h"`, `"status":"completed"`, `"replayed summary"`}},
+		{"tool-call fallback", v1Plain, []string{`"sessionUpdate":"tool_call"`, `"toolCallId":"compact-cmp_h"`, `"status":"completed"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t)
+			h.handshake(tc.client, 1)
+			id := h.prompt("s1")
+			h.relay(promptResponse(id, "end_turn"))
+			h.agent(upd("s1", cmpUpdate("cmp_h", "in_progress"))) // between turns: held
+			h.load(50)
+			h.agent(upd("s1", cmpUpdate("cmp_h", "completed", `"summary":[{"type":"text","text":"replayed summary"}]`)))
+			got := h.next()
+			for _, w := range tc.want {
+				assert.Contains(t, string(got), w, "the replayed compaction")
+			}
+			h.relay(`{"jsonrpc":"2.0","id":50,"result":{}}`)
+			id = h.prompt("s1")
+			h.relay(upd("s1", text("next turn")))
+			h.relay(promptResponse(id, "end_turn"))
+			rest, err := h.end()
+			require.NoError(t, err, "Run")
+			for _, l := range rest {
+				assert.NotContains(t, string(l), "cmp_h", "the held compaction after its replay")
+			}
+		})
+	}
+}

@@ -207,6 +207,14 @@ var rules = []rule{
 		when: func(f *lineFacts) bool { return f.kind == kindCompaction && f.replaying && f.standard() && !f.terminal },
 		fate: fateDrop, do: doReplay, level: slog.LevelDebug,
 		msg: "left out a replayed compaction that is not settled"},
+	// A replay settles what it replays: a compaction the emitter holds
+	// between turns whose ID the replay settles is settled by it, and
+	// its held start is never delivered after the replay.
+	{name: "replayed settled compaction held open",
+		when: func(f *lineFacts) bool {
+			return f.kind == kindCompaction && f.replaying && f.standard() && f.shown == trackOpen && f.rendered
+		},
+		fate: fateRewrite, do: doRender},
 	{name: "replayed settled compaction",
 		when: func(f *lineFacts) bool { return f.kind == kindCompaction && f.replaying && f.standard() },
 		fate: fateForward, do: doReplay},

@@ -59,6 +59,8 @@ func TestPolicyTable(t *testing.T) {
 		{std(lineFacts{kind: kindCompaction, replaying: true, chunk: true}), "replayed summary chunk", fateDrop, doReplay},
 		{std(lineFacts{kind: kindCompaction, replaying: true}), "replayed running compaction", fateDrop, doReplay},
 		{std(lineFacts{kind: kindCompaction, replaying: true, terminal: true}), "replayed settled compaction", fateForward, doReplay},
+		{std(lineFacts{kind: kindCompaction, replaying: true, terminal: true, shown: trackOpen, rendered: true}), "replayed settled compaction held open", fateRewrite, doRender},
+		{std(lineFacts{kind: kindCompaction, replaying: true, terminal: true, shown: trackOpen}), "replayed settled compaction", fateForward, doReplay},
 		// Legacy forms.
 		{plain(lineFacts{kind: kindAwaits}), "awaiting text, legacy lines", fateForward, doNothing},
 		{std(lineFacts{kind: kindAwaits}), "awaiting text", fateAwait, doAwait},

@@ -274,6 +274,11 @@ func (r *router) Render(ctx context.Context, ev emitter.Event, n emitter.Notifie
 		return nil
 	}
 	byProxy := false
+	if ev.Kind == emitter.EventReplayed && !t.settled {
+		// A replay settles what it replays (emitter.Session.Replay): the
+		// agent's own report of its ID.
+		t.settled = true
+	}
 	if ev.Kind == emitter.EventSettled {
 		// The host's settlements are the emitter's own (SettleAll); a
 		// runtime call is the agent's, unless made in byProxy.

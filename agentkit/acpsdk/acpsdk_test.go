@@ -176,3 +176,10 @@ func TestSessionErrorsAreSentinels(t *testing.T) {
 func TestCancelReachesItsPromptAndNeverTheNext(t *testing.T) {
 	kittest.CancelReachesItsPromptAndNeverTheNext(t, stack{})
 }
+
+// TestShutdownIsBoundedWhenASinkBlocks: a final-record sink that blocks
+// holds neither Shutdown past its context nor the terminal updates
+// (hardening issue, 7).
+func TestShutdownIsBoundedWhenASinkBlocks(t *testing.T) {
+	kittest.ShutdownIsBoundedWhenASinkBlocks(t, stack{})
+}

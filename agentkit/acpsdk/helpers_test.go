@@ -216,7 +216,7 @@ func (l *link) hangUp() {
 // served is the link as kittest serves it: conn is the agent's
 // connection (nil while no typed agent is served).
 func (l *link) served(conn kittest.Conn) kittest.Served {
-	return kittest.Served{Client: clientEnd{l.pipes}, Conn: conn, Close: l.hangUp}
+	return kittest.Served{Client: clientEnd{l.pipes}, Conn: conn, Close: l.hangUp, Shutdown: l.kit.Shutdown}
 }
 
 // sdkConn is a typed agent's connection as kittest's agents see it.

@@ -132,3 +132,9 @@ func TestHandleCallsAreHeldWhileTheTurnEndIsSettled(t *testing.T) {
 func TestSessionFromInAHandlerAndAGoroutineThatOutlivesIt(t *testing.T) {
 	kittest.SessionFromInAHandlerAndAGoroutineThatOutlivesIt(t, stack{})
 }
+
+// TestStaleTurnOpensNothingInTheNextTurn: a goroutine of a turn that is
+// over starts nothing in the session's next turn (hardening issue, 8).
+func TestStaleTurnOpensNothingInTheNextTurn(t *testing.T) {
+	kittest.StaleTurnOpensNothingInTheNextTurn(t, stack{})
+}

@@ -524,3 +524,66 @@ func TestMeasureProxySessionCloseMemory(t *testing.T) {
 		})
 	}
 }
+
+// What the proxy holds between turns is bounded (hardening issue, 1): an
+// agent that goes on reporting compactions after its turn ended, for a
+// session nobody prompts again (100,000 new IDs, or one compaction's 5,000
+// summary chunks of 16 KiB), grows the proxy's memory by no more than a
+// bounded hold, with and without the capability. At the next turn the
+// client gets whole compactions: at most 256 of the IDs, and the chunked
+// one without a summary rather than with part of it.
+func TestMeasureProxyHoldBetweenTurns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measurement")
+	}
+	bins := buildLifeBins(t)
+	for _, tc := range []struct {
+		name, behavior, flood, size string
+	}{
+		{"ids", "flood-held-ids", "100000", "0"},
+		{"chunks", "flood-held-chunks", "5000", strconv.Itoa(16 << 10)},
+	} {
+		for _, client := range []struct{ name, params string }{{"capable", capableClient}, {"gate", plainClient}} {
+			t.Run(tc.name+"/"+client.name, func(t *testing.T) {
+				p := startProxyProc(t, bins.proxy, "--", bins.agent, "-behavior", tc.behavior, "-flood", tc.flood, "-big-size", tc.size)
+				p.handshake(client.params)
+				before := procStatus(t, p.cmd.Process.Pid, "VmRSS")
+				p.prompt(2)
+				p.expect(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
+				// Between turns the client gets nothing of the flood: the
+				// agent's message after it is the next line.
+				p.expect(sessionUpdate(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"flood done"}}`))
+				hwm := procStatus(t, p.cmd.Process.Pid, "VmHWM")
+				growth := float64(hwm-before) / 1024
+				t.Logf("%s flood between turns (%s client): VmRSS %.1f MiB before, VmHWM %.1f MiB after: growth %.1f MiB",
+					tc.name, client.name, float64(before)/1024, float64(hwm)/1024, growth)
+				assert.LessOrEqual(t, growth, 48.0, "the proxy's growth in MiB while it holds the flood")
+
+				p.prompt(3)
+				starts, chunks := 0, 0
+				for {
+					l := p.next(exitBound, false)
+					if bytes.HasPrefix(l, []byte(`{"jsonrpc":"2.0","id":3,`)) {
+						break
+					}
+					switch {
+					case bytes.Contains(l, []byte(`"compaction_summary_chunk"`)):
+						chunks++
+					case bytes.Contains(l, []byte(`"status":"in_progress"`)) && !bytes.Contains(l, []byte(`tool_call_update`)):
+						starts++
+					}
+					if bytes.Contains(l, []byte("ssssssss")) {
+						assert.Fail(t, "a part of the flooded summary reached the client", "%.200s", l)
+					}
+				}
+				if tc.name == "ids" {
+					assert.LessOrEqual(t, starts, 256, "compactions delivered at the next turn")
+					assert.Positive(t, starts, "compactions delivered at the next turn")
+				}
+				assert.Zero(t, chunks, "summary chunks of the flood delivered")
+				p.stdin.Close()
+				p.wait(exitBound)
+			})
+		}
+	}
+}

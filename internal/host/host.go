@@ -24,6 +24,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -273,7 +274,10 @@ func (h *Host) Settle(ctx context.Context, sessionID string, reason error, why s
 	h.settle(ctx, sessionID, reason, why, tr)
 }
 
-func (h *Host) settle(ctx context.Context, sid string, reason error, why string, tr observe.TraceContext) {
+// settle settles sid's open compactions; it returns the emitter's error
+// when a final-record sink was still running at ctx's deadline (the rest
+// is logged).
+func (h *Host) settle(ctx context.Context, sid string, reason error, why string, tr observe.TraceContext) (sinkErr error) {
 	if f := h.cfg.Hooks.Before; f != nil {
 		f(ctx, sid, reason, why)
 	}
@@ -287,10 +291,14 @@ func (h *Host) settle(ctx context.Context, sid string, reason error, why string,
 		}
 		n, err := em.Session(sid).SettleAll(ctx, reason)
 		h.logSettled(sid, n, err, why, reason)
+		if errors.Is(err, context.DeadlineExceeded) {
+			sinkErr = err
+		}
 	}
 	if f := h.cfg.Hooks.After; f != nil {
 		f(ctx, why)
 	}
+	return sinkErr
 }
 
 func (h *Host) logSettled(sid string, n int, err error, why string, reason error) {
@@ -328,28 +336,39 @@ func (h *Host) closeSession(ctx context.Context, sid string) {
 // does what it must for the others before the close.) The caller calls
 // endHandlers once what the settlement wrote is on its way: it ends the
 // prompt handlers' contexts with reason, so a runtime woken by its
-// context finds its compactions already settled.
-func (h *Host) Close(ctx context.Context, reason error, why string) (endHandlers func()) {
+// context finds its compactions already settled. The final-record sinks
+// of what it settles are waited for up to ctx's deadline; err wraps
+// context.DeadlineExceeded when one was still running then (every
+// terminal update was sent all the same: the sinks run after them).
+func (h *Host) Close(ctx context.Context, reason error, why string) (endHandlers func(), err error) {
 	h.closed.Store(true)
 	live, endHandlers := h.e.Close(reason)
 	for sid, cancelled := range live {
 		if cancelled {
-			h.Settle(ctx, sid, emitter.ErrCancelled, why)
+			tr, _ := h.e.Trace(sid)
+			if serr := h.settle(ctx, sid, emitter.ErrCancelled, why, tr); err == nil {
+				err = serr
+			}
 		}
 	}
 	if em := h.Emitter(); em != nil {
-		n, err := em.SettleAll(turn.Settling(ctx), reason)
+		n, serr := em.SettleAll(turn.Settling(ctx), reason)
 		if n > 0 {
 			h.log.Info(h.cfg.Name+": settled open compactions", "count", n, "why", why, "reason", reason.Error())
 		}
-		if err != nil {
-			h.log.Debug(h.cfg.Name+": settlement not delivered on a closing connection", "error", err)
+		switch {
+		case errors.Is(serr, context.DeadlineExceeded):
+			if err == nil {
+				err = serr
+			}
+		case serr != nil:
+			h.log.Debug(h.cfg.Name+": settlement not delivered on a closing connection", "error", serr)
 		}
 		if f := h.cfg.Hooks.After; f != nil {
 			f(ctx, why)
 		}
 	}
-	return endHandlers
+	return endHandlers, err
 }
 
 // grace is the engine's OnGrace: a cancelled turn's grace ran out, and

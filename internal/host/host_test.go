@@ -234,11 +234,13 @@ func TestCloseSettlesEverything(t *testing.T) {
 	c.start("s2", "cmp_2")
 	c.w.take()
 	c.client(turn.Msg{Method: turn.MethodCancel, SessionID: "s1"})
-	c.h.Close(context.Background(), emitter.ErrConnectionClosed, "the connection closed")()
+	end, err := c.h.Close(context.Background(), emitter.ErrConnectionClosed, "the connection closed")
+	require.NoError(t, err, "Close")
+	end()
 	assert.ElementsMatch(t, []string{"s1 cmp_1 cancelled ", "s2 cmp_2 failed " + emitter.ErrConnectionClosed.Error()}, c.w.take())
 	assert.Equal(t, []string{"s1: the connection closed"}, before, "Before runs for the cancelled session only")
 	assert.NotEmpty(t, after)
-	_, err := c.h.Start(context.Background(), "s1")
+	_, err = c.h.Start(context.Background(), "s1")
 	assert.ErrorIs(t, err, turn.ErrClosed, "no start after the close")
 }
 

@@ -340,10 +340,10 @@ func (e *Engine) cancelLocked(sid string) []json.RawMessage {
 		if r := e.requests[id]; r != nil {
 			r.cancelled = true
 			ids = append(ids, r.rawID)
+			// Kept: the handler also learns when its turn is over.
 			for _, b := range r.binds {
 				b(emitter.ErrCancelled)
 			}
-			r.binds = nil
 		}
 	}
 	if s.active {
@@ -363,7 +363,6 @@ func (e *Engine) cancelLocked(sid string) []json.RawMessage {
 			for _, b := range s.binds {
 				b(emitter.ErrCancelled)
 			}
-			s.binds = nil
 		}
 	}
 	for _, id := range s.queue {
@@ -629,21 +628,20 @@ func (e *Engine) adoptAnsweredLocked(s *session, id string) {
 // Bind ties a prompt handler's context to the prompt request id (by JSON
 // value): cancel is called with emitter.ErrCancelled on a user cancel (at
 // once if one already arrived), with emitter.ErrTurnEnded once the prompt
-// has been answered, and with emitter.ErrConnectionClosed (or Close's
-// reason) when the connection closes. It returns the prompt's trace
-// context.
+// has been answered (a cancelled turn's too, so the caller learns its turn
+// is over), and with emitter.ErrConnectionClosed (or Close's reason) when
+// the connection closes. It returns the prompt's trace context.
 func (e *Engine) Bind(id string, cancel func(error)) observe.TraceContext {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.requests[id]
-	switch {
-	case r == nil || r.method != MethodPrompt:
+	if r == nil || r.method != MethodPrompt {
 		return observe.TraceContext{}
-	case r.cancelled:
-		cancel(emitter.ErrCancelled)
-	default:
-		r.binds = append(r.binds, cancel)
 	}
+	if r.cancelled {
+		cancel(emitter.ErrCancelled)
+	}
+	r.binds = append(r.binds, cancel)
 	return r.trace
 }
 
@@ -660,7 +658,7 @@ func (e *Engine) Bind(id string, cancel func(error)) observe.TraceContext {
 // wrapping emitter.ErrOutsideTurn and emitter.ErrTurnEnded, since the end
 // it would wait for waits on it. Admit refuses after Close (ErrClosed)
 // and before initialize (ErrNotInitialized). On success the caller opens
-// the compaction, calls release, and Started when one opened.
+// the compaction, then calls release.
 func (e *Engine) Admit(ctx context.Context, sid string) (release func(), err error) {
 	for {
 		e.mu.Lock()

@@ -1274,7 +1274,7 @@ func TestRulesV2Turns(t *testing.T) {
 			bind(`2`),
 			agent(`{"jsonrpc":"2.0","id":2,"result":{}}`, "answers session/prompt s"),
 			client(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":"s"}}`, "handler 2: cancelled", "cancels 2"),
-			agent(`{"jsonrpc":"2.0","id":3,"result":{}}`, "answers session/close s", "closed s"),
+			agent(`{"jsonrpc":"2.0","id":3,"result":{}}`, "handler 2: turn ended", "answers session/close s", "closed s"),
 			written("s").then("s=idle"),
 			keeps(0, 0),
 		}},
@@ -1652,12 +1652,12 @@ func TestRulesBind(t *testing.T) {
 			bind(`"a<"`),
 			client(cancelS, `handler "a<": cancelled`, `cancels "a\u003c"`),
 		}},
-		{name: "a cancel ends it; one bound after the cancel ends at once", setup: initV1, steps: []step{
+		{name: "a cancel ends it; one bound after the cancel ends at once; both learn when the turn is over", setup: initV1, steps: []step{
 			client(prompt1, "begin s"),
 			bind(`1`),
 			client(cancelS, "handler 1: cancelled", "cancels 1"),
 			bind(`1`, "handler 1: cancelled"),
-			agent(cancelled1, "answers session/prompt s", "end s: cancelled"),
+			agent(cancelled1, "handler 1: turn ended", "handler 1: turn ended", "answers session/prompt s", "end s: cancelled"),
 		}},
 		{name: "a queued prompt's ends with the cancel", setup: initV1, steps: []step{
 			client(prompt1, "begin s"),

@@ -124,6 +124,8 @@ type Served struct {
 	// what the kit settles at the connection's end still reaches the
 	// client, and returns once the agent's side is done.
 	Close func()
+	// Shutdown is the kit's Shutdown.
+	Shutdown func(ctx context.Context) error
 }
 
 // Rig is one served agent connection and the Client on its other end.

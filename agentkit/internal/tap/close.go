@@ -2,6 +2,7 @@ package tap
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/acpcompact/acpcompact/emitter"
 )
@@ -65,7 +66,13 @@ func (t *Tap) Shutdown(ctx context.Context, reason error) error {
 	t.onClose = nil
 	t.mu.Unlock()
 
-	endHandlers := t.h.Close(context.Background(), reason, "the connection closed")
+	// The final-record sinks of what the close settles are waited for
+	// within the same bound as the output (ctx and CloseTimeout): a sink
+	// that hangs holds neither the terminal updates, which go out before
+	// any sink runs, nor the close.
+	bound, cancel := context.WithTimeout(ctx, CloseTimeout)
+	defer cancel()
+	endHandlers, sinkErr := t.h.Close(bound, reason, "the connection closed")
 	endHandlers()
 	for _, f := range hooks {
 		f()
@@ -74,6 +81,9 @@ func (t *Tap) Shutdown(ctx context.Context, reason error) error {
 	// when Shutdown returns, or the client stopped reading and they were
 	// abandoned.
 	t.closeErr = t.out.drain()
+	if t.closeErr == nil && sinkErr != nil {
+		t.closeErr = fmt.Errorf("%s: a final-record sink was still running when the close's bound passed: %w", t.cfg.Name, sinkErr)
+	}
 	return t.closeErr
 }
 

@@ -29,9 +29,11 @@ package tap
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acpcompact/acpcompact/capability"
@@ -193,15 +195,42 @@ func (t *Tap) Receive(msg []byte) Inbound {
 // on a user cancel (also one that already arrived) with cause
 // emitter.ErrCancelled, once the turn is over with emitter.ErrTurnEnded,
 // and when the connection closes with its reason, so a runtime tells a
-// user's cancel (context.Cause) from other ends. It carries the prompt's
+// user's cancel (context.Cause) from other ends. Once the turn is over the
+// cause also matches emitter.ErrTurnEnded (errors.Is), a cancelled turn's
+// included, so that the emitter refuses a Start made with the context of
+// a turn that is over, whatever turn runs now. It carries the prompt's
 // trace context.
 func (t *Tap) BindPrompt(ctx context.Context, key string) context.Context {
 	ctx, cancel := context.WithCancelCause(ctx)
-	if tr := t.e.Bind(key, cancel); tr.Traceparent != "" {
+	pc := &promptCause{}
+	bind := func(err error) {
+		pc.once.Do(func() { pc.first = err })
+		if errors.Is(err, emitter.ErrTurnEnded) {
+			pc.ended.Store(true)
+		}
+		cancel(pc)
+	}
+	if tr := t.e.Bind(key, bind); tr.Traceparent != "" {
 		ctx = observe.WithTrace(ctx, tr)
 	}
 	return ctx
 }
+
+// promptCause is the cause of a prompt handler's context: the first end
+// it had (a user's cancel, the turn's end, the connection's close), which
+// it wraps, and once the turn is over emitter.ErrTurnEnded as well.
+type promptCause struct {
+	once  sync.Once
+	first error
+	ended atomic.Bool
+}
+
+func (c *promptCause) Error() string { return c.first.Error() }
+
+func (c *promptCause) Unwrap() error { return c.first }
+
+// Is makes the cause match emitter.ErrTurnEnded once the turn is over.
+func (c *promptCause) Is(target error) bool { return target == emitter.ErrTurnEnded && c.ended.Load() }
 
 // Pass queues a notification of the agent's own that the caller knows
 // changes no turn (not a v2 state_update), without looking at it: on a tap
@@ -247,7 +276,7 @@ func (t *Tap) emitterOptions(capability.Negotiation) []emitter.Option {
 
 // negotiated logs the mode the initialize exchange chose.
 func (t *Tap) negotiated(n capability.Negotiation, em *emitter.Emitter, _ json.RawMessage) {
-	t.log.Info(t.cfg.Name+": compaction negotiated", "version", em.Negotiation().Version, "mode", em.Mode().String(), "clientCapability", n.Compaction)
+	t.log.Info(t.cfg.Name+": compaction negotiated", "version", n.Version, "mode", em.Mode().String(), "clientCapability", n.Compaction)
 }
 
 // fallback returns the renderer for clients without the capability: the

@@ -27,6 +27,7 @@ type agent struct {
 	sid       string
 	version   int
 	cancelled bool
+	prompts   int
 }
 
 func main() {
@@ -39,6 +40,7 @@ func main() {
 	trap := flag.Int("trap", 0, "catch SIGTERM, SIGHUP and SIGINT, report the signal on stderr and exit with this code (0: do not)")
 	flag.BoolVar(&manySessions, "sessions", false, "give each session/new a session ID of its own (s1, s2, ...) and answer each prompt in its session")
 	flag.DurationVar(&linger, "linger", 0, "how long to keep running after the end of input before exiting (a signal may come meanwhile)")
+	flag.IntVar(&flood, "flood", 100_000, "how many compactions (flood-held-ids) or summary chunks of -big-size bytes (flood-held-chunks) to send after the first turn")
 	flag.Parse()
 
 	if *stderrText != "" {
@@ -79,8 +81,10 @@ func main() {
 	os.Exit(*exit)
 }
 
-// linger and manySessions are the -linger and -sessions flags.
+// linger, manySessions and flood are the -linger, -sessions and -flood
+// flags.
 var (
+	flood        int
 	linger       time.Duration
 	manySessions bool
 	sessions     int
@@ -230,7 +234,31 @@ func (a *agent) end(id json.RawMessage) {
 }
 
 func (a *agent) prompt(id json.RawMessage, behavior string, bigSize int) {
+	a.prompts++
 	switch behavior {
+	case "flood-held-ids", "flood-held-chunks":
+		// The first turn ends, then the agent goes on reporting
+		// compactions for a session nobody prompts: what a proxy holds
+		// for the next turn grows with them unless it is bounded.
+		if a.prompts > 1 {
+			a.text("Hello.")
+			break
+		}
+		a.end(id)
+		if behavior == "flood-held-ids" {
+			for i := range flood {
+				a.update(fmt.Sprintf(`{"sessionUpdate":"compaction_update","compactionId":"cmp_f%d","status":"in_progress"}`, i))
+			}
+		} else {
+			chunk, _ := json.Marshal(strings.Repeat("s", bigSize))
+			a.update(`{"sessionUpdate":"compaction_update","compactionId":"cmp_big","status":"in_progress"}`)
+			for range flood {
+				a.update(fmt.Sprintf(`{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_big","content":{"type":"text","text":%s}}`, chunk))
+			}
+			a.update(`{"sessionUpdate":"compaction_update","compactionId":"cmp_big","status":"completed"}`)
+		}
+		a.text("flood done")
+		return
 	case "plain", "sigterm":
 		a.text("Hello.")
 	case "claude-text":
