@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
@@ -17,8 +16,6 @@ import (
 
 // Tests at the emitter level: what a fallback client receives when the
 // emitter drives the renderers.
-
-var capableV1 = capability.Negotiation{Version: capability.V1, Compaction: true}
 
 // historyMarker is an ordinary history item the test replays around the
 // compactions, to see where each one lands.
