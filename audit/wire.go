@@ -2,11 +2,16 @@ package audit
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
 )
 
 // Side says which peer sent a message a Follower observes.
@@ -43,8 +48,10 @@ type Report struct {
 // history a compaction replaced is what came before the prompt of the turn
 // it runs in (the prompt it serves is kept by the agents observed), or
 // everything before it outside a turn; after it, the summary stands for
-// that history. A Follower is not safe for concurrent use.
+// that history. A Follower is safe for concurrent use: a host feeds it
+// from its two reading goroutines while its emitter calls Audit.
 type Follower struct {
+	mu       sync.Mutex
 	opts     []Option
 	sessions map[string]*followed
 	prompts  map[string]string // request id key -> session ID
@@ -103,6 +110,8 @@ func (f *Follower) Observe(side Side, where string, raw []byte) []Report {
 	if json.Unmarshal(raw, &m) != nil {
 		return nil
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	switch {
 	case side == FromClient && m.Method == "session/prompt" && len(m.ID) > 0:
 		var p struct {
@@ -123,7 +132,7 @@ func (f *Follower) Observe(side Side, where string, raw []byte) []Report {
 		if !ok {
 			// Another response (session/load's, say) ends the messages
 			// replayed before it.
-			return f.Close()
+			return f.closeLocked()
 		}
 		delete(f.prompts, idKey(m.ID))
 		s := f.session(sid)
@@ -264,6 +273,12 @@ func (s *followed) update(sid, where string, raw json.RawMessage) []Report {
 // Close ends the connection: a message still being coalesced is complete,
 // and a continuation message among them is audited.
 func (f *Follower) Close() []Report {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closeLocked()
+}
+
+func (f *Follower) closeLocked() []Report {
 	var out []Report
 	for _, id := range slices.Sorted(maps.Keys(f.sessions)) {
 		out = append(out, f.sessions[id].flush(id)...)
@@ -364,4 +379,44 @@ func idKey(raw json.RawMessage) string {
 		return "?" + string(raw)
 	}
 	return fmt.Sprintf("%T:%v", v, v)
+}
+
+// Audit audits summary, the summary compaction info is about to settle with,
+// against the history of its session as the Follower holds it now (see
+// Follower), and returns what the summary lost as the record's known loss
+// (emitter.Loss: kind, value, where). It is what a host gives
+// emitter.WithAudit: the host feeds the Follower what it reads and writes,
+// and its emitter asks, at each completion with a summary, before the
+// terminal update goes out. A later observation of that terminal update
+// does not audit the compaction a second time.
+func (f *Follower) Audit(_ context.Context, info emitter.Info, summary []protocol.ContentBlock) []emitter.Loss {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.session(info.SessionID)
+	// The message being coalesced is history; a continuation's report is
+	// Observe's to return, and a host that asks Audit reads none.
+	s.flush(info.SessionID)
+	c := s.comp(string(info.ID))
+	if c.audited {
+		return nil
+	}
+	c.audited = true
+	text := SummaryText(summary)
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	r := s.report(info.SessionID, string(info.ID), "compaction_update", "", text)
+	return Known(r.KnownLoss)
+}
+
+// Known returns losses as a record's known loss.
+func Known(losses []Loss) []emitter.Loss {
+	if len(losses) == 0 {
+		return nil
+	}
+	out := make([]emitter.Loss, len(losses))
+	for i, l := range losses {
+		out[i] = emitter.Loss{Kind: string(l.Kind), Value: l.Value, Where: l.Where}
+	}
+	return out
 }

@@ -41,12 +41,45 @@ type Details struct {
 	KeptTail *MessageRange `json:"keptTail,omitempty"`
 	// Summarizer is the model and configuration that wrote the summary.
 	Summarizer *Summarizer `json:"summarizer,omitempty"`
-	// KnownLoss lists what the runtime knows the summary dropped (open
-	// promises, tool outputs, uncertainty), in its own words.
-	KnownLoss []string `json:"knownLoss,omitempty"`
+	// KnownLoss lists what the summary is known to have dropped: the
+	// runtime's own notes (Kind "note": open promises, tool outputs,
+	// uncertainty, in its words) and what an audit of the summary against
+	// the history it replaced found (WithAudit).
+	KnownLoss []Loss `json:"knownLoss,omitempty"`
 	// SummaryBytes is the size of the summary text the runtime produced,
 	// whether or not it was shown.
 	SummaryBytes int64 `json:"summaryBytes,omitempty"`
+}
+
+// Loss is one thing a summary is known to have dropped.
+type Loss struct {
+	// Kind says what was lost: "note" for a runtime's own words, else the
+	// kind of reference or open item an audit found (package audit's
+	// kinds: "path", "url", "commit", "open-request", ...).
+	Kind string `json:"kind"`
+	// Value is the lost reference or open item as the history held it, or
+	// the note.
+	Value string `json:"value"`
+	// Where is its first place in the history (a message or tool call ID,
+	// "line 12"), when known.
+	Where string `json:"where,omitempty"`
+}
+
+// UnmarshalJSON reads a loss object, or a string, the form of records
+// written before losses were structured, as a note.
+func (l *Loss) UnmarshalJSON(b []byte) error {
+	var note string
+	if json.Unmarshal(b, &note) == nil {
+		*l = Loss{Kind: "note", Value: note}
+		return nil
+	}
+	type plain Loss
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*l = Loss(p)
+	return nil
 }
 
 // MessageRange names a contiguous range of the session's history.

@@ -30,7 +30,7 @@ func TestRecordTravelsUnderNamespacedMetaWithPatchSemantics(t *testing.T) {
 		Source:     &emitter.MessageRange{FirstMessageID: "m1", LastMessageID: "m40", Count: 40},
 		KeptTail:   &emitter.MessageRange{FirstMessageID: "m41", LastMessageID: "m44", Count: 4},
 		Summarizer: &emitter.Summarizer{Model: "small-model", PromptID: "compact-v3"},
-		KnownLoss:  []string{"tool output of run 12 dropped"},
+		KnownLoss:  []emitter.Loss{{Kind: "note", Value: "tool output of run 12 dropped"}},
 	}
 	for _, version := range []int{1, 2} {
 		t.Run(map[int]string{1: "v1 replaces, so start keys are repeated", 2: "v2 merges, so only new keys are sent"}[version], func(t *testing.T) {

@@ -551,7 +551,7 @@ func (s *Session) openLocked(ctx context.Context, so startOptions) (*Compaction,
 	if d := s.e.cfg.maxDuration; d > 0 {
 		c.watchdog = time.AfterFunc(d, func() {
 			s.e.timer(func() {
-				_ = c.settle(context.Background(), protocol.Failed, fmt.Errorf("%w after %s", ErrTimeout, d), settleOptions{by: SettledByWatchdog})
+				_ = c.settle(context.Background(), protocol.Failed, fmt.Errorf("%w after %s", ErrTimeout, d), settleOptions{byHost: true})
 			})
 		})
 	}
@@ -625,7 +625,7 @@ func (s *Session) settleAll(ctx context.Context, reason error, background bool) 
 		// Every terminal update goes out before any record is handed
 		// over, so that a slow sink delays none of them.
 		s.mu.Lock()
-		err := c.settleLocked(ctx, status, reason, settleOptions{by: SettledBySettleAll})
+		err := c.settleLocked(ctx, status, reason, settleOptions{byHost: true})
 		s.mu.Unlock()
 		if errors.Is(err, ErrSettled) {
 			continue // the runtime settled it meanwhile
@@ -723,7 +723,7 @@ func (c *Compaction) replayedLocked(ctx context.Context, rec Record, blocks []pr
 	// The observer saw it start: it sees it end, as the runtime's own
 	// report of its ID.
 	ev := c.event(EventSettled)
-	ev.SettledBy, ev.Status, ev.Duration = SettledByRuntime, rec.Status, time.Since(c.started)
+	ev.Status, ev.Duration = rec.Status, time.Since(c.started)
 	if rec.Error != "" {
 		ev.Err = errors.New(rec.Error)
 	}
@@ -927,11 +927,11 @@ func (c *Compaction) chunk(ctx context.Context, block protocol.ContentBlock) err
 	c.streamed = hashBlock(c.streamed, b, c.chunks == 0)
 	c.chunks++
 	c.active = true
-	if s.e.cfg.onFinal != nil {
-		// Kept for the final record: the client holds it, and a
-		// completion that keeps what was streamed leaves it there. Past
-		// the hold's bound the record goes without it; the client still
-		// gets every chunk.
+	if s.e.cfg.keepsStreamed() {
+		// Kept for the final record (and its audit): the client holds it,
+		// and a completion that keeps what was streamed leaves it there.
+		// Past the hold's bound the record goes without it; the client
+		// still gets every chunk.
 		c.keepLocked(b)
 	}
 	return s.emitLocked(ctx, ev)
@@ -951,7 +951,7 @@ func (c *Compaction) showLocked(ctx context.Context) error {
 			first = err
 		}
 	}
-	if s.e.cfg.onFinal == nil {
+	if !s.e.cfg.keepsStreamed() {
 		c.releaseLocked() // sent; nothing needs them any more
 	}
 	c.active = true
@@ -1089,7 +1089,7 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 		c.heartbeat.timer.Stop()
 	}
 	ev := c.event(EventSettled)
-	ev.SettledBy = so.by
+	ev.ByHost = so.byHost
 	ev.Status = status
 	ev.Err = cause
 	now := time.Now()
@@ -1103,14 +1103,6 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 		d.StartedAt, d.EndedAt, d.DurationMs = c.started.UTC(), now.UTC(), ev.Duration.Milliseconds()
 		ev.Details = &d
 		end.details = &d
-	}
-	if c.shown {
-		ev.Meta = terminalMeta(ev.Version, c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
-	} else {
-		// The terminal update is the client's first sight of the entity,
-		// as a replay is.
-		ev.Unseen = true
-		ev.Meta = firstSightMeta(c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
 	}
 	// The summary patch leaves the client holding exactly what the record
 	// keeps, so that a replay of Record reproduces it (live = replay):
@@ -1169,14 +1161,12 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 		ev.Error = protocol.Set(end.errText)
 	}
 	c.releaseLocked()
-	if !c.shown && !s.inTurnLocked() {
-		// Between turns: the observer learns of the settlement now, the
-		// client when the session's next turn begins (Deliver). The record
-		// is final now, and handed over now: the replay must hold it even
-		// if the client never comes back for that turn. Its summary waits
-		// within the session's hold; past it the update goes without, and
-		// so does the record, so that the client holds what a replay
-		// gives it.
+	late := !c.shown && !s.inTurnLocked()
+	if late {
+		// Its terminal update waits for the session's next turn, and its
+		// summary within the session's hold; past it the update goes
+		// without, and so does the record, so that the client holds what
+		// a replay gives it.
 		if blocks, ok := ev.Summary.Get(); ok && len(blocks) > 0 {
 			if size := blocksSize(blocks); s.kept+size > holdBytes {
 				ev.Summary = protocol.Null[[]protocol.ContentBlock]()
@@ -1188,6 +1178,21 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 				c.lateBytes = size
 			}
 		}
+	}
+	c.auditLocked(ctx, status, end, &ev)
+	if c.shown {
+		ev.Meta = terminalMeta(ev.Version, c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
+	} else {
+		// The terminal update is the client's first sight of the entity,
+		// as a replay is.
+		ev.Unseen = true
+		ev.Meta = firstSightMeta(c.meta, so.meta, s.e.cfg.recordKey, ev.Details)
+	}
+	if late {
+		// Between turns: the observer learns of the settlement now, the
+		// client when the session's next turn begins (Deliver). The record
+		// is final now, and handed over now: the replay must hold it even
+		// if the client never comes back for that turn.
 		c.late = &ev
 		s.observeLocked(ctx, ev)
 		s.queueFinalLocked(ctx, c)
@@ -1385,4 +1390,27 @@ func (c *Compaction) releaseLocked() {
 	c.s.kept -= c.keptBytes
 	c.keptBytes = 0
 	c.held = nil
+}
+
+// auditLocked adds what WithAudit's auditor finds the summary of a
+// completion lost to its record: end.summary is what the client is left
+// holding.
+func (c *Compaction) auditLocked(ctx context.Context, status protocol.Status, end *ending, ev *Event) {
+	s := c.s
+	f := s.e.cfg.audit
+	if f == nil || status != protocol.Completed || len(end.summary) == 0 {
+		return
+	}
+	loss := f(ctx, Info{SessionID: s.id, ID: c.id, Trigger: c.trigger, Displayable: c.displayable}, end.summary)
+	if len(loss) == 0 {
+		return
+	}
+	d := end.details
+	if d == nil {
+		d = &Details{Trigger: c.trigger, Status: status, StartedAt: c.started.UTC(), EndedAt: time.Now().UTC()}
+		d.DurationMs = d.EndedAt.Sub(d.StartedAt).Milliseconds()
+		end.details = d
+		ev.Details = d
+	}
+	d.KnownLoss = append(slices.Clip(d.KnownLoss), loss...)
 }

@@ -16,6 +16,7 @@ type config struct {
 	policy        capability.Policy
 	fallback      Renderer
 	observers     []Observer
+	audit         func(ctx context.Context, info Info, summary []protocol.ContentBlock) []Loss
 	newID         func() protocol.ID
 	maxDuration   time.Duration
 	heartbeat     time.Duration
@@ -149,6 +150,25 @@ func WithGate(gate func(ctx context.Context, sessionID string) (release func(), 
 // with the compaction's own Record: treat them as read-only.
 func OnFinalRecord(f func(ctx context.Context, sessionID string, rec Record)) Option {
 	return func(c *config) { c.onFinal = f }
+}
+
+// keepsStreamed says whether a record needs each open compaction's
+// streamed blocks: a final record is handed over, or audited.
+func (c *config) keepsStreamed() bool { return c.onFinal != nil || c.audit != nil }
+
+// WithAudit has f audit the summary of every completed compaction against
+// the history it replaced; what f returns joins the record's KnownLoss
+// (package audit's Follower.Audit is such an f, over the history a host
+// saw on the wire). f gets the summary the client is left holding; for
+// that the emitter keeps each open compaction's streamed blocks, within the
+// session's hold, as it does for OnFinalRecord. What f finds goes where the
+// record goes, and nowhere else: under the record key of the terminal
+// update's _meta with WithRecords, to OnFinalRecord's sink, and in the
+// settled Event's Details for a host that sends records of its own. Off by
+// default: a client that did not ask for records never gets an audit. f is
+// called with the session's lock held, so it must not call the emitter.
+func WithAudit(f func(ctx context.Context, info Info, summary []protocol.ContentBlock) []Loss) Option {
+	return func(c *config) { c.audit = f }
 }
 
 // WithPolicy overrides capability.DefaultPolicy.
@@ -308,7 +328,7 @@ const (
 )
 
 type settleOptions struct {
-	by      SettledBy
+	byHost  bool
 	summary summaryMode
 	blocks  []protocol.ContentBlock
 	meta    protocol.Meta

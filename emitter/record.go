@@ -9,9 +9,11 @@ import (
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
-// recordVersion is the version of Record's JSON form that MarshalJSON
-// writes (the "v" key).
-const recordVersion = 1
+// recordVersion is the latest version of Record's JSON form (the "v"
+// key): version 2 writes details.knownLoss as objects ({kind, value,
+// where}), where version 1 wrote strings. MarshalJSON writes the oldest
+// version that holds the record (see there).
+const recordVersion = 2
 
 // ErrRecordVersion: a Record's JSON has no version this package reads (a
 // future major version, or no "v" at all); nothing was decoded. A store
@@ -65,7 +67,10 @@ func checkRecord(id protocol.ID, status protocol.Status) error {
 //	 "summary":[{"type":"text","text":"## Retained context"}],
 //	 "_meta":{...},"details":{...}}
 //
-// "v" is the form's version, always present. compactionId and status are
+// "v" is the form's version, always present: 2 when the record carries
+// known losses (details.knownLoss, objects since version 2), else 1, so
+// that a reader of version 1 reads every record it can. compactionId and
+// status are
 // required (a record without them cannot be replayed: MarshalJSON refuses
 // it, wrapping protocol.ErrInvalidID for the ID). The others are left out
 // when empty: trigger; after (Record.After); userDisplayable
@@ -80,7 +85,11 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	if err := checkRecord(r.ID, r.Status); err != nil {
 		return nil, err
 	}
-	head, err := json.Marshal(recordHead{V: recordVersion, ID: r.ID, Status: r.Status, Trigger: r.Trigger, After: r.After, Displayable: r.Displayable})
+	version := 1
+	if r.Details != nil && len(r.Details.KnownLoss) > 0 {
+		version = recordVersion
+	}
+	head, err := json.Marshal(recordHead{V: version, ID: r.ID, Status: r.Status, Trigger: r.Trigger, After: r.After, Displayable: r.Displayable})
 	if err != nil {
 		return nil, err
 	}
@@ -117,9 +126,8 @@ func summaryBytes(blocks []protocol.ContentBlock) int {
 	return n
 }
 
-// UnmarshalJSON reads a record's JSON form: version 1, and every version a
-// later acpcompact writes that this one can read (a reader of version 2
-// would read version 1 as well). Unknown fields are ignored, and not kept
+// UnmarshalJSON reads a record's JSON form: versions 1 and 2 (version 1's
+// knownLoss strings read as notes, Loss's Kind "note"). Unknown fields are ignored, and not kept
 // (re-encoding drops them), so a newer writer may add optional fields
 // without a new version. A "v" this package does not read (a future
 // version, or none) is refused with an error wrapping ErrRecordVersion;
@@ -144,13 +152,15 @@ func (r *Record) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("%w: \"v\" is %s, not an integer", ErrRecordVersion, head.V)
 	}
 	switch version {
-	case 1:
+	case 1, 2:
+		// Version 2 differs only in knownLoss, which Loss reads in
+		// either form.
 		return r.readV1(data)
 	}
 	return fmt.Errorf("%w: version %d (this acpcompact reads version %d)", ErrRecordVersion, version, recordVersion)
 }
 
-// readV1 decodes version 1.
+// readV1 decodes versions 1 and 2.
 func (r *Record) readV1(data []byte) error {
 	var v recordV1
 	if err := json.Unmarshal(data, &v); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func goldenRecords() map[string]emitter.Record {
 				Source:     &emitter.MessageRange{FirstMessageID: "msg_1", LastMessageID: "msg_40", Count: 40},
 				KeptTail:   &emitter.MessageRange{FirstMessageID: "msg_41", LastMessageID: "msg_41", Count: 1},
 				Summarizer: &emitter.Summarizer{Model: "summarizer-1", PromptID: "compact-v3"},
-				KnownLoss:  []string{"verbatim tool output older than the summary"}, SummaryBytes: 58,
+				KnownLoss:  []emitter.Loss{{Kind: "note", Value: "verbatim tool output older than the summary"}, {Kind: "path", Value: "schema/v1/schema.json", Where: "msg_12"}}, SummaryBytes: 58,
 			},
 		},
 		"failed":              {ID: "cmp_002", Status: protocol.Failed, Trigger: protocol.Manual, After: "msg_7", Error: "provider overloaded"},
@@ -109,7 +110,7 @@ func TestRecordJSONRefusesWhatItCannotRead(t *testing.T) {
 		name, data string
 		want       error
 	}{
-		{"a future version", `{"v":2,"compactionId":"cmp_1","status":"completed"}`, emitter.ErrRecordVersion},
+		{"a future version", `{"v":3,"compactionId":"cmp_1","status":"completed"}`, emitter.ErrRecordVersion},
 		{"a far future version", `{"v":1000,"id":"x"}`, emitter.ErrRecordVersion},
 		{"no version", `{"compactionId":"cmp_1","status":"completed"}`, emitter.ErrRecordVersion},
 		{"a version in a string", `{"v":"1","compactionId":"cmp_1","status":"completed"}`, emitter.ErrRecordVersion},
@@ -166,4 +167,20 @@ func FuzzRecordJSON(f *testing.F) {
 		require.NoError(t, err, "a re-decoded record does not encode\nencoded: %s", b1)
 		require.Equal(t, b2, b1, "the form does not round-trip:\nfirst\nsecond")
 	})
+}
+
+// A record written by version 1 (knownLoss as strings) reads as it did,
+// each string a note; written again, a record without known losses stays
+// version 1, so that older readers read it.
+func TestRecordVersion1ReadsWithItsLossesAsNotes(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "record", "completed-v1.json.in"))
+	require.NoError(t, err, "the version 1 record")
+	var rec emitter.Record
+	require.NoError(t, json.Unmarshal(raw, &rec), "Unmarshal version 1")
+	require.NotNil(t, rec.Details, "details")
+	assert.Equal(t, []emitter.Loss{{Kind: "note", Value: "verbatim tool output older than the summary"}}, rec.Details.KnownLoss, "knownLoss")
+	rec.Details.KnownLoss = nil
+	out, err := json.Marshal(rec)
+	require.NoError(t, err, "Marshal")
+	assert.True(t, strings.HasPrefix(string(out), `{"v":1,`), "a record without known losses is written as version 1: %.40s", out)
 }

@@ -63,10 +63,11 @@ type Event struct {
 	// Details is the compaction's record (Settled, Replayed), when the
 	// runtime gave one or WithRecords is on.
 	Details *Details
-	// SettledBy says who ended the compaction (Settled): the runtime
-	// itself, a SettleAll (the turn's end, a cancel's wind-down, the
-	// connection closing), or the watchdog.
-	SettledBy SettledBy
+	// ByHost (Settled) says the runtime did not settle the compaction
+	// itself: a SettleAll did (the turn's end, a cancel's grace, the
+	// connection closing, CloseSession), or the watchdog (Err wraps
+	// ErrTimeout). A replay of its ID counts as the runtime's own report.
+	ByHost bool
 	// Unseen (Settled) says the client never saw the compaction start: it
 	// settled while held between turns, or was started with Background.
 	// The terminal update is its first sight, as a replayed one is.
@@ -76,32 +77,6 @@ type Event struct {
 	// Replayed: of the record's summary). Zero when nothing was withheld.
 	// NewSlogObserver's observer logs one line per compaction when it is not zero.
 	Withheld int
-}
-
-// SettledBy names who settled a compaction.
-type SettledBy uint8
-
-const (
-	// SettledByRuntime: the runtime's own Complete, Fail or Cancel.
-	SettledByRuntime SettledBy = iota
-	// SettledBySettleAll: Session.SettleAll or Emitter.SettleAll, which is
-	// how agentkit and the proxy end what a runtime left open.
-	SettledBySettleAll
-	// SettledByWatchdog: the WithMaxDuration watchdog.
-	SettledByWatchdog
-)
-
-// String returns "runtime", "settle_all" or "watchdog".
-func (s SettledBy) String() string {
-	switch s {
-	case SettledByRuntime:
-		return "runtime"
-	case SettledBySettleAll:
-		return "settle_all"
-	case SettledByWatchdog:
-		return "watchdog"
-	}
-	return "unknown"
 }
 
 // info returns the event's compaction identity.

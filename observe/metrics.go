@@ -108,14 +108,14 @@ func AbandonmentOf(err error) (Abandonment, bool) {
 
 // AbandonmentOfEvent is AbandonmentOf for a settled event, plus one rule the
 // cause alone cannot tell: a user cancel settled by a SettleAll rather than
-// by the runtime's own Cancel (emitter.SettledBySettleAll) is an
+// by the runtime's own Cancel (emitter.Event.ByHost) is an
 // abandonment, AbandonedCancelUnreported, since the runtime never reported
 // how its compaction ended.
 func AbandonmentOfEvent(ev emitter.Event) (Abandonment, bool) {
 	if reason, ok := AbandonmentOf(ev.Err); ok {
 		return reason, true
 	}
-	if ev.SettledBy == emitter.SettledBySettleAll && errors.Is(ev.Err, emitter.ErrCancelled) {
+	if ev.ByHost && errors.Is(ev.Err, emitter.ErrCancelled) {
 		return AbandonedCancelUnreported, true
 	}
 	return "", false

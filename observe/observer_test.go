@@ -145,11 +145,11 @@ func TestAbandonmentOfEvent(t *testing.T) {
 		want observe.Abandonment
 		ok   bool
 	}{
-		{"the runtime's own cancel", emitter.Event{Status: protocol.Cancelled, Err: emitter.ErrCancelled, SettledBy: emitter.SettledByRuntime}, "", false},
-		{"a cancel the runtime never reported", emitter.Event{Status: protocol.Cancelled, Err: emitter.ErrCancelled, SettledBy: emitter.SettledBySettleAll}, observe.AbandonedCancelUnreported, true},
-		{"the runtime's own failure", emitter.Event{Status: protocol.Failed, Err: errors.New("boom"), SettledBy: emitter.SettledByRuntime}, "", false},
-		{"the watchdog", emitter.Event{Status: protocol.Failed, Err: emitter.ErrTimeout, SettledBy: emitter.SettledByWatchdog}, observe.AbandonedTimeout, true},
-		{"the turn's end", emitter.Event{Status: protocol.Failed, Err: emitter.ErrTurnEnded, SettledBy: emitter.SettledBySettleAll}, observe.AbandonedTurnEnded, true},
+		{"the runtime's own cancel", emitter.Event{Status: protocol.Cancelled, Err: emitter.ErrCancelled, ByHost: false}, "", false},
+		{"a cancel the runtime never reported", emitter.Event{Status: protocol.Cancelled, Err: emitter.ErrCancelled, ByHost: true}, observe.AbandonedCancelUnreported, true},
+		{"the runtime's own failure", emitter.Event{Status: protocol.Failed, Err: errors.New("boom"), ByHost: false}, "", false},
+		{"the watchdog", emitter.Event{Status: protocol.Failed, Err: emitter.ErrTimeout, ByHost: true}, observe.AbandonedTimeout, true},
+		{"the turn's end", emitter.Event{Status: protocol.Failed, Err: emitter.ErrTurnEnded, ByHost: true}, observe.AbandonedTurnEnded, true},
 	} {
 		got, ok := observe.AbandonmentOfEvent(tc.ev)
 		if assert.Equal(t, tc.want, got, "%s: AbandonmentOfEvent , %v", tc.name, tc.ok) {

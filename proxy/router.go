@@ -282,7 +282,7 @@ func (r *router) Render(ctx context.Context, ev emitter.Event, n emitter.Notifie
 	if ev.Kind == emitter.EventSettled {
 		// The host's settlements are the emitter's own (SettleAll); a
 		// runtime call is the agent's, unless made in byProxy.
-		byProxy = ev.SettledBy != emitter.SettledByRuntime || r.proxy
+		byProxy = ev.ByHost || r.proxy
 		t.settled, t.byProxy = true, byProxy
 		if byProxy {
 			r.done = append(r.done, settled{ev: ev, source: t.source, idless: t.idless})

@@ -353,7 +353,7 @@ func (s *session) details(summaryBytes int, completed bool) emitter.Details {
 	}
 	if completed {
 		d.TokensAfter = baseTokensAfter + int64(summaryBytes)/4
-		d.KnownLoss = []string{"verbatim tool output older than the summary"}
+		d.KnownLoss = []emitter.Loss{{Kind: "note", Value: "verbatim tool output older than the summary"}}
 		s.tokens = d.TokensAfter
 	}
 	return d

@@ -1,0 +1,71 @@
+package audit_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acpcompact/acpcompact/audit"
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/protocol"
+)
+
+// A host feeds the Follower what it reads and writes and has its emitter
+// ask Audit at a completion: the summary is audited against the history
+// before the prompt of the turn it runs in, and the terminal update the
+// host then writes is not audited a second time.
+func TestFollowerAuditIsTheEmittersAuditor(t *testing.T) {
+	f := audit.NewFollower()
+	lines := []struct {
+		side audit.Side
+		raw  string
+	}{
+		{audit.FromClient, `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"Fix the parser in internal/skim/prefix.go; see https://example.com/issue/7"}]}}`},
+		{audit.FromAgent, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","messageId":"m1","content":{"type":"text","text":"Fixed in commit 3f2a9c1d."}}}}`},
+		{audit.FromAgent, `{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`},
+		{audit.FromClient, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"/compact"}]}}`},
+	}
+	for _, l := range lines {
+		f.Observe(l.side, "", []byte(l.raw))
+	}
+	summary := []protocol.ContentBlock{protocol.Text("The user asked for a parser fix in internal/skim/prefix.go.")}
+	loss := f.Audit(context.Background(), emitter.Info{SessionID: "s1", ID: "cmp_1"}, summary)
+	kinds := map[string]string{}
+	for _, l := range loss {
+		kinds[l.Kind] = l.Value
+	}
+	assert.Equal(t, "https://example.com/issue/7", kinds["url"], "the URL the summary lost: %v", loss)
+	assert.Equal(t, "3f2a9c1d", kinds["commit"], "the commit the summary lost: %v", loss)
+	assert.NotContains(t, kinds, "path", "the path the summary kept")
+	reports := f.Observe(audit.FromAgent, "", []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_1","status":"completed","summary":[{"type":"text","text":"The user asked for a parser fix in internal/skim/prefix.go."}]}}}`))
+	assert.Empty(t, reports, "the written terminal update audited again")
+	assert.Nil(t, f.Audit(context.Background(), emitter.Info{SessionID: "s1", ID: "cmp_1"}, summary), "a second Audit of one compaction")
+}
+
+// The Follower is fed by two goroutines while the emitter asks it (run
+// with -race).
+func TestFollowerIsSafeForConcurrentUse(t *testing.T) {
+	f := audit.NewFollower()
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Go(func() {
+			for range 200 {
+				if g == 0 {
+					f.Observe(audit.FromClient, "", []byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"see go.mod"}]}}`))
+				} else {
+					f.Observe(audit.FromAgent, "", []byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`))
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 200 {
+			f.Audit(context.Background(), emitter.Info{SessionID: "s1", ID: protocol.ID(string(rune('a' + i%26)))}, []protocol.ContentBlock{protocol.Text("x")})
+		}
+	})
+	wg.Wait()
+	require.NotPanics(t, func() { f.Close() })
+}
