@@ -82,7 +82,7 @@ var (
 
 // The statements, in the dialect SQLite and PostgreSQL share.
 const (
-	createSchema = `CREATE TABLE IF NOT EXISTS acpcompact_schema (version BIGINT NOT NULL)`
+	createSchema   = `CREATE TABLE IF NOT EXISTS acpcompact_schema (version BIGINT NOT NULL)`
 	createSessions = `CREATE TABLE IF NOT EXISTS acpcompact_sessions (
 	id TEXT PRIMARY KEY,
 	writer BIGINT NOT NULL,
