@@ -201,7 +201,7 @@ func (stack) SessionFrom(ctx context.Context, sessionID string) kittest.Session 
 }
 
 func (stack) Errors() kittest.Errors {
-	return kittest.Errors{NotInitialized: agentkit.ErrNotInitialized, UnknownConn: agentkit.ErrUnknownConn, Closed: agentkit.ErrClosed}
+	return kittest.Errors{NotInitialized: agentkit.ErrNotInitialized, UnknownConn: agentkit.ErrUnknownConn, Closed: agentkit.ErrClosed, Store: agentkit.ErrStore}
 }
 
 // rpcError turns a runtime's error into the agent's JSON-RPC error.

@@ -283,7 +283,7 @@ func (stack) SessionFrom(ctx context.Context, sessionID string) kittest.Session 
 }
 
 func (stack) Errors() kittest.Errors {
-	return kittest.Errors{NotInitialized: acpsdk.ErrNotInitialized, UnknownConn: acpsdk.ErrUnknownConn, Closed: acpsdk.ErrClosed}
+	return kittest.Errors{NotInitialized: acpsdk.ErrNotInitialized, UnknownConn: acpsdk.ErrUnknownConn, Closed: acpsdk.ErrClosed, Store: acpsdk.ErrStore}
 }
 
 // stdio is the stand-in stdin and stdout of the examples, and the client

@@ -139,3 +139,76 @@ func Timeline(evs []Event, prompts bool) []string {
 	_ = red.Render(&b, SessionID)
 	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 }
+
+// KeptDataIsHandedBackInItsPlace checks that what the runtime keeps with
+// Session.Keep is never sent, and that ReplayHistory hands it back to the
+// runtime, among the other entries, in its place; and that a restore
+// error fails the load.
+func KeptDataIsHandedBackInItsPlace(t *testing.T, st Stack, store history.Store) {
+	t.Helper()
+	agent := HistoryAgent(st)
+	script := agent.Prompt
+	agent.Prompt = func(ctx context.Context, c Conn, p Prompt) (string, error) {
+		if n, ok := strings.CutPrefix(p.Text, "tokens "); ok {
+			return "end_turn", st.SessionFrom(ctx, p.SessionID).Keep(ctx, map[string]string{"tokens": n})
+		}
+		return script(ctx, c, p)
+	}
+	r := Serve(t, st, Config{Store: store}, agent)
+	r.Initialize(1, true)
+	r.NewSession()
+	for _, p := range []string{"hello", "tokens 151200", "/compact", "tokens 6000"} {
+		_, err := r.Client.Call(r.Ctx, "session/prompt", PromptText(SessionID, p, nil))
+		require.NoError(t, err, "prompt %q", p)
+	}
+	for _, e := range r.Finish(1) {
+		assert.NotContains(t, string(e.Update), "151200", "kept data is never sent")
+	}
+
+	var restored []string
+	loader := &Agent{Load: func(ctx context.Context, _ Conn, sessionID string) error {
+		return st.SessionFrom(ctx, sessionID).ReplayHistory(ctx, func(e history.Entry) error {
+			switch e.Kind {
+			case history.Data:
+				restored = append(restored, "data "+string(e.Data))
+			case history.Final:
+				restored = append(restored, "compaction "+string(e.Record.Status))
+			case history.Update:
+				var u struct {
+					Kind    string                `json:"sessionUpdate"`
+					Content protocol.ContentBlock `json:"content"`
+				}
+				_ = json.Unmarshal(e.Update, &u)
+				restored = append(restored, u.Kind+" "+u.Content.Text)
+			}
+			return nil
+		})
+	}}
+	r2 := Serve(t, st, Config{Store: store}, loader)
+	r2.Initialize(1, true)
+	_, err := r2.Client.Call(r2.Ctx, "session/load", map[string]any{"sessionId": SessionID, "cwd": "/", "mcpServers": []any{}})
+	require.NoError(t, err)
+	r2.Finish(1)
+	assert.Equal(t, []string{
+		"user_message_chunk hello", "agent_message_chunk echo: hello",
+		"user_message_chunk tokens 151200", `data {"tokens":"151200"}`,
+		"user_message_chunk /compact", "compaction completed",
+		"user_message_chunk tokens 6000", `data {"tokens":"6000"}`,
+	}, restored, "the runtime gets every entry back, in its place")
+
+	failing := &Agent{Load: func(ctx context.Context, _ Conn, sessionID string) error {
+		return st.SessionFrom(ctx, sessionID).ReplayHistory(ctx, func(history.Entry) error { return errors.New("the runtime cannot restore this") })
+	}}
+	r3 := Serve(t, st, Config{Store: store}, failing)
+	r3.Initialize(1, true)
+	_, err = r3.Client.Call(r3.Ctx, "session/load", map[string]any{"sessionId": SessionID, "cwd": "/", "mcpServers": []any{}})
+	assert.Error(t, err, "a restore error fails the load")
+	r3.Finish(1)
+}
+
+// ReplayedTimeline loads SessionID on a new kit with store and returns the
+// timeline the client is left with.
+func ReplayedTimeline(t *testing.T, st Stack, store history.Store) []string {
+	t.Helper()
+	return replayed(t, st, store)
+}

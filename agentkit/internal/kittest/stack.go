@@ -40,6 +40,7 @@ type Errors struct {
 	NotInitialized error
 	UnknownConn    error
 	Closed         error
+	Store          error
 }
 
 // Stack is one kit's half of the shared tests: it serves an Agent on a

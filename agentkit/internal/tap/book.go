@@ -86,8 +86,8 @@ type hist struct {
 
 	mu      sync.Mutex // serializes the session's appends
 	log     history.Log
-	pending []history.Entry // written before the next entry
-	dropped int             // pending entries lost past maxPending
+	pending []history.Entry   // written before the next entry
+	dropped int               // pending entries lost past maxPending
 	holders map[*Tap]struct{} // under Book.mu
 	// gone: closed and forgotten by the book (set under Book.mu, before
 	// the close takes mu): a writer that finds it set takes the session's
