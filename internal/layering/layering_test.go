@@ -75,8 +75,11 @@ func TestImportsAreOneWay(t *testing.T) {
 		"emitter":        {"protocol", "capability", "internal/pulse"},
 		"fallback":       {"protocol", "emitter", "capability"},
 		"internal/turn":  {"protocol", "capability", "emitter", "internal/skim"},
-		// A store of what a runtime replays: records, never the wire.
-		"sessionlog": {"protocol", "emitter", "internal/lines"},
+		// The contract between the kits and a store of histories.
+		"history": {"emitter"},
+		// Stores of what a runtime replays: records, never the wire.
+		"sessionlog": {"protocol", "emitter", "history", "internal/lines"},
+		"sqlstore":   {"protocol", "emitter", "history"},
 		// The oracle is an independent implementation on purpose.
 		"conformance": nil,
 	}
