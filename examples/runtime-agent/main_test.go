@@ -197,7 +197,7 @@ func view(t *testing.T, msgs []client.Message, sid string) []string {
 			}
 			_ = json.Unmarshal(m.Raw, &env)
 			for _, b := range env.Params.Prompt {
-				u, _ := json.Marshal(map[string]any{"sessionUpdate": "user_message_chunk", "content": b})
+				u, _ := json.Marshal(map[string]any{"sessionUpdate": "user_message_chunk", "content": b, "messageId": m.Seq})
 				require.NoError(t, red.Apply(sid, u))
 			}
 		case m.Dir == conformance.FromAgent && m.Method == "session/update":

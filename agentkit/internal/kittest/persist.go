@@ -128,7 +128,8 @@ func Timeline(evs []Event, prompts bool) []string {
 			}
 			_ = json.Unmarshal(e.Params, &p)
 			for _, b := range p.Prompt {
-				u, _ := json.Marshal(map[string]any{"sessionUpdate": "user_message_chunk", "content": b})
+				// Each prompt a message of its own, as a client shows it.
+				u, _ := json.Marshal(map[string]any{"sessionUpdate": "user_message_chunk", "content": b, "messageId": "prompt_" + e.ID})
 				_ = red.Apply(SessionID, u)
 			}
 		case !e.Sent && e.Method == "session/update" && e.SessionID == SessionID:

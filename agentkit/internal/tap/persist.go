@@ -124,6 +124,11 @@ func (t *Tap) recordPrompt(m *turn.Msg) {
 	if json.Unmarshal(m.Params, &p) != nil {
 		return
 	}
+	if p.MessageID == "" {
+		// The blocks of one prompt are one message, and each prompt its
+		// own, on replay: a client merges chunks of one messageId.
+		p.MessageID = "msg_" + newID()[len("cmp_"):]
+	}
 	for _, block := range p.Prompt {
 		u, err := json.Marshal(struct {
 			SessionUpdate string          `json:"sessionUpdate"`
