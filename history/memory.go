@@ -155,3 +155,12 @@ func arrange(entries []Entry) []Entry {
 	}
 	return out
 }
+
+// Remove forgets sessionID's history (a session the agent closed, whose
+// history ends with it). A Log still open on it writes to nothing from
+// then on.
+func (m *Memory) Remove(sessionID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.sessions, sessionID)
+}

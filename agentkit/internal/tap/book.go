@@ -86,8 +86,13 @@ type hist struct {
 
 	mu      sync.Mutex // serializes the session's appends
 	log     history.Log
-	pending []history.Entry   // written before the next entry
-	dropped int               // pending entries lost past maxPending
+	pending []history.Entry // written before the next entry
+	dropped int             // pending entries lost past maxPending
+	// running are the compactions whose start this process wrote and
+	// whose final record it has not: a replay skips them (the emitter's
+	// Replay skips a running compaction), where the store reads them
+	// back interrupted.
+	running map[protocol.ID]struct{}
 	holders map[*Tap]struct{} // under Book.mu
 	// gone: closed and forgotten by the book (set under Book.mu, before
 	// the close takes mu): a writer that finds it set takes the session's
@@ -180,15 +185,24 @@ func (b *Book) lock(t *Tap, sessionID string) *hist {
 }
 
 // open opens sessionID's history for t as m says, and returns its log, or
-// nil for a session the store does not have (openExisting). The log stays
-// open while t holds it.
-func (b *Book) open(ctx context.Context, t *Tap, sessionID string, m how) (history.Log, error) {
+// nil for a session the store does not have (openExisting), with the
+// compactions this process has open in it (see hist.running). The log
+// stays open while t holds it. What the session keeps pending is written
+// first, if it can be: a replay reads the store.
+func (b *Book) open(ctx context.Context, t *Tap, sessionID string, m how) (history.Log, map[protocol.ID]bool, error) {
 	h := b.lock(t, sessionID)
 	defer h.mu.Unlock()
 	if _, err := b.openLocked(ctx, h, m); err != nil {
-		return nil, b.wrap(sessionID, err)
+		return nil, nil, b.wrap(sessionID, err)
 	}
-	return h.log, nil
+	if h.log != nil {
+		_ = b.flushLocked(ctx, h)
+	}
+	running := make(map[protocol.ID]bool, len(h.running))
+	for id := range h.running {
+		running[id] = true
+	}
+	return h.log, running, nil
 }
 
 // write appends e to sessionID's history for t, its pending entries
@@ -218,6 +232,7 @@ func (b *Book) writeLocked(ctx context.Context, h *hist, e history.Entry, m how,
 		err = b.appendLocked(ctx, h, e)
 	}
 	if err == nil {
+		h.track(e)
 		return nil
 	}
 	if refusable {
@@ -242,6 +257,7 @@ func (b *Book) flushLocked(ctx context.Context, h *hist) error {
 			return fmt.Errorf("an earlier entry is still unwritten: %w", err)
 		}
 		b.log.Info("agentkit: an entry of the session's history written late", "session", h.id, "entry", h.pending[0].Kind.String(), "compaction", string(h.pending[0].Record.ID))
+		h.track(h.pending[0])
 		h.pending[0] = history.Entry{}
 		h.pending = h.pending[1:]
 	}
@@ -260,6 +276,19 @@ func (b *Book) appendLocked(ctx context.Context, h *hist, e history.Entry) error
 			return err
 		}
 		time.Sleep(retryDelays[attempt])
+	}
+}
+
+// track notes a compaction's start, or its end, once written.
+func (h *hist) track(e history.Entry) {
+	switch e.Kind {
+	case history.Start:
+		if h.running == nil {
+			h.running = map[protocol.ID]struct{}{}
+		}
+		h.running[e.Record.ID] = struct{}{}
+	case history.Final, history.Void:
+		delete(h.running, e.Record.ID)
 	}
 }
 

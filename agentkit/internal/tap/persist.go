@@ -103,7 +103,7 @@ func (t *Tap) recordOut(msg []byte, m *turn.Msg) error {
 		if json.Unmarshal(m.Result, &r) != nil || r.SessionID == "" {
 			return nil
 		}
-		if _, err := t.book.open(context.Background(), t, r.SessionID, create); err != nil {
+		if _, _, err := t.book.open(context.Background(), t, r.SessionID, create); err != nil {
 			t.log.Error(t.cfg.Name+": the new session's history could not be created; its records will be refused until it can be", "session", r.SessionID, "error", err)
 		}
 	}
@@ -222,7 +222,7 @@ func (t *Tap) ReplayHistory(ctx context.Context, sessionID string, restore func(
 	if _, err := t.ready(sessionID); err != nil {
 		return err
 	}
-	l, err := t.book.open(ctx, t, sessionID, openExisting)
+	l, running, err := t.book.open(ctx, t, sessionID, openExisting)
 	if err != nil {
 		return err
 	}
@@ -230,9 +230,16 @@ func (t *Tap) ReplayHistory(ctx context.Context, sessionID string, restore func(
 		return t.book.wrap(sessionID, fmt.Errorf("%w in the store", history.ErrNotFound))
 	}
 	replay, _ := t.e.Replaying(sessionID)
+	var msgs *coalescer
+	if n, ok := t.e.Negotiation(); ok && n.Version == capability.V2 {
+		msgs = &coalescer{t: t, sessionID: sessionID}
+	}
 	for e, err := range l.Entries(ctx) {
 		if err != nil {
 			return t.book.wrap(sessionID, err)
+		}
+		if e.Interrupted && running[e.Record.ID] {
+			continue // it runs in this process: not interrupted, not settled
 		}
 		if restore != nil {
 			if err := restore(e); err != nil {
@@ -242,15 +249,88 @@ func (t *Tap) ReplayHistory(ctx context.Context, sessionID string, restore func(
 		if !replay {
 			continue
 		}
-		switch e.Kind {
-		case history.Update:
+		switch {
+		case e.Kind == history.Update && msgs != nil:
+			err = msgs.add(e.Update)
+		case e.Kind == history.Update:
 			err = t.Send(protocol.AppendNotification(nil, sessionID, e.Update))
-		case history.Final:
-			err = t.Replay(ctx, sessionID, e.Record)
+		case e.Kind == history.Final:
+			if msgs != nil {
+				err = msgs.flush()
+			}
+			if err == nil {
+				err = t.Replay(ctx, sessionID, e.Record)
+			}
 		}
 		if err != nil && !errors.Is(err, emitter.ErrWithheld) {
 			return fmt.Errorf("%s: session %s: replay: %w", t.cfg.Name, sessionID, err)
 		}
 	}
+	if replay && msgs != nil {
+		return msgs.flush()
+	}
 	return nil
+}
+
+// coalescer replays a v2 session's message chunks as the whole-message
+// updates of v2 (user_message, agent_message, agent_thought): a client
+// that still holds a message when it asks for a replay must not get its
+// chunks appended twice, and an upsert replaces content by messageId. The
+// consecutive chunks of one message become one upsert; a message whose
+// chunks the history has apart (other updates between them) is upserted
+// at its first run and its later chunks go as they were sent.
+type coalescer struct {
+	t         *Tap
+	sessionID string
+	kind, id  string
+	blocks    []json.RawMessage
+	upserted  map[string]bool
+}
+
+// wholeKinds maps a chunk's kind to its message's.
+var wholeKinds = map[string]string{"user_message_chunk": "user_message", "agent_message_chunk": "agent_message", "agent_thought_chunk": "agent_thought"}
+
+func (c *coalescer) add(update json.RawMessage) error {
+	var u struct {
+		Kind      string          `json:"sessionUpdate"`
+		MessageID string          `json:"messageId"`
+		Content   json.RawMessage `json:"content"`
+	}
+	_ = json.Unmarshal(update, &u)
+	whole := wholeKinds[u.Kind]
+	if whole == "" || u.MessageID == "" || len(u.Content) == 0 || c.upserted[whole+"\x00"+u.MessageID] {
+		if err := c.flush(); err != nil {
+			return err
+		}
+		return c.t.Send(protocol.AppendNotification(nil, c.sessionID, update))
+	}
+	if whole != c.kind || u.MessageID != c.id {
+		if err := c.flush(); err != nil {
+			return err
+		}
+		c.kind, c.id = whole, u.MessageID
+	}
+	c.blocks = append(c.blocks, u.Content)
+	return nil
+}
+
+// flush sends the message being gathered, as one upsert.
+func (c *coalescer) flush() error {
+	if c.kind == "" {
+		return nil
+	}
+	u, err := json.Marshal(struct {
+		Kind      string            `json:"sessionUpdate"`
+		MessageID string            `json:"messageId"`
+		Content   []json.RawMessage `json:"content"`
+	}{c.kind, c.id, c.blocks})
+	if c.upserted == nil {
+		c.upserted = map[string]bool{}
+	}
+	c.upserted[c.kind+"\x00"+c.id] = true
+	c.kind, c.id, c.blocks = "", "", nil
+	if err != nil {
+		return err
+	}
+	return c.t.Send(protocol.AppendNotification(nil, c.sessionID, u))
 }
