@@ -79,8 +79,8 @@ func (s *session) restore(e history.Entry) error {
 		s.nextCmp = max(s.nextCmp, idNumber(string(rec.ID)))
 	case history.Update:
 		var u struct {
-			Kind      string            `json:"sessionUpdate"`
-			MessageID string            `json:"messageId"`
+			Kind      string          `json:"sessionUpdate"`
+			MessageID string          `json:"messageId"`
 			Content   json.RawMessage `json:"content"`
 		}
 		if json.Unmarshal(e.Update, &u) != nil {
