@@ -76,7 +76,7 @@ func TestImportsAreOneWay(t *testing.T) {
 		"fallback":       {"protocol", "emitter", "capability"},
 		"internal/turn":  {"protocol", "capability", "emitter", "internal/skim"},
 		// The contract between the kits and a store of histories.
-		"history": {"emitter"},
+		"history": {"protocol", "emitter"},
 		// Stores of what a runtime replays: records, never the wire.
 		"sessionlog": {"protocol", "emitter", "history", "internal/lines"},
 		"sqlstore":   {"protocol", "emitter", "history"},
