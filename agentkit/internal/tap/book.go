@@ -191,18 +191,24 @@ func (b *Book) lock(t *Tap, sessionID string) *hist {
 // first, if it can be: a replay reads the store.
 func (b *Book) open(ctx context.Context, t *Tap, sessionID string, m how) (history.Log, map[protocol.ID]bool, error) {
 	h := b.lock(t, sessionID)
-	defer h.mu.Unlock()
-	if _, err := b.openLocked(ctx, h, m); err != nil {
-		return nil, nil, b.wrap(sessionID, err)
-	}
-	if h.log != nil {
+	_, err := b.openLocked(ctx, h, m)
+	l := h.log
+	if l != nil {
 		_ = b.flushLocked(ctx, h)
 	}
 	running := make(map[protocol.ID]bool, len(h.running))
 	for id := range h.running {
 		running[id] = true
 	}
-	return h.log, running, nil
+	idle := l == nil && len(h.pending) == 0
+	h.mu.Unlock()
+	if idle {
+		b.release(h, t) // nothing to keep of it
+	}
+	if err != nil {
+		return nil, nil, b.wrap(sessionID, err)
+	}
+	return l, running, nil
 }
 
 // write appends e to sessionID's history for t, its pending entries
@@ -213,9 +219,13 @@ func (b *Book) open(ctx context.Context, t *Tap, sessionID string, m how) (histo
 func (b *Book) write(ctx context.Context, t *Tap, sessionID string, e history.Entry, m how, refusable bool) error {
 	h := b.lock(t, sessionID)
 	err := b.writeLocked(ctx, h, e, m, refusable)
+	idle := h.log == nil && len(h.pending) == 0
 	h.mu.Unlock()
-	if t == nil {
-		b.release(h, nil) // closed unless a connection holds it
+	if t == nil || idle {
+		// Closed unless a connection holds it; and nothing is kept of a
+		// session the store does not have (a prompt for an unknown
+		// session), so that memory follows the live sessions.
+		b.release(h, t)
 	}
 	return err
 }
@@ -298,6 +308,7 @@ func (b *Book) release(h *hist, t *Tap) {
 	b.mu.Lock()
 	if t != nil {
 		delete(h.holders, t)
+		t.unheld(h)
 	}
 	last := len(h.holders) == 0 && !h.gone.Load()
 	if last {
