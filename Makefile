@@ -4,7 +4,7 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 NPM_DIR := test/interop
 
-.PHONY: demo test test-deps lint unit fuzz-smoke bench
+.PHONY: demo test test-deps lint unit fuzz-smoke bench dist
 
 demo:
 	$(GO) run ./cmd/acpcompact demo
@@ -16,6 +16,10 @@ demo:
 # (ACPCOMPACT_REQUIRE_SCHEMA=1), so `make test` cannot pass without them.
 test: test-deps lint unit
 
+# test/interop also pins acpx, a real client the tests run through the
+# proxy. Its lock file lists @openclaw/fs-safe's other-platform binaries by
+# hand (version, os, cpu; no integrity): the registry mirror here lacks them,
+# and npm ci refuses a lock without them. npm skips them on this platform.
 test-deps:
 	cd $(NPM_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
@@ -27,6 +31,20 @@ lint:
 
 unit:
 	ACPCOMPACT_REQUIRE_SCHEMA=1 $(GO) test -race -count=1 ./...
+
+# The npm packages (docs/proxy.md, "Install" and "Publishing"): for each
+# platform a native binary, cross-built reproducibly (CGO_ENABLED=0,
+# -trimpath, -buildvcs=false, -ldflags "-s -w -X main.version=$(VERSION)")
+# and its package @acpcompact/<os>-<cpu>; the launcher package acpcompact;
+# an npm pack tarball of each and SHA256SUMS, all in $(DIST_DIR) (replaced
+# whole, git-ignored). npm/mkdist does the work; test/dist installs the
+# host's packages offline and runs them. VERSION is the VERSION file's
+# unless given; DIST_PLATFORMS=linux/amd64 builds one platform.
+VERSION ?= $(shell cat VERSION)
+DIST_DIR ?= dist
+DIST_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64,windows/amd64,windows/arm64
+dist:
+	$(GO) run ./npm/mkdist -version $(VERSION) -platforms $(DIST_PLATFORMS) -o $(DIST_DIR)
 
 # Short coverage-guided runs of every fuzz target (seed corpora live in testdata/).
 # Counted runs and a short minimisation avoid go1.26's -fuzztime deadline race

@@ -13,6 +13,7 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/observe"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 	"github.com/stretchr/testify/assert"
@@ -254,7 +255,7 @@ func TestPromptContextCarriesTheTraceContextOfItsMeta(t *testing.T) {
 	var traces []string
 	var mu sync.Mutex
 	obs := emitter.ObserverFunc(func(ctx context.Context, ev emitter.Event) {
-		tc, _ := emitter.TraceFrom(ctx)
+		tc, _ := observe.TraceFrom(ctx)
 		mu.Lock()
 		traces = append(traces, ev.Kind.String()+" "+tc.Traceparent)
 		mu.Unlock()
@@ -262,7 +263,7 @@ func TestPromptContextCarriesTheTraceContextOfItsMeta(t *testing.T) {
 	a := &agent{}
 	var inHandler string
 	a.prompt = func(ctx context.Context, conn *jsonrpc2.Conn, sid string) (any, error) {
-		tc, _ := emitter.TraceFrom(ctx)
+		tc, _ := observe.TraceFrom(ctx)
 		inHandler = tc.Traceparent
 		// A runtime may pass a context of its own; the turn's trace is
 		// attached anyway.

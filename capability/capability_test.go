@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/capability"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestV1CapabilityCountsOnlyAnObject(t *testing.T) {
@@ -39,27 +41,15 @@ func TestV1CapabilityCountsOnlyAnObject(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			n := capability.Parse(json.RawMessage(tc.params), json.RawMessage(`{"protocolVersion":1}`))
-			if n.Version != capability.V1 {
-				t.Errorf("Version: got %d, want %d", n.Version, capability.V1)
-			}
-			if n.Compaction != tc.support {
-				t.Errorf("Compaction: got %v, want %v", n.Compaction, tc.support)
-			}
+			assert.Equal(t, capability.V1, n.Version, "Version")
+			assert.Equal(t, tc.support, n.Compaction, "Compaction")
 			if tc.diagPath == "" {
-				if len(n.Diagnostics) != 0 {
-					t.Errorf("Diagnostics: got %v, want none", n.Diagnostics)
-				}
+				assert.Empty(t, n.Diagnostics, "Diagnostics")
 				return
 			}
-			if len(n.Diagnostics) == 0 {
-				t.Errorf("Diagnostics: got none, want one at %s", tc.diagPath)
-			} else {
-				if got := n.Diagnostics[0].Path; got != tc.diagPath {
-					t.Errorf("Diagnostics[0].Path: got %q, want %q", got, tc.diagPath)
-				}
-				if n.Diagnostics[0].Message == "" {
-					t.Errorf("Diagnostics[0].Message is empty")
-				}
+			if assert.NotEmpty(t, n.Diagnostics, "Diagnostics: want one at %s", tc.diagPath) {
+				assert.Equal(t, tc.diagPath, n.Diagnostics[0].Path, "Diagnostics[0].Path")
+				assert.NotEmpty(t, n.Diagnostics[0].Message, "Diagnostics[0].Message")
 			}
 		})
 	}
@@ -68,44 +58,24 @@ func TestV1CapabilityCountsOnlyAnObject(t *testing.T) {
 func TestNegotiatedVersionIsTheAgentsAnswer(t *testing.T) {
 	v2req := `{"protocolVersion":2,"info":{"name":"c","version":"1"},"capabilities":{}}`
 	n := capability.Parse(json.RawMessage(v2req), json.RawMessage(`{"protocolVersion":2}`))
-	if n.Version != capability.V2 {
-		t.Errorf("v2 answered v2: Version: got %d, want %d", n.Version, capability.V2)
-	}
-	if !n.Compaction {
-		t.Errorf("v2 answered v2: Compaction is false; v2 needs no capability")
-	}
+	assert.Equal(t, capability.V2, n.Version, "v2 answered v2: Version")
+	assert.True(t, n.Compaction, "v2 answered v2: Compaction is false; v2 needs no capability")
 
 	n = capability.Parse(json.RawMessage(v2req), json.RawMessage(`{"protocolVersion":1}`))
-	if n.RequestedVersion != 2 {
-		t.Errorf("v2 answered v1: RequestedVersion: got %d, want 2", n.RequestedVersion)
-	}
-	if n.Version != capability.V1 {
-		t.Errorf("v2 answered v1: Version: got %d, want %d (the agent answered v1)", n.Version, capability.V1)
-	}
-	if n.Compaction {
-		t.Errorf("v2 answered v1: Compaction is true; a v2-shaped request carries no v1 capability")
-	}
+	assert.Equal(t, 2, n.RequestedVersion, "v2 answered v1: RequestedVersion")
+	assert.Equal(t, capability.V1, n.Version, "v2 answered v1: Version (the agent answered v1)")
+	assert.False(t, n.Compaction, "v2 answered v1: Compaction is true; a v2-shaped request carries no v1 capability")
 
 	n = capability.Parse(json.RawMessage(v2req), nil)
-	if n.Version != capability.V2 {
-		t.Errorf("v2 unanswered: Version: got %d, want %d (before the answer the requested version stands)", n.Version, capability.V2)
-	}
+	assert.Equal(t, capability.V2, n.Version, "v2 unanswered: Version (before the answer the requested version stands)")
 
 	n = capability.Parse(json.RawMessage(`{"protocolVersion":7}`), json.RawMessage(`{"protocolVersion":7}`))
-	if n.Version != capability.V1 {
-		t.Errorf("v7: Version: got %d, want %d", n.Version, capability.V1)
-	}
-	if len(n.Diagnostics) == 0 {
-		t.Errorf("v7: no diagnostics")
-	}
+	assert.Equal(t, capability.V1, n.Version, "v7: Version")
+	assert.NotEmpty(t, n.Diagnostics, "v7: no diagnostics")
 
 	n = capability.Parse(json.RawMessage(`{"protocolVersion":"one"}`), json.RawMessage(`"garbage"`))
-	if n.Version != capability.V1 {
-		t.Errorf("unreadable versions: Version: got %d, want %d", n.Version, capability.V1)
-	}
-	if len(n.Diagnostics) != 2 {
-		t.Errorf("unreadable versions: got %d diagnostics %v, want 2", len(n.Diagnostics), n.Diagnostics)
-	}
+	assert.Equal(t, capability.V1, n.Version, "unreadable versions: Version")
+	assert.Len(t, n.Diagnostics, 2, "unreadable versions")
 }
 
 func TestDefaultPolicy(t *testing.T) {
@@ -124,25 +94,18 @@ func TestDefaultPolicy(t *testing.T) {
 		{"v1 without the capability, no fallback", without, false, capability.Off},
 		{"zero value is safe", capability.Negotiation{}, false, capability.Off},
 	} {
-		if got := capability.DefaultPolicy(tc.n, tc.fallback); got != tc.want {
-			t.Errorf("DefaultPolicy, %s: got %v, want %v", tc.name, got, tc.want)
-		}
+		assert.Equal(t, tc.want, capability.DefaultPolicy(tc.n, tc.fallback), "DefaultPolicy, %s", tc.name)
 	}
-	if got := capability.Standard.String(); got != "standard" {
-		t.Errorf("Standard.String(): got %q, want %q", got, "standard")
-	}
-	if got := capability.Mode(9).String(); !strings.HasPrefix(got, "mode(") {
-		t.Errorf("Mode(9).String(): got %q, want prefix %q", got, "mode(")
-	}
+	assert.Equal(t, "standard", capability.Standard.String(), "Standard.String()")
+	got := capability.Mode(9).String()
+	assert.True(t, strings.HasPrefix(got, "mode("), "Mode(9).String(): got %q, want prefix %q", got, "mode(")
 }
 
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"protocolVersion":1,"clientCapabilities":{"session":{"compaction":{}}}}`), []byte(`{"protocolVersion":1}`))
 	f.Fuzz(func(t *testing.T, req, res []byte) {
 		n := capability.Parse(req, res)
-		if n.Version != capability.V1 && n.Version != capability.V2 {
-			t.Fatalf("version %d escaped normalisation", n.Version)
-		}
+		require.Contains(t, []int{capability.V1, capability.V2}, n.Version, "version escaped normalisation")
 		if n.Version == capability.V1 && n.Compaction {
 			// Support must come from an object at the one right place.
 			var p struct {
@@ -152,13 +115,9 @@ func FuzzParse(f *testing.F) {
 					} `json:"session"`
 				} `json:"clientCapabilities"`
 			}
-			if err := json.Unmarshal(req, &p); err != nil {
-				t.Fatalf("support claimed for unreadable params %q", req)
-			}
+			require.NoError(t, json.Unmarshal(req, &p), "support claimed for unreadable params %q", req)
 			c := strings.TrimSpace(string(p.ClientCapabilities.Session.Compaction))
-			if !strings.HasPrefix(c, "{") {
-				t.Fatalf("support claimed for compaction=%q", c)
-			}
+			require.True(t, strings.HasPrefix(c, "{"), "support claimed for compaction=%q", c)
 		}
 	})
 }
@@ -195,19 +154,13 @@ func TestTheClientsVersionDecidesTheGateNotTheAgentsAnswer(t *testing.T) {
 			why: "a client that names no version is taken to speak v1", diagnosed: true},
 	} {
 		n := capability.Parse(json.RawMessage(tc.req), json.RawMessage(`{"protocolVersion":2}`))
-		if n.Version != capability.V1 {
-			t.Errorf("%s: Version: got %d, want %d (%s)", tc.name, n.Version, capability.V1, tc.why)
-		}
-		if n.Compaction != tc.compaction {
-			t.Errorf("%s: Compaction: got %v, want %v (%s)", tc.name, n.Compaction, tc.compaction, tc.why)
-		}
+		assert.Equal(t, capability.V1, n.Version, "%s: Version (%s)", tc.name, tc.why)
+		assert.Equal(t, tc.compaction, n.Compaction, "%s: Compaction (%s)", tc.name, tc.why)
 		if !tc.diagnosed {
 			continue
 		}
-		if len(n.Diagnostics) == 0 {
-			t.Errorf("%s: no diagnostics", tc.name)
-		} else if msg := n.Diagnostics[0].Message; !strings.Contains(msg, tc.diagHas) {
-			t.Errorf("%s: Diagnostics[0].Message %q does not contain %q", tc.name, msg, tc.diagHas)
+		if assert.NotEmpty(t, n.Diagnostics, "%s: diagnostics", tc.name) {
+			assert.Contains(t, n.Diagnostics[0].Message, tc.diagHas, "%s: Diagnostics[0].Message", tc.name)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/stretchr/testify/require"
 )
 
 // The checker misses nothing and invents nothing: each edge below has a
@@ -18,13 +19,12 @@ func checkFile(t *testing.T, file string, opts ...conformance.Option) []conforma
 	t.Helper()
 	raw := readTestdata(t, file)
 	wants := annotations(t, raw)
-	if strings.HasPrefix(file, "defect_") && len(wants) == 0 {
-		t.Fatalf("%s has no \"# ^\" annotations", file)
+	if strings.HasPrefix(file, "defect_") {
+		require.NotEmpty(t, wants, "%s has no \"# ^\" annotations", file)
 	}
+
 	got, err := conformance.CheckTranscript(bytes.NewReader(raw), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "conformance.CheckTranscript")
 	expect(t, got, wants...)
 	return got
 }
@@ -145,9 +145,7 @@ func TestRuleReplayAllowsAReStreamedReplay(t *testing.T) {
 	t.Run("a re-stream on a fresh connection duplicates nothing: the client holds nothing", func(t *testing.T) {
 		// Its annotations are the strict rule's (strict_replay_test.go).
 		got, err := conformance.CheckTranscript(bytes.NewReader(readTestdata(t, "defect_summary_replayed_twice.jsonl")))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "conformance.CheckTranscript")
 		expect(t, got)
 	})
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // In these tests the initialize exchange takes lines 1 and 2, so the first
@@ -586,9 +588,7 @@ func TestRuleSchemaUsesTheNegotiatedVersionsValidator(t *testing.T) {
 		upd(state("idle")),
 	)
 	expect(t, got, want{5, conformance.RuleSchema, "fails the v2 schema: rejected by v2"})
-	if strings.Join(seen, ",") != "v2,v2,v2" {
-		t.Errorf("validators used: %v", seen)
-	}
+	assert.Equal(t, "v2,v2,v2", strings.Join(seen, ","), "validators used: %v", seen)
 }
 
 func TestRuleSchemaWithTheOfficialSchema(t *testing.T) {
@@ -651,8 +651,8 @@ func TestRuleSchemaMessageNamesTheCauseNotEveryVariant(t *testing.T) {
 		want{5, conformance.RuleSchema, "fails the v1 schema: params/update/sessionUpdate: must be one of 'tool_call', 'session_info_update'"},
 	)
 	for _, v := range got {
-		if strings.Contains(v.Message, "toolCallId") || strings.Contains(v.Message, "acpschema") {
-			t.Errorf("message keeps noise: %s", v.Message)
+		if assert.NotContains(t, v.Message, "toolCallId", "message keeps noise") {
+			assert.NotContains(t, v.Message, "acpschema", "message keeps noise")
 		}
 	}
 }
@@ -666,18 +666,16 @@ func TestObserveStreamsAndCloseIsIdempotent(t *testing.T) {
 		answer(2, "end_turn"),
 		upd(chunk("cmp_2", "x")),
 	)))
-	if len(errs) != 0 {
-		t.Fatal(errs)
-	}
+	require.Empty(t, errs, "conformance.ReadTranscript")
 	var perLine [][]conformance.Violation
 	for _, l := range lines {
 		perLine = append(perLine, c.Observe(l.Dir, l.N, l.Raw))
 	}
-	if len(perLine[4]) != 1 || perLine[4][0].Rule != conformance.RuleSettlement {
-		t.Errorf("response line: %v", perLine[4])
+	if assert.Len(t, perLine[4], 1, "response line") {
+		assert.Equal(t, conformance.RuleSettlement, perLine[4][0].Rule, "response line")
 	}
-	if len(perLine[5]) != 1 || perLine[5][0].Rule != conformance.RuleAfterTurn {
-		t.Errorf("late chunk line: %v", perLine[5])
+	if assert.Len(t, perLine[5], 1, "late chunk line") {
+		assert.Equal(t, conformance.RuleAfterTurn, perLine[5][0].Rule, "late chunk line")
 	}
 	expect(t, c.Close(), want{6, conformance.RuleSettlement, `compaction "cmp_2" never settled`})
 	expect(t, c.Close())
@@ -693,16 +691,12 @@ func (f failingReader) Read([]byte) (int, error) { return 0, f.err }
 func TestCheckTranscriptReturnsTheReadersError(t *testing.T) {
 	boom := errors.New("disk on fire")
 	_, err := conformance.CheckTranscript(failingReader{boom})
-	if !errors.Is(err, boom) {
-		t.Fatalf("err = %v", err)
-	}
+	require.ErrorIs(t, err, boom, "conformance.CheckTranscript")
 }
 
 func TestViolationString(t *testing.T) {
 	v := conformance.Violation{Line: 7, Rule: conformance.RuleCancel, Message: "m"}
-	if got := v.String(); got != "line 7: cancel: m" {
-		t.Errorf("String() = %q", got)
-	}
+	assert.Equal(t, "line 7: cancel: m", v.String(), "String()")
 }
 
 // A transcript may hold several connections in a row: each initialize

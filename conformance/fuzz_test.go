@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/stretchr/testify/require"
 )
 
 func FuzzReadTranscript(f *testing.F) {
@@ -19,23 +19,20 @@ func FuzzReadTranscript(f *testing.F) {
 		total := bytes.Count(in, []byte("\n")) + 1
 		prev := 0
 		for _, l := range lines {
-			if l.N <= prev || l.N > total {
-				t.Fatalf("line number %d after %d (of %d)", l.N, prev, total)
-			}
+			require.Greater(t, l.N, prev, "line number %d after %d (of %d)", l.N, prev, total)
+			require.LessOrEqual(t, l.N, total, "line number %d after %d (of %d)", l.N, prev, total)
 			prev = l.N
-			if l.Dir != conformance.FromClient && l.Dir != conformance.FromAgent {
-				t.Fatalf("line %d: direction %v", l.N, l.Dir)
-			}
+			require.Contains(t, []conformance.Direction{conformance.FromClient, conformance.FromAgent}, l.Dir, "line %d: direction", l.N)
 			var obj map[string]json.RawMessage
-			if err := json.Unmarshal(l.Raw, &obj); err != nil || obj == nil {
-				t.Fatalf("line %d: raw %q is not a JSON object: %v", l.N, l.Raw, err)
-			}
+			err := json.Unmarshal(l.Raw, &obj)
+			require.NoError(t, err, "line %d: raw %q is not a JSON object", l.N, l.Raw)
+			require.NotNil(t, obj, "line %d: raw %q is not a JSON object", l.N, l.Raw)
 		}
 		for _, err := range errs {
 			var le *conformance.LineError
-			if !asLineError(err, &le) || le.N < 1 || le.N > total {
-				t.Fatalf("error %v is not a LineError within 1..%d", err, total)
-			}
+			require.True(t, asLineError(err, &le), "error %v is not a LineError within 1..%d", err, total)
+			require.GreaterOrEqual(t, le.N, 1, "error %v is not a LineError within 1..%d", err, total)
+			require.LessOrEqual(t, le.N, total, "error %v is not a LineError within 1..%d", err, total)
 		}
 	})
 }
@@ -67,15 +64,14 @@ func FuzzCheckTranscript(f *testing.F) {
 		total := bytes.Count(in, []byte("\n")) + 1
 		for _, opts := range [][]conformance.Option{nil, {conformance.WithStrictReplay()}} {
 			vs, err := conformance.CheckTranscript(bytes.NewReader(in), opts...)
-			if err != nil {
-				t.Fatalf("CheckTranscript on an in-memory reader: %v", err)
-			}
+			require.NoError(t, err, "CheckTranscript on an in-memory reader")
 			for i, v := range vs {
-				if v.Line < 1 || v.Line > total || !slices.Contains(rules, v.Rule) || v.Message == "" {
-					t.Fatalf("bad violation %+v (transcript of %d lines)", v, total)
-				}
-				if i > 0 && vs[i-1].Line > v.Line {
-					t.Fatalf("violations out of line order: %v then %v", vs[i-1], v)
+				require.GreaterOrEqual(t, v.Line, 1, "bad violation %+v (transcript of %d lines)", v, total)
+				require.LessOrEqual(t, v.Line, total, "bad violation %+v (transcript of %d lines)", v, total)
+				require.Contains(t, rules, v.Rule, "bad violation %+v (transcript of %d lines)", v, total)
+				require.NotEmpty(t, v.Message, "bad violation %+v (transcript of %d lines)", v, total)
+				if i > 0 {
+					require.LessOrEqual(t, vs[i-1].Line, v.Line, "violations out of line order: %v then %v", vs[i-1], v)
 				}
 			}
 		}
@@ -98,9 +94,7 @@ func FuzzCheckTranscript(f *testing.F) {
 			}
 			checkPlacement(t, r, placed, version, 0)
 			for _, sid := range r.Sessions() {
-				if err := r.Render(io.Discard, sid); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, r.Render(io.Discard, sid), "r.Render")
 			}
 		}
 	})
@@ -116,9 +110,10 @@ func checkPlacement(t *testing.T, r *conformance.Reducer, placed map[string]int,
 				continue
 			}
 			key := sid + "\x00" + it.ID
-			if at, ok := placed[key]; ok && at != i {
-				t.Fatalf("v%d line %d: compaction %q moved from %d to %d", version, line, it.ID, at, i)
+			if at, ok := placed[key]; ok {
+				require.Equal(t, at, i, "v%d line %d: compaction %q moved", version, line, it.ID)
 			}
+
 			placed[key] = i
 		}
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Transcript builders: each returns one transcript line, so a test reads as
@@ -75,9 +77,7 @@ func transcript(lines ...string) string { return strings.Join(lines, "\n") + "\n
 func check(t *testing.T, opts []conformance.Option, lines ...string) []conformance.Violation {
 	t.Helper()
 	vs, err := conformance.CheckTranscript(strings.NewReader(transcript(lines...)), opts...)
-	if err != nil {
-		t.Fatalf("CheckTranscript: %v", err)
-	}
+	require.NoError(t, err, "CheckTranscript")
 	return vs
 }
 
@@ -103,13 +103,10 @@ next:
 		}
 		unexpected = append(unexpected, v)
 	}
-	for _, v := range unexpected {
-		t.Errorf("unexpected violation: %v", v)
-	}
+	assert.Empty(t, unexpected, "unexpected violations")
+
 	for i, w := range wants {
-		if !used[i] {
-			t.Errorf("missing violation: line %d: %s: …%s…", w.line, w.rule, w.text)
-		}
+		assert.True(t, used[i], "missing violation: line %d: %s: …%s…", w.line, w.rule, w.text)
 	}
 }
 
@@ -128,9 +125,8 @@ func annotations(t *testing.T, raw []byte) []want {
 		switch {
 		case strings.HasPrefix(line, "# ^ "):
 			rule, text, ok := strings.Cut(strings.TrimPrefix(line, "# ^ "), ": ")
-			if !ok || last == 0 {
-				t.Fatalf("line %d: bad annotation %q", n, line)
-			}
+			require.True(t, ok, "line %d: bad annotation %q", n, line)
+			require.NotEqual(t, 0, last, "line %d: bad annotation %q", n, line)
 			out = append(out, want{last, conformance.Rule(rule), text})
 		case line == "" || strings.HasPrefix(line, "#"):
 		default:

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/stretchr/testify/assert"
 )
 
 func TestIDKeyComparesJSONValues(t *testing.T) {
@@ -32,8 +33,6 @@ func TestIDKeyComparesJSONValues(t *testing.T) {
 		{`"x"`, `"y"`, false},
 	} {
 		ka, kb := conformance.IDKey(json.RawMessage(tc.a)), conformance.IDKey(json.RawMessage(tc.b))
-		if (ka == kb) != tc.same {
-			t.Errorf("%s vs %s: keys %q, %q; want same=%v", tc.a, tc.b, ka, kb, tc.same)
-		}
+		assert.Equal(t, tc.same, ka == kb, "%s vs %s: keys %q", tc.a, tc.b, ka)
 	}
 }

@@ -11,10 +11,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/acpcompact/acpcompact/conformance"
 )
 
 // jsFacts are what node v20.20.2 prints for
@@ -92,9 +91,7 @@ func TestJSKeysAreOneExactlyWhenTheStringsAre(t *testing.T) {
 	}
 	for _, a := range reads {
 		for _, b := range reads {
-			if (a.key == b.key) != slices.Equal(a.units, b.units) {
-				t.Fatalf("%x and %x: keys %q and %q", a.units, b.units, a.key, b.key)
-			}
+			require.Equal(t, slices.Equal(a.units, b.units), a.key == b.key, "%x and %x: keys %q and %q", a.units, b.units, a.key, b.key)
 		}
 	}
 }
@@ -201,12 +198,11 @@ func FuzzJSString(f *testing.F) {
 		key, ok := conformance.JSKey(raw)
 		var s string
 		goOK := json.Unmarshal(raw, &s) == nil && bytes.HasPrefix(bytes.TrimLeft(raw, " \t\n\r"), []byte(`"`))
-		if ok != goOK {
-			t.Fatalf("%q: the checker reads a string: %v; encoding/json: %v", raw, ok, goOK)
+		require.Equal(t, goOK, ok, "%q: the checker reads a string; encoding/json", raw)
+		if ok && utf8.Valid(raw) && !surrogateEscape(raw) {
+			require.Equal(t, s, key, "%q: key against encoding/json", raw)
 		}
-		if ok && utf8.Valid(raw) && !surrogateEscape(raw) && key != s {
-			t.Fatalf("%q: key %q, encoding/json %q", raw, key, s)
-		}
+
 	})
 }
 

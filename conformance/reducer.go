@@ -389,6 +389,16 @@ func contentBlocks(raw json.RawMessage) (blocks []json.RawMessage, ok bool) {
 // order they were first seen.
 func (r *Reducer) Sessions() []string { return append([]string(nil), r.order...) }
 
+// Len returns the number of items in a session's timeline without copying
+// them, so a caller that follows a connection message by message can tell
+// which message made a new row.
+func (r *Reducer) Len(sessionID string) int {
+	if t, ok := r.sessions[sessionID]; ok {
+		return len(t.items)
+	}
+	return 0
+}
+
 // Timeline returns a copy of a session's timeline; the caller may modify it.
 func (r *Reducer) Timeline(sessionID string) []Item {
 	t, ok := r.sessions[sessionID]

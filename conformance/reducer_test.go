@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // dump prints a timeline one item a line, precisely enough to compare:
@@ -294,13 +296,9 @@ func TestReducerFollowsTheRFD(t *testing.T) {
 			}
 			r := conformance.NewReducer(version)
 			for _, u := range tc.updates {
-				if err := r.Apply("s1", json.RawMessage(u)); err != nil {
-					t.Fatalf("Apply(%s): %v", u, err)
-				}
+				require.NoError(t, r.Apply("s1", json.RawMessage(u)), "Apply(%s)", u)
 			}
-			if got := dump(r.Timeline("s1")); got != tc.want {
-				t.Errorf("timeline:\n%s\nwant:\n%s", got, tc.want)
-			}
+			assert.Equal(t, tc.want, dump(r.Timeline("s1")), "timeline")
 		})
 	}
 }
@@ -317,16 +315,11 @@ func TestReducerDropsWhatAClientDrops(t *testing.T) {
 		`{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_1"}`,
 		`{"sessionUpdate":"agent_message_chunk","content":{"text":"no type"}}`,
 	} {
-		if err := r.Apply("s1", json.RawMessage(u)); err == nil {
-			t.Errorf("Apply(%s) = nil, want an error", u)
-		}
+		assert.Error(t, r.Apply("s1", json.RawMessage(u)), "Apply(%s) = nil", u)
 	}
-	if tl := r.Timeline("s1"); len(tl) != 0 {
-		t.Errorf("dropped updates changed the timeline:\n%s", dump(tl))
-	}
-	if err := conformance.NewReducer(3).Apply("s1", json.RawMessage(cu("c", "completed"))); err == nil {
-		t.Error("version 3 accepted")
-	}
+	tl := r.Timeline("s1")
+	assert.Empty(t, tl, "dropped updates changed the timeline:\n%s", dump(tl))
+	assert.Error(t, conformance.NewReducer(3).Apply("s1", json.RawMessage(cu("c", "completed"))), "version 3 accepted")
 }
 
 func TestReducerKeepsSessionsApart(t *testing.T) {
@@ -336,19 +329,11 @@ func TestReducerKeepsSessionsApart(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":` + cu("cmp_1", "completed") + `}}`,
 		`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`,
 	} {
-		if err := r.ApplyMessage(json.RawMessage(m)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, r.ApplyMessage(json.RawMessage(m)), "r.ApplyMessage")
 	}
-	if got := strings.Join(r.Sessions(), ","); got != "s2,s1" {
-		t.Errorf("Sessions() = %s", got)
-	}
-	if got := dump(r.Timeline("s1")) + dump(r.Timeline("s2")); got != lines("compaction cmp_1 completed", "compaction cmp_1 failed") {
-		t.Errorf("timelines:\n%s", got)
-	}
-	if r.Timeline("nope") != nil {
-		t.Error("unknown session has a timeline")
-	}
+	assert.Equal(t, "s2,s1", strings.Join(r.Sessions(), ","), "Sessions()")
+	assert.Equal(t, lines("compaction cmp_1 completed", "compaction cmp_1 failed"), dump(r.Timeline("s1"))+dump(r.Timeline("s2")), "timelines")
+	assert.Nil(t, r.Timeline("nope"), "unknown session has a timeline")
 }
 
 func TestReducerTimelineIsACopy(t *testing.T) {
@@ -358,9 +343,7 @@ func TestReducerTimelineIsACopy(t *testing.T) {
 	*tl[0].Error = "changed"
 	tl[0].Meta["k"] = json.RawMessage(`2`)
 	tl[0].Summary[0][0] = 'X'
-	if got := dump(r.Timeline("s1")); got != "compaction cmp_1 failed summary=[\"s\"] error=\"e\" meta={\"k\":1}\n" {
-		t.Errorf("caller's edits leaked into the reducer:\n%s", got)
-	}
+	assert.Equal(t, "compaction cmp_1 failed summary=[\"s\"] error=\"e\" meta={\"k\":1}\n", dump(r.Timeline("s1")), "caller's edits leaked into the reducer")
 }
 
 func TestRender(t *testing.T) {
@@ -374,14 +357,10 @@ func TestRender(t *testing.T) {
 		`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Read file","status":"in_progress"}`,
 		`{"sessionUpdate":"plan","entries":[]}`,
 	} {
-		if err := r.Apply("s1", json.RawMessage(u)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, r.Apply("s1", json.RawMessage(u)), "r.Apply")
 	}
 	var b bytes.Buffer
-	if err := r.Render(&b, "s1"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Render(&b, "s1"), "r.Render")
 	want := lines(
 		`[user] Compact please.`,
 		`[thought] Hmm.`,
@@ -391,7 +370,5 @@ func TestRender(t *testing.T) {
 		`[tool_call t1] in_progress  Read file`,
 		`[plan]`,
 	)
-	if b.String() != want {
-		t.Errorf("Render:\n%s\nwant:\n%s", b.String(), want)
-	}
+	assert.Equal(t, want, b.String(), "Render")
 }

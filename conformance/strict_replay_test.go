@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRuleReplayWithStrictReplayIsTerminalFirst: the project's own rule for
@@ -14,9 +15,7 @@ func TestRuleReplayWithStrictReplayIsTerminalFirst(t *testing.T) {
 	strict := conformance.WithStrictReplay()
 	t.Run("a re-stream is flagged", func(t *testing.T) {
 		got, err := conformance.CheckTranscript(bytes.NewReader(readTestdata(t, "clean_v1_replay_restreamed.jsonl")), strict)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "conformance.CheckTranscript")
 		expect(t, got,
 			want{11, conformance.RuleReplay, `first replayed update for compaction "cmp_1" has status "in_progress" during session/load replay; strict replay must be terminal-first`},
 			want{12, conformance.RuleReplay, `compaction_summary_chunk for compaction "cmp_1" during session/load replay; a replayed compaction is one terminal compaction_update (strict replay)`},

@@ -1,13 +1,15 @@
 package conformance_test
 
 import (
-	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestReadTranscriptAcceptsTheFormat(t *testing.T) {
@@ -20,27 +22,20 @@ func TestReadTranscriptAcceptsTheFormat(t *testing.T) {
 		"   \t \n" +
 		"agent {\"last\":\"no newline\"}"
 	lines, errs := conformance.ReadTranscript(strings.NewReader(in))
-	if len(errs) != 0 {
-		t.Fatalf("errors: %v", errs)
-	}
+	require.Empty(t, errs, "errors")
 	want := []conformance.Line{
 		{N: 3, Dir: conformance.FromClient, Raw: []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize"}`)},
 		{N: 5, Dir: conformance.FromAgent, Raw: []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)},
 		{N: 6, Dir: conformance.FromClient, Raw: []byte(`{ "a" : [1, 2] }`)},
 		{N: 8, Dir: conformance.FromAgent, Raw: []byte(`{"last":"no newline"}`)},
 	}
-	if len(lines) != len(want) {
-		t.Fatalf("got %d lines: %v", len(lines), lines)
-	}
+	require.Len(t, lines, len(want), "lines read")
 	for i, w := range want {
 		g := lines[i]
-		if g.N != w.N || g.Dir != w.Dir || !bytes.Equal(g.Raw, w.Raw) {
-			t.Errorf("line %d = {%d %v %s}, want {%d %v %s}", i, g.N, g.Dir, g.Raw, w.N, w.Dir, w.Raw)
-		}
+		assert.Equal(t, w, g, "line %d", i)
+
 	}
-	if got := lines[1].String(); got != `agent {"jsonrpc":"2.0","id":1,"result":{}}` {
-		t.Errorf("String() = %q", got)
-	}
+	assert.Equal(t, `agent {"jsonrpc":"2.0","id":1,"result":{}}`, lines[1].String(), "String()")
 }
 
 func TestReadTranscriptReportsMalformedLinesByNumber(t *testing.T) {
@@ -59,21 +54,23 @@ func TestReadTranscriptReportsMalformedLinesByNumber(t *testing.T) {
 	}, "\n")
 	lines, errs := conformance.ReadTranscript(strings.NewReader(in))
 	wantErrLines := []int{2, 3, 4, 5, 6, 7, 8, 9}
-	if len(errs) != len(wantErrLines) {
-		t.Fatalf("errors: %v", errs)
-	}
+	require.Len(t, errs, len(wantErrLines), "errors")
 	for i, err := range errs {
 		var le *conformance.LineError
-		if !errors.As(err, &le) || le.N != wantErrLines[i] {
-			t.Errorf("error %d = %v, want a *LineError for line %d", i, err, wantErrLines[i])
+		if !assert.ErrorAs(t, err, &le, "error %d", i) {
 			continue
 		}
-		if !strings.HasPrefix(err.Error(), "line ") {
-			t.Errorf("error text %q does not name the line", err)
+		if !assert.Equal(t, wantErrLines[i], le.N, "error %d", i) {
+			continue
 		}
+		assert.True(t, strings.HasPrefix(err.Error(), "line "), "error text %q does not name the line", err)
 	}
-	if len(lines) != 3 || lines[0].N != 1 || lines[1].N != 10 || lines[2].N != 11 {
-		t.Errorf("lines: %v", lines)
+	if assert.Len(t, lines, 3, "lines") {
+		if assert.Equal(t, 1, lines[0].N, "lines") {
+			if assert.Equal(t, 10, lines[1].N, "lines") {
+				assert.Equal(t, 11, lines[2].N, "lines")
+			}
+		}
 	}
 }
 
@@ -94,26 +91,22 @@ func TestScannerLineLengthBoundary(t *testing.T) {
 		case errors.Is(err, conformance.ErrLineTooLong):
 			got = append(got, "too long")
 		case err != nil:
-			t.Fatal(err)
+			require.Fail(t, fmt.Sprintf("%v", err))
 		default:
 			got = append(got, l.String())
 		}
 	}
 	want := []string{`agent {"a":"xx"}`, "too long", "too long", `client {"b":1}`}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("got %q, want %q", got, want)
-	}
+	assert.Equal(t, strings.Join(want, "|"), strings.Join(got, "|"), "strings.Join")
 }
 
 func TestScannerReadsMultiMebibyteLines(t *testing.T) {
-	if conformance.MaxLineBytes != 64<<20 {
-		t.Fatalf("MaxLineBytes = %d, want 64 MiB", conformance.MaxLineBytes)
-	}
+	require.Equal(t, 64<<20, conformance.MaxLineBytes, "MaxLineBytes")
 	big := `agent {"a":"` + strings.Repeat("x", 4<<20) + `"}`
 	lines, errs := conformance.ReadTranscript(strings.NewReader(big + "\nclient {}\n"))
-	if len(errs) != 0 || len(lines) != 2 || len(lines[0].Raw) != len(big)-len("agent ") {
-		t.Fatalf("lines=%d errs=%v", len(lines), errs)
-	}
+	require.Empty(t, errs, "lines=%d errs", len(lines))
+	require.Len(t, lines, 2, "lines=%d errs", len(lines))
+	require.Len(t, lines[0].Raw, len(big)-len("agent "), "lines=%d errs", len(lines))
 }
 
 type errAfter struct {
@@ -133,19 +126,19 @@ func (e *errAfter) Read(p []byte) (int, error) {
 func TestScannerReaderErrorsAreStickyAndNotLineErrors(t *testing.T) {
 	boom := errors.New("boom")
 	s := conformance.NewScanner(&errAfter{data: "client {}\nagent {\"partial\":", err: boom})
-	if _, err := s.Next(); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.Next()
+	require.NoError(t, err, "Next")
 	for i := 0; i < 2; i++ {
 		_, err := s.Next()
 		var le *conformance.LineError
-		if !errors.Is(err, boom) || errors.As(err, &le) {
-			t.Fatalf("call %d: err = %v, want the reader's error", i, err)
-		}
+		require.ErrorIs(t, err, boom, "call %d: err", i)
+		require.False(t, errors.As(err, &le), "call %d: err = %v, want the reader's error", i, err)
 	}
 	lines, errs := conformance.ReadTranscript(&errAfter{data: "client {}\n", err: boom})
-	if len(lines) != 1 || len(errs) != 1 || !errors.Is(errs[0], boom) {
-		t.Errorf("ReadTranscript = %v, %v", lines, errs)
+	if assert.Len(t, lines, 1, "ReadTranscript, %v", errs) {
+		if assert.Len(t, errs, 1, "ReadTranscript, %v", errs) {
+			assert.ErrorIs(t, errs[0], boom, "ReadTranscript, %v", errs)
+		}
 	}
 }
 
@@ -153,8 +146,6 @@ func TestDirectionString(t *testing.T) {
 	for d, want := range map[conformance.Direction]string{
 		conformance.FromClient: "client", conformance.FromAgent: "agent", 0: "Direction(0)",
 	} {
-		if got := d.String(); got != want {
-			t.Errorf("%d.String() = %q, want %q", int(d), got, want)
-		}
+		assert.Equal(t, want, d.String(), "%d.String()", int(d))
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // defectTranscript is a crafted transcript whose "# ^" annotations name the
@@ -103,9 +105,7 @@ func checkDefect(t *testing.T, d defectTranscript) {
 			rules = append(rules, v.Rule)
 		}
 	}
-	if !slices.Equal(rules, d.rules) {
-		t.Errorf("rules = %v, want %v", rules, d.rules)
-	}
+	assert.Equal(t, d.rules, rules, "rules")
 }
 
 func TestCleanTranscriptsHaveNoViolations(t *testing.T) {
@@ -113,22 +113,16 @@ func TestCleanTranscriptsHaveNoViolations(t *testing.T) {
 	for _, c := range cleanTranscripts {
 		t.Run(c.file, func(t *testing.T) {
 			raw := readTestdata(t, c.file)
-			if a := annotations(t, raw); len(a) != 0 {
-				t.Fatalf("a clean transcript carries annotations: %v", a)
-			}
+			require.Empty(t, annotations(t, raw), "a clean transcript carries annotations")
 			got, err := conformance.CheckTranscript(bytes.NewReader(raw), schema)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "conformance.CheckTranscript")
 			t.Logf("transcript: %s", c.what)
 			expect(t, got)
 			if restreamed[c.file] {
 				return
 			}
 			got, err = conformance.CheckTranscript(bytes.NewReader(raw), schema, conformance.WithStrictReplay())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "conformance.CheckTranscript")
 			expect(t, got)
 		})
 	}
@@ -142,15 +136,11 @@ func TestCleanTranscriptsMatchOfficialSchema(t *testing.T) {
 	for _, c := range cleanTranscripts {
 		t.Run(c.file, func(t *testing.T) {
 			lines, errs := conformance.ReadTranscript(bytes.NewReader(readTestdata(t, c.file)))
-			if len(errs) != 0 {
-				t.Fatal(errs)
-			}
+			require.Empty(t, errs, "conformance.ReadTranscript")
 			v := schematest.Require(t, negotiatedVersion(t, lines))
 			updates := 0
 			for _, l := range lines {
-				if err := v.Message(l.Raw); err != nil {
-					t.Errorf("line %d: %v", l.N, err)
-				}
+				assert.NoError(t, v.Message(l.Raw), "line %d", l.N)
 				var m struct {
 					Method string `json:"method"`
 					Params struct {
@@ -165,25 +155,17 @@ func TestCleanTranscriptsMatchOfficialSchema(t *testing.T) {
 					Params json.RawMessage `json:"params"`
 				}
 				_ = json.Unmarshal(l.Raw, &p)
-				if err := v.Notification(p.Params); err != nil {
-					t.Errorf("line %d: %v", l.N, err)
-				}
-				if err := v.Update(m.Params.Update); err != nil {
-					t.Errorf("line %d: %v", l.N, err)
-				}
+				assert.NoError(t, v.Notification(p.Params), "line %d", l.N)
+				assert.NoError(t, v.Update(m.Params.Update), "line %d", l.N)
 			}
-			if updates == 0 {
-				t.Fatal("no session/update checked")
-			}
+			require.NotEqual(t, 0, updates, "no session/update checked")
 		})
 	}
 }
 
 func TestEveryTestdataTranscriptIsListed(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "filepath.Glob")
 	listed := map[string]bool{}
 	for _, d := range append(slices.Clone(peerDefects), ruleDefects...) {
 		listed[d.file] = true
@@ -192,18 +174,14 @@ func TestEveryTestdataTranscriptIsListed(t *testing.T) {
 		listed[c.file] = true
 	}
 	for _, f := range files {
-		if !listed[filepath.Base(f)] {
-			t.Errorf("%s is in no table of transcripts_test.go", f)
-		}
+		assert.True(t, listed[filepath.Base(f)], "%s is in no table of transcripts_test.go", f)
 	}
 }
 
 func readTestdata(t testing.TB, name string) []byte {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.ReadFile")
 	return raw
 }
 
@@ -219,6 +197,7 @@ func negotiatedVersion(t *testing.T, lines []conformance.Line) int {
 			return m.Result.ProtocolVersion
 		}
 	}
-	t.Fatal("no initialize response")
+	require.Fail(t, "no initialize response")
 	return 0
+
 }

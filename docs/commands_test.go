@@ -80,8 +80,9 @@ func TestDocShellBlocks(t *testing.T) {
 
 // TestDocJSONBlocks checks that every ```json block parses: as one value,
 // or as JSON Lines when every line is an object. In an editor
-// configuration, each agent_servers entry's command and args are checked
-// as the command line they are (see checkCommand).
+// configuration (agent_servers, acp.agents, acpx's agents: see
+// editorLaunches), each entry's command line is checked as an editor's
+// launch (see checkLaunch).
 func TestDocJSONBlocks(t *testing.T) {
 	m := loadModule(t)
 	var values, jsonLines, servers int
@@ -104,24 +105,19 @@ func TestDocJSONBlocks(t *testing.T) {
 			if err := json.Unmarshal([]byte(b.text), &v); !assert.NoError(t, err, "%s:%d: the block does not parse as JSON", name, b.line+1+jsonErrorLine(b.text, err)) {
 				continue
 			}
-			var cfg struct {
-				AgentServers map[string]struct {
-					Command string   `json:"command"`
-					Args    []string `json:"args"`
-				} `json:"agent_servers"`
-			}
-			if err := json.Unmarshal([]byte(b.text), &cfg); err != nil {
+			launches, ok := editorLaunches(b.text)
+			if !ok {
 				continue // not an editor configuration
 			}
-			for _, server := range slices.Sorted(maps.Keys(cfg.AgentServers)) {
+			for _, server := range slices.Sorted(maps.Keys(launches)) {
 				servers++
-				s := cfg.AgentServers[server]
-				where := fmt.Sprintf("%s:%d", name, b.line+1+lineOf(b.text, strconv.Quote(server)))
-				if !assert.NotEmpty(t, s.Command, "%s: agent server %q has no command", where, server) {
-					continue
+				_, entry, _ := strings.Cut(server, ".") // the key of the agents map; acp.agents has a dot of its own
+				if strings.HasPrefix(server, "acp.agents.") {
+					entry = strings.TrimPrefix(server, "acp.agents.")
 				}
-				for _, p := range m.checkCommand(t, shellCmd{words: append([]string{s.Command}, s.Args...)}) {
-					assert.Fail(t, fmt.Sprintf("%s: agent server %q: %s", where, server, p))
+				where := fmt.Sprintf("%s:%d", name, b.line+1+lineOf(b.text, strconv.Quote(entry)))
+				for _, p := range m.checkLaunch(t, launches[server]) {
+					assert.Fail(t, fmt.Sprintf("%s: agent server %q: %s", where, entry, p))
 				}
 			}
 		}
@@ -395,6 +391,11 @@ func parseMakefile(src string) makefile {
 //   - npm install [--prefix P] NAME@V: V is the version of NAME that
 //     test/interop/package.json pins, and on Linux P is where
 //     internal/acpschema looks for the installed schemas;
+//   - npm install [-g] [--offline] [--prefix P] of this project's npm
+//     launcher (NAME or NAME@V, V the one make dist builds) or of make
+//     dist's tarballs (dist/FILE, as npm/mkdist -print names them, the
+//     launcher's among them); npm publish [--provenance] dist/FILE;
+//   - npx [-y] LAUNCHER ARGS: LAUNCHER as above, ARGS acpcompact's (below);
 //   - a program of this module, by its name (acpcompact) or through go
 //     run: for acpcompact, the first argument is a subcommand it
 //     dispatches; each -flag before -- is one that the program's (or the
@@ -422,7 +423,14 @@ func (m *modInfo) checkCommand(t *testing.T, c shellCmd) []string {
 	case w[0] == "make":
 		probs = m.checkMake(w[1:])
 	case w[0] == "npm" && len(w) > 1 && w[1] == "install":
-		probs = m.checkNpmInstall(t, w[2:])
+		var dist bool
+		if probs, dist = m.checkDistInstall(t, w[2:]); !dist {
+			probs = m.checkNpmInstall(t, w[2:])
+		}
+	case w[0] == "npm" && len(w) > 1 && w[1] == "publish":
+		probs = m.checkNpmPublish(t, w[2:])
+	case w[0] == "npx":
+		probs = m.checkNpx(t, w[1:])
 	case m.commands[w[0]] != "":
 		probs = m.checkProgram(t, m.commands[w[0]], w[1:])
 	default:
@@ -699,6 +707,8 @@ func (m *modInfo) checkGoGet(args []string) []string {
 				probs = append(probs, fmt.Sprintf("go get %s: %q is not a semantic version", a, v))
 			} else if err := module.CheckPathMajor(v, pathMajor); err != nil {
 				probs = append(probs, fmt.Sprintf("go get %s: %v", a, err))
+			} else if rel, err := releaseVersion(); err != nil || v != rel {
+				probs = append(probs, fmt.Sprintf("go get %s: the release is the VERSION file's, %s (%v)", a, rel, err))
 			}
 		}
 	}
@@ -979,6 +989,17 @@ func TestCheckCommand(t *testing.T) {
 		{"make bench BENCH_ROUND=10", "never reads $(BENCH_ROUND)"},
 		{"npm install @agentclientprotocol/sdk@0.0.1", "test/interop/package.json pins @agentclientprotocol/sdk@"},
 		{"npm install left-pad@1.3.0", "does not pin left-pad"},
+		{"npm install -g acpcompact", ""},
+		{"npm install -g acpcompact@0.0.1", "make dist builds acpcompact@"},
+		{"npm install -g @acpcompact/linux-x64", "install the launcher, acpcompact"},
+		{"npm install --offline dist/acpcompact-linux-x64-0.0.1.tgz", "not a tarball make dist writes"},
+		{"npm install --offline dist/acpcompact-linux-x64-" + npmRelease(t) + ".tgz", "npm install without the launcher"},
+		{"npm publish --provenance dist/acpcompact-" + npmRelease(t) + ".tgz", ""},
+		{"npm publish --provenance acpcompact-" + npmRelease(t) + ".tgz", "not a tarball make dist writes"},
+		{"npx -y acpcompact version", ""},
+		{"npx -y acpcompact proxy --profile", "needs a value"},
+		{"npx -y left-pad", "not this project's package"},
+		{"go get github.com/acpcompact/acpcompact@v0.0.9", "the release is the VERSION file's"},
 		{"curl -fsSL https://example.com", `no check for the command "curl -fsSL"`},
 	} {
 		cmds, err := parseShell(tc.line)

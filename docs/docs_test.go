@@ -24,13 +24,20 @@
 //     pins the version test/interop/package.json pins, into the prefix
 //     internal/acpschema reads; acpcompact's subcommand and every program's
 //     flags are ones its -h lists (the programs are built once for that);
-//     a VAR=value prefix names a variable the module's code reads. Any
-//     other command fails, naming its file and line, so that a new kind
-//     gets a check (checkCommand).
+//     a VAR=value prefix names a variable the module's code reads; npx,
+//     npm install and npm publish of the npm packages name the launcher,
+//     the version and the tarballs that make dist builds (npm/mkdist
+//     -print). Any other command fails, naming its file and line, so that
+//     a new kind gets a check (checkCommand).
 //   - TestDocJSONBlocks: every ```json block parses, as JSON Lines when
-//     every line is an object; the command and args of each agent_servers
-//     entry of an editor configuration pass the same checks as a ```sh
-//     command line.
+//     every line is an object; the command line of each agent of an editor
+//     configuration (Zed's and JetBrains' agent_servers, VS Code's
+//     acp.agents, acpx's agents) passes the same checks as a ```sh command
+//     line, and one that runs acpcompact, installed or through npx, runs
+//     proxy with the agent after --.
+//   - TestDocEditorBlocks: the same for the command lines of every ```lua
+//     block (CodeCompanion: each table of string literals) and ```elisp
+//     block (agent-shell: each quoted list of strings).
 //   - TestDocTextBlocks: every unlabelled block is in textBlocks, and
 //     every entry there is in the docs. Program output is compared with its
 //     program: the README's demo excerpt by cmd/acpcompact's

@@ -12,6 +12,8 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Benchmarks of the lifecycle engine. None of them asserts anything about
@@ -49,9 +51,7 @@ func (n lineNotifier) Notify(_ context.Context, sessionID string, update any) er
 func pipeSink(b *testing.B) io.Writer {
 	b.Helper()
 	r, w, err := os.Pipe()
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err, "os.Pipe")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -72,9 +72,7 @@ func benchEmitter(n emitter.Notifier, opts ...emitter.Option) *emitter.Emitter {
 func openCompaction(b *testing.B, em *emitter.Emitter) *emitter.Compaction {
 	b.Helper()
 	c, err := em.Session("sess_1").Start(context.Background(), emitter.WithID("cmp_bench"), emitter.UserDisplayable())
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err, "em.Session(\"sess_1\").Start")
 	return c
 }
 
@@ -90,9 +88,7 @@ func BenchmarkChunk(b *testing.B) {
 		u := &protocol.CompactionSummaryChunk{CompactionID: "cmp_bench", Content: protocol.Text(benchText)}
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := n.Notify(ctx, "sess_1", u); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, n.Notify(ctx, "sess_1", u), "n.Notify")
 		}
 	})
 	b.Run("emitter", func(b *testing.B) {
@@ -100,9 +96,7 @@ func BenchmarkChunk(b *testing.B) {
 		block := protocol.Text(benchText)
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := c.Chunk(context.Background(), block); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, c.Chunk(context.Background(), block), "c.Chunk")
 		}
 	})
 }
@@ -118,9 +112,7 @@ func BenchmarkChunkAllocs(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			u := &protocol.CompactionSummaryChunk{CompactionID: "cmp_bench", Content: protocol.Text(benchText)}
-			if err := n.Notify(ctx, "sess_1", u); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, n.Notify(ctx, "sess_1", u), "n.Notify")
 		}
 	})
 	b.Run("emitter", func(b *testing.B) {
@@ -128,9 +120,7 @@ func BenchmarkChunkAllocs(b *testing.B) {
 		block := protocol.Text(benchText)
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := c.Chunk(context.Background(), block); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, c.Chunk(context.Background(), block), "c.Chunk")
 		}
 	})
 	b.Run("nop", func(b *testing.B) {
@@ -139,9 +129,7 @@ func BenchmarkChunkAllocs(b *testing.B) {
 		block := protocol.Text(benchText)
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := c.Chunk(context.Background(), block); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, c.Chunk(context.Background(), block), "c.Chunk")
 		}
 	})
 }
@@ -155,17 +143,11 @@ func BenchmarkLifecycle(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c, err := s.Start(ctx, emitter.UserDisplayable())
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err, "s.Start")
 		for range 10 {
-			if err := c.Chunk(ctx, block); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, c.Chunk(ctx, block), "c.Chunk")
 		}
-		if err := c.Complete(ctx); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, c.Complete(ctx), "c.Complete")
 	}
 }
 
@@ -186,16 +168,14 @@ func BenchmarkSettleAll(b *testing.B) {
 		for _, id := range ids {
 			s := em.Session(id)
 			for range perSession {
-				if _, err := s.Start(ctx); err != nil {
-					b.Fatal(err)
-				}
+				_, err := s.Start(ctx)
+				require.NoError(b, err, "Start")
 			}
 		}
 		b.StartTimer()
 		n, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
-		if err != nil || n != sessions*perSession {
-			b.Fatalf("settled %d, err %v", n, err)
-		}
+		require.NoError(b, err, "SettleAll")
+		require.Equal(b, sessions*perSession, n, "SettleAll settled")
 	}
 }
 
@@ -289,12 +269,10 @@ func TestOpenCompactionMemoryIsBoundedAndIndependentOfSummaryLength(t *testing.T
 	runtime.KeepAlive(em)
 	perIdle, perStreamed := float64(idle)/n, float64(streamed)/n
 	t.Logf("bytes per open compaction: %.0f idle, %.0f after streaming 8 KiB", perIdle, perStreamed)
-	if perIdle > 512 || perStreamed > 512 {
-		t.Errorf("over budget: %.0f idle, %.0f streamed bytes per open compaction (max 512)", perIdle, perStreamed)
+	if assert.LessOrEqual(t, perIdle, float64(512), "over budget: %.0f idle, %.0f streamed bytes per open compaction (max 512)", perIdle, perStreamed) {
+		assert.LessOrEqual(t, perStreamed, float64(512), "over budget: %.0f idle, %.0f streamed bytes per open compaction (max 512)", perIdle, perStreamed)
 	}
-	if perStreamed > perIdle+64 {
-		t.Errorf("streaming 8 KiB per compaction grew it from %.0f to %.0f bytes: chunks are retained", perIdle, perStreamed)
-	}
+	assert.LessOrEqual(t, perStreamed, perIdle+64, "streaming 8 KiB per compaction grew it from %.0f to %.0f bytes: chunks are retained", perIdle, perStreamed)
 }
 
 // TestOnFinalRecordKeepsStreamedBlocksOnlyWhileOpen: with OnFinalRecord
@@ -318,24 +296,18 @@ func TestOnFinalRecordKeepsStreamedBlocksOnlyWhileOpen(t *testing.T) {
 	before := heapInUse()
 	em, streamed := openMany(n, 4, text, sink)
 	perIdle, perStreamed := float64(idle)/n, float64(streamed)/n
-	if perStreamed < perIdle+4*2048 {
-		t.Errorf("streaming 8 KiB into each open compaction grew it from %.0f to %.0f bytes only: the blocks are not kept", perIdle, perStreamed)
-	}
+	assert.GreaterOrEqual(t, perStreamed, perIdle+4*2048, "streaming 8 KiB into each open compaction grew it from %.0f to %.0f bytes only: the blocks are not kept", perIdle, perStreamed)
 	// Completing keeps what was streamed: every record carries it, and the
 	// emitter lets it go.
 	for i := range n {
 		s := em.Session(fmt.Sprintf("sess_%06d", i))
-		if _, err := s.SettleAll(context.Background(), emitter.ErrTurnEnded); err != nil {
-			t.Fatal(err)
-		}
+		_, err := s.SettleAll(context.Background(), emitter.ErrTurnEnded)
+		require.NoError(t, err, "SettleAll")
 	}
 	after := heapInUse()
 	runtime.KeepAlive(em)
 	t.Logf("bytes per compaction: %.0f idle, %.0f open after streaming 8 KiB, %.0f once settled", perIdle, perStreamed, (float64(after)-float64(before))/n)
-	if grown := float64(after) - float64(before); grown > float64(n)*(perIdle+64) {
-		t.Errorf("settled compactions still hold %.0f bytes each: the streamed blocks were not released", grown/n)
-	}
-	if handed != 0 {
-		t.Errorf("%d failed compactions recorded a summary", handed)
-	}
+	grown := float64(after) - float64(before)
+	assert.LessOrEqual(t, grown, float64(n)*(perIdle+64), "settled compactions still hold %.0f bytes each: the streamed blocks were not released", grown/n)
+	assert.Equal(t, 0, handed, "%d failed compactions recorded a summary", handed)
 }

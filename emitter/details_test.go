@@ -4,25 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"reflect"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func record(t *testing.T, u map[string]any) map[string]any {
 	t.Helper()
 	meta, ok := u["_meta"].(map[string]any)
-	if !ok {
-		t.Fatalf("terminal update has no _meta: %v", u)
-	}
+	require.True(t, ok, "terminal update has no _meta: %v", u)
 	r, ok := meta[emitter.DefaultRecordKey].(map[string]any)
-	if !ok {
-		t.Fatalf("_meta has no %s: %v", emitter.DefaultRecordKey, meta)
-	}
+	require.True(t, ok, "_meta has no %s: %v", emitter.DefaultRecordKey, meta)
 	return r
 }
 
@@ -42,72 +39,42 @@ func TestRecordTravelsUnderNamespacedMetaWithPatchSemantics(t *testing.T) {
 				emitter.WithRecords(""), emitter.WithUsageUpdates())
 			c, err := em.Session("s").Start(ctx, emitter.WithID("c"), emitter.WithTrigger(protocol.Auto),
 				emitter.WithStartMeta(protocol.Meta{"vendor/x": json.RawMessage(`"keep"`)}))
-			if err != nil {
-				t.Fatalf("Start: %v", err)
-			}
-			if err := c.Complete(ctx, emitter.WithDetails(details)); err != nil {
-				t.Fatalf("Complete: %v", err)
-			}
+			require.NoError(t, err, "Start")
+			require.NoError(t, c.Complete(ctx, emitter.WithDetails(details)), "Complete")
 			ups := rec.Updates()
-			if len(ups) != 3 {
-				t.Fatalf("updates: got %d %v, want 3", len(ups), ups)
-			}
+			require.Len(t, ups, 3, "updates")
 			term := ups[1]
 			r := record(t, term)
-			if r["trigger"] != "auto" {
-				t.Errorf("record trigger: got %v, want auto", r["trigger"])
-			}
-			if r["status"] != "completed" {
-				t.Errorf("record status: got %v, want completed", r["status"])
-			}
+			assert.Equal(t, "auto", r["trigger"], "record trigger")
+			assert.Equal(t, "completed", r["status"], "record status")
 			// JSON numbers decode to float64; compared as integers.
-			if got, ok := r["tokensBefore"].(float64); !ok || int(got) != 180000 {
-				t.Errorf("record tokensBefore: got %v, want 180000", r["tokensBefore"])
+			got, ok := r["tokensBefore"].(float64)
+			if assert.True(t, ok, "record tokensBefore: got %v, want 180000", r["tokensBefore"]) {
+				assert.Equal(t, 180000, int(got), "record tokensBefore")
 			}
-			if got, ok := r["tokensAfter"].(float64); !ok || int(got) != 22000 {
-				t.Errorf("record tokensAfter: got %v, want 22000", r["tokensAfter"])
+			got, ok = r["tokensAfter"].(float64)
+			if assert.True(t, ok, "record tokensAfter: got %v, want 22000", r["tokensAfter"]) {
+				assert.Equal(t, 22000, int(got), "record tokensAfter")
 			}
-			if got := r["summarizer"].(map[string]any)["model"]; got != "small-model" {
-				t.Errorf("record summarizer model: got %v, want small-model", got)
-			}
-			if got := r["source"].(map[string]any)["firstMessageId"]; got != "m1" {
-				t.Errorf("record source firstMessageId: got %v, want m1", got)
-			}
-			if _, ok := r["startedAt"]; !ok {
-				t.Errorf("record has no startedAt: %v", r)
-			}
-			if _, ok := r["durationMs"]; !ok {
-				t.Errorf("record has no durationMs: %v", r)
-			}
+			assert.Equal(t, "small-model", r["summarizer"].(map[string]any)["model"], "record summarizer model")
+			assert.Equal(t, "m1", r["source"].(map[string]any)["firstMessageId"], "record source firstMessageId")
+			assert.Contains(t, r, "startedAt", "record has no startedAt")
+			assert.Contains(t, r, "durationMs", "record has no durationMs")
 			_, kept := term["_meta"].(map[string]any)["vendor/x"]
-			if kept != (version == 1) {
-				t.Errorf("start _meta key on the terminal update: got %v, want %v", kept, version == 1)
-			}
+			assert.Equal(t, version == 1, kept, "start _meta key on the terminal update")
 			wantUsage := map[string]any{"sessionUpdate": "usage_update", "used": float64(22000), "size": float64(200000), "·session": "s"}
-			if !reflect.DeepEqual(ups[2], wantUsage) {
-				t.Errorf("usage update: got %v, want %v", ups[2], wantUsage)
-			}
+			assert.Equal(t, wantUsage, ups[2], "usage update")
 			validateAll(t, rec, version)
 
 			// The record is kept for replay, and replay carries it too.
 			stored := c.Record()
-			if stored.Details == nil {
-				t.Fatal("the kept record has no Details")
-			}
+			require.NotNil(t, stored.Details, "the kept record has no Details")
 			rec.Reset()
-			if err := em.Session("s2").Replay(ctx, stored); err != nil {
-				t.Fatalf("Replay: %v", err)
-			}
+			require.NoError(t, em.Session("s2").Replay(ctx, stored), "Replay")
 			ups = rec.Updates()
-			if len(ups) != 1 {
-				t.Fatalf("updates on replay: got %d %v, want 1 (no usage_update on replay)", len(ups), ups)
-			}
-			if got := record(t, ups[0])["trigger"]; got != "auto" {
-				t.Errorf("replayed record trigger: got %v, want auto", got)
-			}
-			if got := ups[0]["_meta"].(map[string]any)["vendor/x"]; got != "keep" {
-				t.Errorf("replayed _meta vendor/x: got %v, want keep", got)
-			}
+			require.Len(t, ups, 1, "updates on replay (no usage_update on replay)")
+			assert.Equal(t, "auto", record(t, ups[0])["trigger"], "replayed record trigger")
+			assert.Equal(t, "keep", ups[0]["_meta"].(map[string]any)["vendor/x"], "replayed _meta vendor/x")
 			validateAll(t, rec, version)
 		})
 	}
@@ -118,16 +85,10 @@ func TestRecordsAreOptIn(t *testing.T) {
 	rec := &wiretest.Recorder{}
 	em := emitter.New(rec, emitter.WithNegotiation(capable))
 	c, _ := em.Session("s").Start(ctx)
-	if err := c.Complete(ctx, emitter.WithDetails(emitter.Details{TokensAfter: 1, ContextWindow: 2})); err != nil {
-		t.Fatalf("Complete: %v", err)
-	}
+	require.NoError(t, c.Complete(ctx, emitter.WithDetails(emitter.Details{TokensAfter: 1, ContextWindow: 2})), "Complete")
 	for _, u := range rec.Updates() {
-		if _, ok := u["_meta"]; ok {
-			t.Errorf("update has _meta without WithRecords: %v", u)
-		}
-		if u["sessionUpdate"] == "usage_update" {
-			t.Errorf("usage_update without WithUsageUpdates: %v", u)
-		}
+		assert.NotContains(t, u, "_meta", "update has _meta without WithRecords")
+		assert.NotEqual(t, "usage_update", u["sessionUpdate"], "usage_update without WithUsageUpdates: %v", u)
 	}
 }
 
@@ -136,19 +97,11 @@ func TestRecordOnFailureAndWithoutRuntimeDetails(t *testing.T) {
 	rec := &wiretest.Recorder{}
 	em := emitter.New(rec, emitter.WithNegotiation(capable), emitter.WithRecords("example.com/compaction"), emitter.WithUsageUpdates())
 	c, _ := em.Session("s").Start(ctx, emitter.WithTrigger(protocol.Idle))
-	if err := c.Fail(ctx, errors.New("provider overloaded")); err != nil {
-		t.Fatalf("Fail: %v", err)
-	}
+	require.NoError(t, c.Fail(ctx, errors.New("provider overloaded")), "Fail")
 	ups := rec.Updates()
-	if len(ups) != 2 {
-		t.Fatalf("updates: got %d %v, want 2 (no usage_update after a failure)", len(ups), ups)
-	}
+	require.Len(t, ups, 2, "updates (no usage_update after a failure)")
 	r := ups[1]["_meta"].(map[string]any)["example.com/compaction"].(map[string]any)
-	if r["trigger"] != "idle" {
-		t.Errorf("record trigger: got %v, want idle", r["trigger"])
-	}
-	if r["status"] != "failed" {
-		t.Errorf("record status: got %v, want failed", r["status"])
-	}
+	assert.Equal(t, "idle", r["trigger"], "record trigger")
+	assert.Equal(t, "failed", r["status"], "record status")
 	validateAll(t, rec, 1)
 }

@@ -32,14 +32,11 @@ var (
 	// ErrNotOpen: no open compaction has this ID in the session (a chunk
 	// or terminal before the start, or for an unknown ID); nothing was sent.
 	ErrNotOpen = errors.New("emitter: no open compaction with this ID")
-	// ErrNilCompaction: a method was called on a nil *Compaction, as when a
-	// runtime ignores Start's error.
-	ErrNilCompaction = errors.New("emitter: nil compaction handle")
 	// ErrSessionClosed: the session was closed (Emitter.CloseSession); a
 	// handle kept past that opens nothing.
 	ErrSessionClosed = errors.New("emitter: session closed")
 	// ErrWithheld: the SummaryPolicy withheld the summary block, so nothing
-	// was sent. Compaction.Chunk and Session.Chunk return it. Under the
+	// was sent. Compaction.Chunk returns it. Under the
 	// default policy, DisplayableOnly, every block of a compaction that was
 	// not started with UserDisplayable is withheld: the RFD asks that a
 	// summary be user-displayable and never reveal context that was not
@@ -143,7 +140,7 @@ func New(n Notifier, opts ...Option) *Emitter {
 		}
 	}
 	if e.renderer == nil {
-		e.renderer = None{}
+		e.renderer = silent{}
 	}
 	return e
 }
@@ -156,40 +153,17 @@ func (e *Emitter) Negotiation() capability.Negotiation { return e.cfg.negotiatio
 
 // Session returns the tracker of one ACP session, creating it on first use.
 func (e *Emitter) Session(sessionID string) *Session {
-	return e.session(sessionID, sessionID, "", e.renderer)
-}
-
-// ChildSession returns the tracker for compactions of a child session
-// (a subagent) that are reported on its parent's stream. A standard update
-// there would read as the parent's own compaction, so they are rendered
-// with the child renderer (WithChildRenderer, typically a fallback marker
-// that names the child in _meta) and sent under the parent's session ID.
-// With WithChildStreams and a standard-mode client they go, as standard
-// updates, to the child's own session ID instead.
-func (e *Emitter) ChildSession(parentID, childID string) *Session {
-	if e.cfg.childStreams && e.mode == capability.Standard {
-		return e.Session(childID)
-	}
-	r := e.cfg.childRenderer
-	if r == nil {
-		r = None{}
-	}
-	return e.session(parentID+"\x00"+childID, parentID, childID, r)
-}
-
-func (e *Emitter) session(key, target, child string, r Renderer) *Session {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s, ok := e.sessions[key]
+	s, ok := e.sessions[sessionID]
 	if !ok {
-		s = &Session{e: e, id: target, child: child, renderer: r}
-		e.sessions[key] = s
+		s = &Session{e: e, id: sessionID, renderer: e.renderer}
+		e.sessions[sessionID] = s
 	}
 	return s
 }
 
-// CloseSession ends session sessionID and the child sessions reported on
-// its stream: it settles what is open for reason (as Session.SettleAll
+// CloseSession ends session sessionID: it settles what is open for reason (as Session.SettleAll
 // does), then forgets them, so that the emitter's memory is bounded by the
 // sessions that are live rather than by every session it ever saw. A
 // Session handle kept past it opens nothing (ErrSessionClosed); Session
@@ -200,27 +174,16 @@ func (e *Emitter) session(key, target, child string, r Renderer) *Session {
 // error.
 func (e *Emitter) CloseSession(ctx context.Context, sessionID string, reason error) (int, error) {
 	e.mu.Lock()
-	var ss []*Session
-	for key, s := range e.sessions {
-		if s.id == sessionID {
-			ss = append(ss, s)
-			delete(e.sessions, key)
-		}
-	}
+	s, ok := e.sessions[sessionID]
+	delete(e.sessions, sessionID)
 	e.mu.Unlock()
-	total := 0
-	var first error
-	for _, s := range ss {
-		s.mu.Lock()
-		s.closed = true
-		s.mu.Unlock()
-		n, err := s.settleAll(ctx, reason, true)
-		total += n
-		if first == nil {
-			first = err
-		}
+	if !ok {
+		return 0, nil
 	}
-	return total, first
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return s.settleAll(ctx, reason, true)
 }
 
 // SettleAll settles every open compaction of every session for reason (see
@@ -271,7 +234,6 @@ func noRelease() {}
 type Session struct {
 	e        *Emitter
 	id       string // the session ID notifications are sent under
-	child    string // the child session reported on id's stream, if any
 	renderer Renderer
 
 	// Memory per session is kept small, since an agent may hold many
@@ -406,13 +368,6 @@ func (u *idSet) add(id protocol.ID) {
 	}
 }
 
-// Open returns the number of open compactions of this session.
-func (s *Session) Open() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.open)
-}
-
 // Start opens a compaction and reports it as in_progress. It never
 // overwrites an open compaction: a reused ID is refused with ErrIDReused,
 // an empty WithID with protocol.ErrInvalidID. When only delivery fails,
@@ -521,111 +476,6 @@ func (s *Session) notOpenLocked(id protocol.ID) error {
 		return ErrSettled
 	}
 	return ErrNotOpen
-}
-
-// Chunk streams a summary block for the open compaction id. A chunk for an
-// ID that is not open (before its start, after its end) is dropped and
-// reported: ErrNotOpen or ErrSettled. A block the summary policy withholds
-// is not sent either: ErrWithheld.
-func (s *Session) Chunk(ctx context.Context, id protocol.ID, block protocol.ContentBlock) error {
-	release, err := s.e.admit(ctx, s.id)
-	if err != nil {
-		return err
-	}
-	defer release()
-	c, err := s.lookup(ctx, id, "chunk")
-	if err != nil {
-		return err
-	}
-	return c.chunk(ctx, block)
-}
-
-// Complete settles the open compaction id as completed (see
-// Compaction.Complete).
-func (s *Session) Complete(ctx context.Context, id protocol.ID, opts ...SettleOption) error {
-	return s.settleByID(ctx, id, "completion", protocol.Completed, nil, opts)
-}
-
-// Cancel settles the open compaction id as cancelled (see
-// Compaction.Cancel).
-func (s *Session) Cancel(ctx context.Context, id protocol.ID, opts ...SettleOption) error {
-	return s.settleByID(ctx, id, "cancel", protocol.Cancelled, ErrCancelled, opts)
-}
-
-// settleByID is a runtime's settlement of the open compaction id, through
-// the gate, as Compaction.report is by handle.
-func (s *Session) settleByID(ctx context.Context, id protocol.ID, what string, status protocol.Status, cause error, opts []SettleOption) error {
-	// Deferred first, so it runs once s.mu and the gate are released: the
-	// sink may call the emitter.
-	defer s.handOver()
-	release, err := s.e.admit(ctx, s.id)
-	if err != nil {
-		return err
-	}
-	defer release()
-	c, err := s.lookup(ctx, id, what)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return c.settleLocked(ctx, status, cause, collect(opts))
-}
-
-func (s *Session) lookup(ctx context.Context, id protocol.ID, what string) (*Compaction, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c := s.findOpen(id); c != nil {
-		return c, nil
-	}
-	err := fmt.Errorf("%w: %s dropped: session %s, compaction %s", s.notOpenLocked(id), what, s.id, id)
-	s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
-	return nil, err
-}
-
-// Fail reports a failure of compaction id. When the ID is open it settles
-// that compaction; when it was never started (the runtime failed before its
-// start event) the client still sees a proper lifecycle: in_progress, then
-// failed, because a live first update is never terminal.
-func (s *Session) Fail(ctx context.Context, id protocol.ID, cause error, opts ...SettleOption) error {
-	if cause == nil {
-		cause = errors.New("")
-	}
-	// Deferred first, so it runs once s.mu and the gate are released: the
-	// sink may call the emitter.
-	defer s.handOver()
-	release, err := s.e.admit(ctx, s.id)
-	if err != nil {
-		return err
-	}
-	defer release()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.findOpen(id)
-	if c == nil {
-		if s.used.has(id) {
-			err := fmt.Errorf("%w: session %s, compaction %s", ErrSettled, s.id, id)
-			s.observeLocked(ctx, Event{Kind: EventDropped, SessionID: s.id, ID: id, Err: err})
-			return err
-		}
-		var err error
-		if c, err = s.openLocked(ctx, startOptions{id: id, idSet: true}); err != nil {
-			return err
-		}
-		// Start and failure are sent under one hold of the lock, so no
-		// concurrent SettleAll can slip in and replace the runtime's cause.
-		var startErr error
-		if ev := c.event(EventStarted); c.shown {
-			startErr = s.emitLocked(ctx, ev)
-		} else {
-			s.observeLocked(ctx, ev)
-		}
-		if err := c.settleLocked(ctx, protocol.Failed, cause, collect(opts)); startErr == nil {
-			return err
-		}
-		return startErr
-	}
-	return c.settleLocked(ctx, protocol.Failed, cause, collect(opts))
 }
 
 // SettleAll ends every open compaction of the session: cancelled when
@@ -744,7 +594,6 @@ func (s *Session) renderLocked(ctx context.Context, ev Event) error {
 	if ev.Version == 0 {
 		ev.Version = s.e.cfg.negotiation.Version
 	}
-	ev.ChildSessionID = s.child
 	err := s.renderer.Render(ctx, ev, s.e.n)
 	if err != nil {
 		err = fmt.Errorf("%w: session %s, compaction %s, %s: %w", ErrUndeliverable, s.id, ev.ID, ev.Kind, err)
@@ -790,14 +639,14 @@ func (s *Session) Deliver(ctx context.Context) error {
 }
 
 func (s *Session) observeLocked(ctx context.Context, ev Event) {
-	if s.e.cfg.observer != nil {
-		ev.ChildSessionID = s.child
-		s.e.cfg.observer.Observe(ctx, ev)
+	for _, o := range s.e.cfg.observers {
+		o.Observe(ctx, ev)
 	}
 }
 
 // Compaction is the handle of one open compaction. Its methods are safe for
-// concurrent use, and safe on a nil handle (they return ErrNilCompaction).
+// concurrent use, and safe on a nil handle (as when a runtime ignores
+// Start's error): they return ErrNotOpen.
 type Compaction struct {
 	s         *Session
 	id        protocol.ID
@@ -856,7 +705,7 @@ func (c *Compaction) ID() protocol.ID {
 // compaction not started with UserDisplayable (see ErrWithheld).
 func (c *Compaction) Chunk(ctx context.Context, block protocol.ContentBlock) error {
 	if c == nil {
-		return ErrNilCompaction
+		return fmt.Errorf("%w: a nil handle", ErrNotOpen)
 	}
 	release, err := c.s.e.admit(ctx, c.s.id)
 	if err != nil {
@@ -978,7 +827,7 @@ func (c *Compaction) Cancel(ctx context.Context, opts ...SettleOption) error {
 // report is a runtime's settlement of the compaction, through the gate.
 func (c *Compaction) report(ctx context.Context, status protocol.Status, cause error, opts []SettleOption) error {
 	if c == nil {
-		return ErrNilCompaction
+		return fmt.Errorf("%w: a nil handle", ErrNotOpen)
 	}
 	// The final record is handed over once s.mu and the gate are
 	// released: the sink may call the emitter.
@@ -1171,7 +1020,7 @@ func (s *Session) queueFinalLocked(ctx context.Context, c *Compaction) {
 // usageLocked sends the optional usage_update that follows a completed
 // compaction, so the client's context gauge drops at the boundary.
 func (s *Session) usageLocked(ctx context.Context, d *Details) error {
-	if !s.e.cfg.usageUpdates || d == nil || d.TokensAfter <= 0 || d.ContextWindow <= 0 || s.e.mode == capability.Off || s.child != "" {
+	if !s.e.cfg.usageUpdates || d == nil || d.TokensAfter <= 0 || d.ContextWindow <= 0 || s.e.mode == capability.Off {
 		return nil
 	}
 	if err := s.e.n.Notify(ctx, s.id, protocol.UsageUpdate{Used: d.TokensAfter, Size: d.ContextWindow}); err != nil {

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +15,8 @@ import (
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var capable = capability.Negotiation{Version: 1, Compaction: true}
@@ -62,7 +62,7 @@ func (e *events) waitFor(t *testing.T, kind emitter.EventKind) emitter.Event {
 				return ev
 			}
 		case <-deadline:
-			t.Fatalf("no %s event; saw %v", kind, e.kinds())
+			require.Fail(t, fmt.Sprintf("no %s event; saw %v", kind, e.kinds()))
 		}
 	}
 }
@@ -111,21 +111,16 @@ func wire(rec *wiretest.Recorder) []string {
 // noLines fails t unless rec holds no lines; why says what that shows.
 func noLines(t *testing.T, rec *wiretest.Recorder, why string) {
 	t.Helper()
-	if lines := rec.Lines(); len(lines) != 0 {
-		t.Errorf("%d lines sent, want none (%s):\n%s", len(lines), why, bytes.Join(lines, []byte("\n")))
-	}
+	lines := rec.Lines()
+	assert.Empty(t, lines, "%d lines sent(%s):\n%s", len(lines), why, bytes.Join(lines, []byte("\n")))
 }
 
 func validateAll(t *testing.T, rec *wiretest.Recorder, version int) {
 	t.Helper()
 	v := schematest.For(t, version)
 	for _, l := range rec.Lines() {
-		if err := v.Update(wiretest.RawUpdate(l)); err != nil {
-			t.Errorf("v%d update schema: %v\nline: %s", version, err, l)
-		}
-		if err := v.Message(l); err != nil {
-			t.Errorf("v%d message schema: %v\nline: %s", version, err, l)
-		}
+		assert.NoError(t, v.Update(wiretest.RawUpdate(l)), "v%d update schema\nline: %s", version, l)
+		assert.NoError(t, v.Message(l), "v%d message schema\nline: %s", version, l)
 	}
 }
 
@@ -135,37 +130,21 @@ func TestLifecycleTransitions(t *testing.T) {
 	s := em.Session("s1")
 
 	a, err := s.Start(ctx, emitter.WithID("a"))
-	if err != nil {
-		t.Fatalf("Start a: %v", err)
-	}
-	if err := a.Chunk(ctx, protocol.Text("## Retained")); err != nil {
-		t.Fatalf("a.Chunk 1: %v", err)
-	}
-	if err := a.Chunk(ctx, protocol.Text(" context")); err != nil {
-		t.Fatalf("a.Chunk 2: %v", err)
-	}
-	if err := a.Complete(ctx, emitter.Summary(protocol.Text("## Retained context"))); err != nil {
-		t.Fatalf("a.Complete: %v", err)
-	}
+	require.NoError(t, err, "Start a")
+	require.NoError(t, a.Chunk(ctx, protocol.Text("## Retained")), "a.Chunk 1")
+	require.NoError(t, a.Chunk(ctx, protocol.Text(" context")), "a.Chunk 2")
+	require.NoError(t, a.Complete(ctx, emitter.Summary(protocol.Text("## Retained context"))), "a.Complete")
 
 	b, _ := s.Start(ctx, emitter.WithID("b"))
-	if err := b.Chunk(ctx, protocol.Text("partial")); err != nil {
-		t.Fatalf("b.Chunk: %v", err)
-	}
-	if err := b.Fail(ctx, errors.New("summary request failed")); err != nil {
-		t.Fatalf("b.Fail: %v", err)
-	}
+	require.NoError(t, b.Chunk(ctx, protocol.Text("partial")), "b.Chunk")
+	require.NoError(t, b.Fail(ctx, errors.New("summary request failed")), "b.Fail")
 
 	c, _ := s.Start(ctx, emitter.WithID("c"))
-	if err := c.Cancel(ctx); err != nil {
-		t.Fatalf("c.Cancel: %v", err)
-	}
+	require.NoError(t, c.Cancel(ctx), "c.Cancel")
 
 	// A runtime that only exposes completed compactions.
 	d, _ := s.Start(ctx, emitter.WithID("d"))
-	if err := d.Complete(ctx); err != nil {
-		t.Fatalf("d.Complete: %v", err)
-	}
+	require.NoError(t, d.Complete(ctx), "d.Complete")
 
 	want := []string{
 		`compaction_update a in_progress`,
@@ -180,12 +159,8 @@ func TestLifecycleTransitions(t *testing.T) {
 		`compaction_update d in_progress`,
 		`compaction_update d completed`,
 	}
-	if got := wire(rec); !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q", got, want)
-	}
-	if n := emitter.OpenCount(em); n != 0 {
-		t.Errorf("open compactions: got %d, want 0", n)
-	}
+	assert.Equal(t, want, wire(rec), "wire")
+	assert.Equal(t, 0, emitter.OpenCount(em), "open compactions")
 	validateAll(t, rec, 1)
 }
 
@@ -194,51 +169,28 @@ func TestCompactionIDsAreNeverReusedEvenAfterSettlement(t *testing.T) {
 	em, rec, obs := newCapable(t)
 	s := em.Session("s1")
 	c, err := s.Start(ctx, emitter.WithID("x"))
-	if err != nil {
-		t.Fatalf("Start x: %v", err)
-	}
+	require.NoError(t, err, "Start x")
 	_, err = s.Start(ctx, emitter.WithID("x"))
-	if !errors.Is(err, emitter.ErrIDReused) {
-		t.Errorf("Start x while x is open: got %v, want ErrIDReused (an open ID is never overwritten)", err)
-	}
-	if err := c.Complete(ctx); err != nil {
-		t.Fatalf("Complete x: %v", err)
-	}
+	assert.ErrorIs(t, err, emitter.ErrIDReused, "Start x while x is open (an open ID is never overwritten)")
+	require.NoError(t, c.Complete(ctx), "Complete x")
 	_, err = s.Start(ctx, emitter.WithID("x"))
-	if !errors.Is(err, emitter.ErrIDReused) {
-		t.Errorf("Start x after x settled: got %v, want ErrIDReused (a settled ID is never reused)", err)
-	}
-	if !strings.Contains(err.Error(), "s1") {
-		t.Errorf("ErrIDReused text %q does not name the session s1", err)
-	}
-	if !strings.Contains(err.Error(), "x") {
-		t.Errorf("ErrIDReused text %q does not name the ID x", err)
-	}
+	assert.ErrorIs(t, err, emitter.ErrIDReused, "Start x after x settled (a settled ID is never reused)")
+	assert.ErrorContains(t, err, "s1", "ErrIDReused text %q does not name the session s1", err)
+	assert.ErrorContains(t, err, "x", "ErrIDReused text %q does not name the ID x", err)
 	_, err = s.Start(ctx, emitter.WithID(""))
-	if !errors.Is(err, protocol.ErrInvalidID) {
-		t.Errorf("Start with an empty ID: got %v, want protocol.ErrInvalidID", err)
-	}
+	assert.ErrorIs(t, err, protocol.ErrInvalidID, "Start with an empty ID")
 
 	// The same ID in another session is a different compaction.
 	_, err = em.Session("s2").Start(ctx, emitter.WithID("x"))
-	if err != nil {
-		t.Errorf("Start x in another session: %v", err)
-	}
+	assert.NoError(t, err, "Start x in another session")
 
 	// Replayed IDs are used too.
-	if err := s.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed}); err != nil {
-		t.Fatalf("Replay old: %v", err)
-	}
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed}), "Replay old")
 	_, err = s.Start(ctx, emitter.WithID("old"))
-	if !errors.Is(err, emitter.ErrIDReused) {
-		t.Errorf("Start of a replayed ID: got %v, want ErrIDReused", err)
-	}
-	if kinds := obs.kinds(); !slices.Contains(kinds, "dropped") {
-		t.Errorf("observed events %v: no dropped event", kinds)
-	}
-	if got := wire(rec); len(got) != 4 {
-		t.Errorf("wire: got %d updates %q, want 4 (refused starts send nothing)", len(got), got)
-	}
+	assert.ErrorIs(t, err, emitter.ErrIDReused, "Start of a replayed ID")
+	kinds := obs.kinds()
+	assert.Contains(t, kinds, "dropped", "observed events %v: no dropped event", kinds)
+	assert.Len(t, wire(rec), 4, "wire (refused starts send nothing)")
 }
 
 func TestMintedIDsAreUniqueAndSkipUsedOnes(t *testing.T) {
@@ -248,33 +200,20 @@ func TestMintedIDsAreUniqueAndSkipUsedOnes(t *testing.T) {
 	em, _, _ := newCapable(t, emitter.WithIDGenerator(func() protocol.ID { i++; return seq[i-1] }))
 	s := em.Session("s")
 	a, err := s.Start(ctx)
-	if err != nil {
-		t.Fatalf("first Start: %v", err)
-	}
+	require.NoError(t, err, "first Start")
 	b, err := s.Start(ctx)
-	if err != nil {
-		t.Fatalf("second Start: %v", err)
-	}
-	if a.ID() != "dup" {
-		t.Errorf("first minted ID: got %q, want %q", a.ID(), "dup")
-	}
-	if b.ID() != "fresh" {
-		t.Errorf("second minted ID: got %q, want %q (the used ID skipped)", b.ID(), "fresh")
-	}
+	require.NoError(t, err, "second Start")
+	assert.Equal(t, protocol.ID("dup"), a.ID(), "first minted ID")
+	assert.Equal(t, protocol.ID("fresh"), b.ID(), "second minted ID (the used ID skipped)")
 
 	em2, _, _ := newCapable(t)
 	seen := map[protocol.ID]bool{}
 	for range 1000 {
 		c, err := em2.Session("s").Start(ctx)
-		if err != nil {
-			t.Fatalf("Start: %v", err)
-		}
-		if !strings.HasPrefix(string(c.ID()), "cmp_") {
-			t.Errorf("minted ID %q: want the prefix cmp_", c.ID())
-		}
-		if seen[c.ID()] {
-			t.Errorf("minted ID %q twice", c.ID())
-		}
+		require.NoError(t, err, "Start")
+		assert.True(t, strings.HasPrefix(string(c.ID()), "cmp_"), "minted ID %q: want the prefix cmp_", c.ID())
+		assert.False(t, seen[c.ID()], "minted ID %q twice", c.ID())
+
 		seen[c.ID()] = true
 	}
 }
@@ -285,21 +224,11 @@ func TestSeveralOpenCompactionsSettleIndependently(t *testing.T) {
 	s := em.Session("s")
 	a, _ := s.Start(ctx, emitter.WithID("a"))
 	b, _ := s.Start(ctx, emitter.WithID("b"))
-	if n := s.Open(); n != 2 {
-		t.Errorf("open compactions: got %d, want 2", n)
-	}
-	if err := b.Chunk(ctx, protocol.Text("b1")); err != nil {
-		t.Fatalf("b.Chunk: %v", err)
-	}
-	if err := a.Chunk(ctx, protocol.Text("a1")); err != nil {
-		t.Fatalf("a.Chunk: %v", err)
-	}
-	if err := b.Complete(ctx); err != nil {
-		t.Fatalf("b.Complete: %v", err)
-	}
-	if err := a.Complete(ctx); err != nil {
-		t.Fatalf("a.Complete: %v", err)
-	}
+	assert.Equal(t, 2, emitter.OpenOf(s), "open compactions")
+	require.NoError(t, b.Chunk(ctx, protocol.Text("b1")), "b.Chunk")
+	require.NoError(t, a.Chunk(ctx, protocol.Text("a1")), "a.Chunk")
+	require.NoError(t, b.Complete(ctx), "b.Complete")
+	require.NoError(t, a.Complete(ctx), "a.Complete")
 	want := []string{
 		`compaction_update a in_progress`,
 		`compaction_update b in_progress`,
@@ -308,49 +237,38 @@ func TestSeveralOpenCompactionsSettleIndependently(t *testing.T) {
 		`compaction_update b completed`,
 		`compaction_update a completed`,
 	}
-	if got := wire(rec); !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, want, wire(rec), "wire")
 }
 
 func TestChunksOutsideAnOpenCompactionAreDroppedAndReported(t *testing.T) {
 	ctx := context.Background()
 	em, rec, obs := newCapable(t)
 	s := em.Session("s")
-	err := s.Chunk(ctx, "early", protocol.Text("before start"))
-	if !errors.Is(err, emitter.ErrNotOpen) {
-		t.Errorf("Chunk before Start: got %v, want ErrNotOpen", err)
-	}
+	_, err := s.Compaction("early")
+	assert.ErrorIs(t, err, emitter.ErrNotOpen, "the handle of an ID before its Start")
 	c, _ := s.Start(ctx, emitter.WithID("c"))
-	if err := s.Chunk(ctx, "c", protocol.Text("ok")); err != nil {
-		t.Fatalf("Session.Chunk c: %v", err)
-	}
-	if err := c.Complete(ctx); err != nil {
-		t.Fatalf("Complete c: %v", err)
-	}
-	if err := c.Chunk(ctx, protocol.Text("late")); !errors.Is(err, emitter.ErrSettled) {
-		t.Errorf("Compaction.Chunk after settlement: got %v, want ErrSettled", err)
-	}
-	if err := s.Chunk(ctx, "c", protocol.Text("late")); !errors.Is(err, emitter.ErrSettled) {
-		t.Errorf("Session.Chunk after settlement: got %v, want ErrSettled", err)
-	}
+	byID, err := s.Compaction("c")
+	require.NoError(t, err, "Session.Compaction c")
+	require.Same(t, c, byID, "the handle by ID is Start's handle")
+	require.NoError(t, byID.Chunk(ctx, protocol.Text("ok")), "Chunk c by ID")
+	require.NoError(t, c.Complete(ctx), "Complete c")
+	assert.ErrorIs(t, c.Chunk(ctx, protocol.Text("late")), emitter.ErrSettled, "Compaction.Chunk after settlement")
+	assert.ErrorIs(t, byID.Chunk(ctx, protocol.Text("late")), emitter.ErrSettled, "Chunk by ID after settlement")
+	_, err = s.Compaction("c")
+	assert.ErrorIs(t, err, emitter.ErrSettled, "the handle of a settled ID")
 	want := []string{
 		`compaction_update c in_progress`,
 		`compaction_summary_chunk c +"ok"`,
 		`compaction_update c completed`,
 	}
-	if got := wire(rec); !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, want, wire(rec), "wire")
 	dropped := 0
 	for _, k := range obs.kinds() {
 		if k == "dropped" {
 			dropped++
 		}
 	}
-	if dropped != 3 {
-		t.Errorf("dropped events: got %d, want 3", dropped)
-	}
+	assert.Equal(t, 2, dropped, "dropped events (the two late chunks)")
 }
 
 func TestExactlyOneTerminalPerID(t *testing.T) {
@@ -358,59 +276,19 @@ func TestExactlyOneTerminalPerID(t *testing.T) {
 	em, rec, obs := newCapable(t)
 	s := em.Session("s")
 	c, _ := s.Start(ctx, emitter.WithID("c"))
-	if err := c.Complete(ctx); err != nil {
-		t.Fatalf("Complete c: %v", err)
-	}
-	if err := c.Fail(ctx, errors.New("late")); !errors.Is(err, emitter.ErrSettled) {
-		t.Errorf("Compaction.Fail after settlement: got %v, want ErrSettled", err)
-	}
-	if err := c.Cancel(ctx); !errors.Is(err, emitter.ErrSettled) {
-		t.Errorf("Compaction.Cancel after settlement: got %v, want ErrSettled", err)
-	}
-	if err := c.Complete(ctx); !errors.Is(err, emitter.ErrSettled) {
-		t.Errorf("Compaction.Complete after settlement: got %v, want ErrSettled", err)
-	}
-	if err := s.Complete(ctx, "c"); !errors.Is(err, emitter.ErrSettled) {
-		t.Errorf("Session.Complete after settlement: got %v, want ErrSettled", err)
-	}
-	if err := s.Cancel(ctx, "c"); !errors.Is(err, emitter.ErrSettled) {
-		t.Errorf("Session.Cancel after settlement: got %v, want ErrSettled", err)
-	}
-	if err := s.Fail(ctx, "c", errors.New("x")); !errors.Is(err, emitter.ErrSettled) {
-		t.Errorf("Session.Fail after settlement: got %v, want ErrSettled", err)
-	}
-	if err := s.Complete(ctx, "never"); !errors.Is(err, emitter.ErrNotOpen) {
-		t.Errorf("Session.Complete of an unknown ID: got %v, want ErrNotOpen", err)
-	}
+	require.NoError(t, c.Complete(ctx), "Complete c")
+	assert.ErrorIs(t, c.Fail(ctx, errors.New("late")), emitter.ErrSettled, "Compaction.Fail after settlement")
+	assert.ErrorIs(t, c.Cancel(ctx), emitter.ErrSettled, "Compaction.Cancel after settlement")
+	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrSettled, "Compaction.Complete after settlement")
+	_, err := s.Start(ctx, emitter.WithID("c"))
+	assert.ErrorIs(t, err, emitter.ErrIDReused, "Start of a settled ID")
 	n, err := s.SettleAll(ctx, emitter.ErrTurnEnded)
-	if err != nil {
-		t.Errorf("SettleAll: %v", err)
-	}
-	if n != 0 {
-		t.Errorf("SettleAll settled %d, want 0", n)
-	}
+	assert.NoError(t, err, "SettleAll")
+	assert.Equal(t, 0, n, "SettleAll settled")
 	want := []string{`compaction_update c in_progress`, `compaction_update c completed`}
-	if got := wire(rec); !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q", got, want)
-	}
-	if kinds := obs.kinds(); !slices.Contains(kinds, "dropped") {
-		t.Errorf("observed events %v: no dropped event", kinds)
-	}
-}
-
-func TestFailureBeforeStartIsSentAsInProgressThenFailed(t *testing.T) {
-	ctx := context.Background()
-	em, rec, _ := newCapable(t)
-	if err := em.Session("s").Fail(ctx, "early", errors.New("provider overloaded")); err != nil {
-		t.Fatalf("Session.Fail before Start: %v", err)
-	}
-	want := []string{
-		`compaction_update early in_progress`,
-		`compaction_update early failed error=provider overloaded`,
-	}
-	if got := wire(rec); !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, want, wire(rec), "wire")
+	kinds := obs.kinds()
+	assert.Contains(t, kinds, "dropped", "observed events %v: no dropped event", kinds)
 }
 
 func TestFinalSummaryIsAnAuthoritativeReplacement(t *testing.T) {
@@ -429,16 +307,10 @@ func TestFinalSummaryIsAnAuthoritativeReplacement(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			em, rec, _ := newCapable(t)
 			c, _ := em.Session("s").Start(ctx, emitter.WithID("c"))
-			if err := c.Chunk(ctx, protocol.Text("streamed")); err != nil {
-				t.Fatalf("Chunk: %v", err)
-			}
-			if err := c.Complete(ctx, tc.opts...); err != nil {
-				t.Fatalf("Complete: %v", err)
-			}
+			require.NoError(t, c.Chunk(ctx, protocol.Text("streamed")), "Chunk")
+			require.NoError(t, c.Complete(ctx, tc.opts...), "Complete")
 			w := wire(rec)
-			if got := w[len(w)-1]; got != tc.want {
-				t.Errorf("terminal update: got %q, want %q", got, tc.want)
-			}
+			assert.Equal(t, tc.want, w[len(w)-1], "terminal update")
 			validateAll(t, rec, 1)
 		})
 	}
@@ -450,38 +322,24 @@ func TestOmitRedundantSummaryComparesByRunningHash(t *testing.T) {
 	s := em.Session("s")
 	a, _ := s.Start(ctx, emitter.WithID("same"))
 	for _, part := range []string{"## Retained", " context\n", "more"} {
-		if err := a.Chunk(ctx, protocol.Text(part)); err != nil {
-			t.Fatalf("Chunk %q: %v", part, err)
-		}
+		require.NoError(t, a.Chunk(ctx, protocol.Text(part)), "Chunk %q", part)
 	}
-	if err := a.Complete(ctx, emitter.Summary(protocol.Text("## Retained context\nmore"))); err != nil {
-		t.Fatalf("Complete same: %v", err)
-	}
+	require.NoError(t, a.Complete(ctx, emitter.Summary(protocol.Text("## Retained context\nmore"))), "Complete same")
 	b, _ := s.Start(ctx, emitter.WithID("differs"))
-	if err := b.Chunk(ctx, protocol.Text("draft")); err != nil {
-		t.Fatalf("Chunk differs: %v", err)
-	}
-	if err := b.Complete(ctx, emitter.Summary(protocol.Text("final"))); err != nil {
-		t.Fatalf("Complete differs: %v", err)
-	}
+	require.NoError(t, b.Chunk(ctx, protocol.Text("draft")), "Chunk differs")
+	require.NoError(t, b.Complete(ctx, emitter.Summary(protocol.Text("final"))), "Complete differs")
 	c, _ := s.Start(ctx, emitter.WithID("nothing-streamed"))
-	if err := c.Complete(ctx, emitter.Summary(protocol.Text("x"))); err != nil {
-		t.Fatalf("Complete nothing-streamed: %v", err)
-	}
+	require.NoError(t, c.Complete(ctx, emitter.Summary(protocol.Text("x"))), "Complete nothing-streamed")
 	w := wire(rec)
 	for _, want := range []string{
 		`compaction_update same completed`,
 		`compaction_update differs completed summary=["final"]`,
 		`compaction_update nothing-streamed completed summary=["x"]`,
 	} {
-		if !slices.Contains(w, want) {
-			t.Errorf("wire %q: no %q", w, want)
-		}
+		assert.Contains(t, w, want, "wire %q: no %q", w, want)
 	}
 	// The record still knows the final summary for replay.
-	if got, want := a.Record().Summary[0].Text, "## Retained context\nmore"; got != want {
-		t.Errorf("recorded summary: got %q, want %q", got, want)
-	}
+	assert.Equal(t, "## Retained context\nmore", a.Record().Summary[0].Text, "recorded summary")
 }
 
 func TestFailureTextIsHumanReadable(t *testing.T) {
@@ -505,18 +363,12 @@ func TestFailureTextIsHumanReadable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			em, rec, obs := newCapable(t, tc.opts...)
 			c, _ := em.Session("s").Start(ctx, emitter.WithID("c"))
-			if err := c.Fail(ctx, tc.cause); err != nil {
-				t.Fatalf("Fail: %v", err)
-			}
+			require.NoError(t, c.Fail(ctx, tc.cause), "Fail")
 			w := wire(rec)
-			if got, want := w[len(w)-1], "compaction_update c failed error="+tc.want; got != want {
-				t.Errorf("terminal update: got %q, want %q", got, want)
-			}
+			assert.Equal(t, "compaction_update c failed error="+tc.want, w[len(w)-1], "terminal update")
 			if tc.cause != nil {
 				settled := obs.waitFor(t, emitter.EventSettled)
-				if !reflect.DeepEqual(settled.Err, tc.cause) {
-					t.Errorf("settled event's error: got %v, want %v (observers see the full cause)", settled.Err, tc.cause)
-				}
+				assert.Equal(t, tc.cause, settled.Err, "settled event's error (observers see the full cause)")
 			}
 		})
 	}
@@ -541,34 +393,18 @@ func TestSettleAllDistinguishesCancelFromFailure(t *testing.T) {
 			_, _ = s.Start(ctx, emitter.WithID("a"))
 			_, _ = s.Start(ctx, emitter.WithID("b"))
 			done, _ := s.Start(ctx, emitter.WithID("done"))
-			if err := done.Complete(ctx); err != nil {
-				t.Fatalf("Complete done: %v", err)
-			}
+			require.NoError(t, done.Complete(ctx), "Complete done")
 			other, _ := em.Session("other").Start(ctx, emitter.WithID("o"))
 			n, err := s.SettleAll(ctx, tc.reason)
-			if err != nil {
-				t.Fatalf("SettleAll: %v", err)
-			}
-			if n != 2 {
-				t.Errorf("SettleAll settled %d, want 2", n)
-			}
+			require.NoError(t, err, "SettleAll")
+			assert.Equal(t, 2, n, "SettleAll settled")
 			w := wire(rec)
-			if got, want := w[len(w)-2], "compaction_update a "+tc.want; got != want {
-				t.Errorf("first settled (oldest first): got %q, want %q", got, want)
-			}
-			if got, want := w[len(w)-1], "compaction_update b "+tc.want; got != want {
-				t.Errorf("second settled: got %q, want %q", got, want)
-			}
-			if n := emitter.OpenCount(em); n != 1 {
-				t.Errorf("open compactions: got %d, want 1 (other sessions are untouched)", n)
-			}
+			assert.Equal(t, "compaction_update a "+tc.want, w[len(w)-2], "first settled (oldest first)")
+			assert.Equal(t, "compaction_update b "+tc.want, w[len(w)-1], "second settled")
+			assert.Equal(t, 1, emitter.OpenCount(em), "open compactions (other sessions are untouched)")
 			n, _ = em.SettleAll(ctx, emitter.ErrConnectionClosed)
-			if n != 1 {
-				t.Errorf("Emitter.SettleAll settled %d, want 1", n)
-			}
-			if err := other.Complete(ctx); !errors.Is(err, emitter.ErrSettled) {
-				t.Errorf("Complete of the other session's compaction after Emitter.SettleAll: got %v, want ErrSettled", err)
-			}
+			assert.Equal(t, 1, n, "Emitter.SettleAll settled")
+			assert.ErrorIs(t, other.Complete(ctx), emitter.ErrSettled, "Complete of the other session's compaction after Emitter.SettleAll")
 		})
 	}
 }
@@ -578,19 +414,11 @@ func TestWatchdogSettlesARunawayCompactionAsFailed(t *testing.T) {
 	em, rec, obs := newCapable(t, emitter.WithMaxDuration(20*time.Millisecond))
 	c, _ := em.Session("s").Start(ctx, emitter.WithID("runaway"))
 	ev := obs.waitFor(t, emitter.EventSettled)
-	if ev.Status != protocol.Failed {
-		t.Errorf("settled status: got %q, want %q", ev.Status, protocol.Failed)
-	}
-	if !errors.Is(ev.Err, emitter.ErrTimeout) {
-		t.Errorf("settled event's error: got %v, want ErrTimeout", ev.Err)
-	}
-	if err := c.Complete(ctx); !errors.Is(err, emitter.ErrSettled) {
-		t.Errorf("the runtime's late Complete: got %v, want ErrSettled (it is dropped)", err)
-	}
+	assert.Equal(t, protocol.Failed, ev.Status, "settled status")
+	assert.ErrorIs(t, ev.Err, emitter.ErrTimeout, "settled event's error")
+	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrSettled, "the runtime's late Complete (it is dropped)")
 	w := wire(rec)
-	if got, want := w[len(w)-1], "compaction_update runaway failed error=compaction timed out after 20ms"; got != want {
-		t.Errorf("terminal update: got %q, want %q", got, want)
-	}
+	assert.Equal(t, "compaction_update runaway failed error=compaction timed out after 20ms", w[len(w)-1], "terminal update")
 }
 
 func TestHeartbeatResendsInProgressDuringSilence(t *testing.T) {
@@ -598,23 +426,15 @@ func TestHeartbeatResendsInProgressDuringSilence(t *testing.T) {
 	em, rec, obs := newCapable(t, emitter.WithHeartbeat(5*time.Millisecond))
 	c, _ := em.Session("s").Start(ctx, emitter.WithID("slow"))
 	obs.waitFor(t, emitter.EventHeartbeat)
-	if err := c.Complete(ctx); err != nil {
-		t.Fatalf("Complete: %v", err)
-	}
+	require.NoError(t, c.Complete(ctx), "Complete")
 	w := wire(rec)
-	if len(w) < 3 {
-		t.Errorf("wire: got %d updates %q, want at least 3 (start, a heartbeat, the terminal)", len(w), w)
-	}
+	assert.GreaterOrEqual(t, len(w), 3, "wire (start, a heartbeat, the terminal)")
 	for _, l := range w[1 : len(w)-1] {
-		if want := "compaction_update slow in_progress"; l != want {
-			t.Errorf("heartbeat: got %q, want %q (heartbeats are field-less in_progress updates)", l, want)
-		}
+		assert.Equal(t, "compaction_update slow in_progress", l, "heartbeat (heartbeats are field-less in_progress updates)")
 	}
 	n := len(rec.Lines())
 	time.Sleep(20 * time.Millisecond)
-	if got := len(rec.Lines()); got != n {
-		t.Errorf("lines 20ms after settlement: got %d, want %d (no heartbeat after settlement)", got, n)
-	}
+	assert.Equal(t, n, len(rec.Lines()), "lines 20ms after settlement (no heartbeat after settlement)")
 }
 
 func TestTerminalUpdatesSurviveACancelledContext(t *testing.T) {
@@ -631,23 +451,13 @@ func TestTerminalUpdatesSurviveACancelledContext(t *testing.T) {
 	em := emitter.New(n, emitter.WithNegotiation(capable))
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := em.Session("s").Start(ctx)
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	require.NoError(t, err, "Start")
 	cancel()
-	if err := c.Cancel(ctx); err != nil {
-		t.Fatalf("Cancel with a cancelled context: %v", err)
-	}
-	if sawCancelled {
-		t.Error("the notifier got a cancelled context for the terminal update")
-	}
-	if lines != 2 {
-		t.Errorf("lines sent: got %d, want 2", lines)
-	}
+	require.NoError(t, c.Cancel(ctx), "Cancel with a cancelled context")
+	assert.False(t, sawCancelled, "the notifier got a cancelled context for the terminal update")
+	assert.Equal(t, 2, lines, "lines sent")
 	_, err = em.Session("s").Start(ctx)
-	if !errors.Is(err, emitter.ErrUndeliverable) {
-		t.Errorf("Start with a cancelled context: got %v, want ErrUndeliverable (non-terminal updates honour the caller's context)", err)
-	}
+	assert.ErrorIs(t, err, emitter.ErrUndeliverable, "Start with a cancelled context (non-terminal updates honour the caller's context)")
 }
 
 func TestUndeliverableUpdatesAreReportedAndStillSettle(t *testing.T) {
@@ -656,18 +466,11 @@ func TestUndeliverableUpdatesAreReportedAndStillSettle(t *testing.T) {
 	c, _ := em.Session("s").Start(ctx, emitter.WithID("c"))
 	rec.Fail = errors.New("broken pipe")
 	err := c.Complete(ctx)
-	if !errors.Is(err, emitter.ErrUndeliverable) {
-		t.Errorf("Complete over a broken notifier: got %v, want ErrUndeliverable", err)
-	}
-	if !strings.Contains(err.Error(), "broken pipe") {
-		t.Errorf("error %q does not carry the notifier's error %q", err, "broken pipe")
-	}
-	if n := emitter.OpenCount(em); n != 0 {
-		t.Errorf("open compactions: got %d, want 0", n)
-	}
-	if kinds := obs.kinds(); !slices.Contains(kinds, "undeliverable") {
-		t.Errorf("observed events %v: no undeliverable event", kinds)
-	}
+	assert.ErrorIs(t, err, emitter.ErrUndeliverable, "Complete over a broken notifier")
+	assert.ErrorContains(t, err, "broken pipe", "error %q does not carry the notifier's error %q", err, "broken pipe")
+	assert.Equal(t, 0, emitter.OpenCount(em), "open compactions")
+	kinds := obs.kinds()
+	assert.Contains(t, kinds, "undeliverable", "observed events %v: no undeliverable event", kinds)
 }
 
 func TestReplayIsTerminalFirstAtTheCallersPosition(t *testing.T) {
@@ -681,13 +484,9 @@ func TestReplayIsTerminalFirstAtTheCallersPosition(t *testing.T) {
 		{ID: "stopped", Status: protocol.Cancelled},
 		{ID: "running", Status: protocol.InProgress},
 	} {
-		if err := s.Replay(ctx, r); err != nil {
-			t.Fatalf("Replay %s: %v", r.ID, err)
-		}
+		require.NoError(t, s.Replay(ctx, r), "Replay %s", r.ID)
 	}
-	if err := s.Replay(ctx, emitter.Record{}); !errors.Is(err, protocol.ErrInvalidID) {
-		t.Errorf("Replay of a record without an ID: got %v, want protocol.ErrInvalidID", err)
-	}
+	assert.ErrorIs(t, s.Replay(ctx, emitter.Record{}), protocol.ErrInvalidID, "Replay of a record without an ID")
 	// Replay uses authoritative patches so a client that still holds the
 	// entity ends with exactly the stored state, never a duplicate.
 	want := []string{
@@ -696,15 +495,10 @@ func TestReplayIsTerminalFirstAtTheCallersPosition(t *testing.T) {
 		`compaction_update bad failed summary=null error=summary request failed`,
 		`compaction_update stopped cancelled summary=null error=null`,
 	}
-	if got := wire(rec); !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q", got, want)
-	}
-	if kinds := obs.kinds(); !slices.Contains(kinds, "skipped") {
-		t.Errorf("observed events %v: no skipped event", kinds)
-	}
-	if n := emitter.OpenCount(em); n != 0 {
-		t.Errorf("open compactions: got %d, want 0", n)
-	}
+	assert.Equal(t, want, wire(rec), "wire")
+	kinds := obs.kinds()
+	assert.Contains(t, kinds, "skipped", "observed events %v: no skipped event", kinds)
+	assert.Equal(t, 0, emitter.OpenCount(em), "open compactions")
 	validateAll(t, rec, 1)
 	validateAll(t, rec, 2)
 }
@@ -725,30 +519,18 @@ func TestCapabilityGateLiveAndOnReplay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &wiretest.Recorder{}
 			em := emitter.New(rec, emitter.WithNegotiation(tc.n))
-			if got := em.Mode(); got != tc.mode {
-				t.Errorf("mode: got %v, want %v", got, tc.mode)
-			}
+			assert.Equal(t, tc.mode, em.Mode(), "mode")
 			s := em.Session("s")
 			c, err := s.Start(ctx, emitter.UserDisplayable())
-			if err != nil {
-				t.Fatalf("Start: %v", err)
-			}
-			if err := c.Chunk(ctx, protocol.Text("x")); err != nil {
-				t.Fatalf("Chunk: %v", err)
-			}
-			if err := c.Complete(ctx); err != nil {
-				t.Fatalf("Complete: %v", err)
-			}
-			if err := s.Fail(ctx, "early", errors.New("x")); err != nil {
-				t.Fatalf("Session.Fail before Start: %v", err)
-			}
-			if err := s.Replay(ctx, emitter.Record{ID: "r", Status: protocol.Completed}); err != nil {
-				t.Fatalf("Replay: %v", err)
-			}
+			require.NoError(t, err, "Start")
+			require.NoError(t, c.Chunk(ctx, protocol.Text("x")), "Chunk")
+			require.NoError(t, c.Complete(ctx), "Complete")
+			f, err := s.Start(ctx)
+			require.NoError(t, err, "Start")
+			require.NoError(t, f.Fail(ctx, errors.New("x")), "Fail")
+			require.NoError(t, s.Replay(ctx, emitter.Record{ID: "r", Status: protocol.Completed}), "Replay")
 			if tc.sent {
-				if len(rec.Lines()) == 0 {
-					t.Error("nothing sent to a client with the capability")
-				}
+				assert.NotEmpty(t, rec.Lines(), "nothing sent to a client with the capability")
 			} else {
 				noLines(t, rec, "a client without the capability never receives a compaction update")
 			}
@@ -761,23 +543,15 @@ func TestCapabilityGateLiveAndOnReplay(t *testing.T) {
 		return nil
 	})
 	em := emitter.New(&wiretest.Recorder{}, emitter.WithFallback(fb))
-	if got := em.Mode(); got != capability.Fallback {
-		t.Errorf("mode with a fallback renderer: got %v, want %v", got, capability.Fallback)
-	}
+	assert.Equal(t, capability.Fallback, em.Mode(), "mode with a fallback renderer")
 	c, _ := em.Session("s").Start(ctx)
 	_ = c.Complete(ctx)
 	_ = em.Session("s").Replay(ctx, emitter.Record{ID: "r", Status: protocol.Failed})
-	if want := []emitter.EventKind{emitter.EventStarted, emitter.EventSettled, emitter.EventReplayed}; !slices.Equal(rendered, want) {
-		t.Errorf("rendered events: got %v, want %v", rendered, want)
-	}
+	assert.Equal(t, []emitter.EventKind{emitter.EventStarted, emitter.EventSettled, emitter.EventReplayed}, rendered, "rendered events")
 	em = emitter.New(&wiretest.Recorder{}, emitter.WithFallback(fb), emitter.WithNegotiation(capable))
-	if got := em.Mode(); got != capability.Standard {
-		t.Errorf("mode with a fallback renderer and the capability: got %v, want %v", got, capability.Standard)
-	}
+	assert.Equal(t, capability.Standard, em.Mode(), "mode with a fallback renderer and the capability")
 	em = emitter.New(&wiretest.Recorder{}, emitter.WithPolicy(func(capability.Negotiation, bool) capability.Mode { return capability.Fallback }))
-	if got := em.Mode(); got != capability.Off {
-		t.Errorf("mode: got %v, want %v (fallback mode without a renderer is off)", got, capability.Off)
-	}
+	assert.Equal(t, capability.Off, em.Mode(), "mode (fallback mode without a renderer is off)")
 }
 
 func TestSummaryPolicyDefaultsToUserDisplayableOnly(t *testing.T) {
@@ -787,19 +561,11 @@ func TestSummaryPolicyDefaultsToUserDisplayableOnly(t *testing.T) {
 	em := emitter.New(rec, emitter.WithNegotiation(capable), emitter.WithObserver(obs))
 	s := em.Session("s")
 	hidden, _ := s.Start(ctx, emitter.WithID("hidden"))
-	if err := hidden.Chunk(ctx, protocol.Text("secret context")); !errors.Is(err, emitter.ErrWithheld) {
-		t.Fatalf("Chunk of a compaction not UserDisplayable: got %v, want ErrWithheld", err)
-	}
-	if err := hidden.Complete(ctx, emitter.Summary(protocol.Text("secret context"))); err != nil {
-		t.Fatalf("Complete hidden: %v", err)
-	}
+	require.ErrorIs(t, hidden.Chunk(ctx, protocol.Text("secret context")), emitter.ErrWithheld, "Chunk of a compaction not UserDisplayable")
+	require.NoError(t, hidden.Complete(ctx, emitter.Summary(protocol.Text("secret context"))), "Complete hidden")
 	shown, _ := s.Start(ctx, emitter.WithID("shown"), emitter.UserDisplayable())
-	if err := shown.Chunk(ctx, protocol.Text("visible")); err != nil {
-		t.Fatalf("Chunk shown: %v", err)
-	}
-	if err := shown.Complete(ctx, emitter.Summary(protocol.Text("visible"))); err != nil {
-		t.Fatalf("Complete shown: %v", err)
-	}
+	require.NoError(t, shown.Chunk(ctx, protocol.Text("visible")), "Chunk shown")
+	require.NoError(t, shown.Complete(ctx, emitter.Summary(protocol.Text("visible"))), "Complete shown")
 	want := []string{
 		`compaction_update hidden in_progress`,
 		`compaction_update hidden completed`,
@@ -807,12 +573,9 @@ func TestSummaryPolicyDefaultsToUserDisplayableOnly(t *testing.T) {
 		`compaction_summary_chunk shown +"visible"`,
 		`compaction_update shown completed summary=["visible"]`,
 	}
-	if got := wire(rec); !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q", got, want)
-	}
-	if kinds := obs.kinds(); !slices.Contains(kinds, "withheld") {
-		t.Errorf("observed events %v: no withheld event", kinds)
-	}
+	assert.Equal(t, want, wire(rec), "wire")
+	kinds := obs.kinds()
+	assert.Contains(t, kinds, "withheld", "observed events %v: no withheld event", kinds)
 
 	redact := func(_ emitter.Info, b protocol.ContentBlock) (protocol.ContentBlock, bool) {
 		b.Text = strings.ReplaceAll(b.Text, "sk-123", "[redacted]")
@@ -821,59 +584,37 @@ func TestSummaryPolicyDefaultsToUserDisplayableOnly(t *testing.T) {
 	rec2 := &wiretest.Recorder{}
 	em = emitter.New(rec2, emitter.WithNegotiation(capable), emitter.WithSummaryPolicy(redact))
 	c, _ := em.Session("s").Start(ctx, emitter.WithID("r"))
-	if err := c.Chunk(ctx, protocol.Text("key sk-123")); err != nil {
-		t.Fatalf("Chunk r: %v", err)
-	}
-	if err := c.Complete(ctx, emitter.Summary(protocol.Text("uses sk-123"))); err != nil {
-		t.Fatalf("Complete r: %v", err)
-	}
+	require.NoError(t, c.Chunk(ctx, protocol.Text("key sk-123")), "Chunk r")
+	require.NoError(t, c.Complete(ctx, emitter.Summary(protocol.Text("uses sk-123"))), "Complete r")
 	want = []string{
 		`compaction_update r in_progress`,
 		`compaction_summary_chunk r +"key [redacted]"`,
 		`compaction_update r completed summary=["uses [redacted]"]`,
 	}
-	if got := wire(rec2); !slices.Equal(got, want) {
-		t.Errorf("wire with a redacting policy:\n got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, want, wire(rec2), "wire with a redacting policy")
 }
 
 func TestNilHandleIsAnErrorNotAPanic(t *testing.T) {
 	var c *emitter.Compaction
 	ctx := context.Background()
-	if err := c.Chunk(ctx, protocol.Text("x")); !errors.Is(err, emitter.ErrNilCompaction) {
-		t.Errorf("Chunk on a nil handle: got %v, want ErrNilCompaction", err)
-	}
-	if err := c.Complete(ctx); !errors.Is(err, emitter.ErrNilCompaction) {
-		t.Errorf("Complete on a nil handle: got %v, want ErrNilCompaction", err)
-	}
-	if err := c.Fail(ctx, nil); !errors.Is(err, emitter.ErrNilCompaction) {
-		t.Errorf("Fail on a nil handle: got %v, want ErrNilCompaction", err)
-	}
-	if err := c.Cancel(ctx); !errors.Is(err, emitter.ErrNilCompaction) {
-		t.Errorf("Cancel on a nil handle: got %v, want ErrNilCompaction", err)
-	}
-	if id := c.ID(); id != "" {
-		t.Errorf("ID of a nil handle: got %q, want empty", id)
-	}
-	if r := c.Record(); !reflect.DeepEqual(r, emitter.Record{}) {
-		t.Errorf("Record of a nil handle: got %s, want the zero Record", recordJSON(r))
-	}
+	assert.ErrorIs(t, c.Chunk(ctx, protocol.Text("x")), emitter.ErrNotOpen, "Chunk on a nil handle")
+	assert.ErrorIs(t, c.Complete(ctx), emitter.ErrNotOpen, "Complete on a nil handle")
+	assert.ErrorIs(t, c.Fail(ctx, nil), emitter.ErrNotOpen, "Fail on a nil handle")
+	assert.ErrorIs(t, c.Cancel(ctx), emitter.ErrNotOpen, "Cancel on a nil handle")
+	assert.Empty(t, c.ID(), "ID of a nil handle")
+	assert.Equal(t, emitter.Record{}, c.Record(), "Record of a nil handle")
 }
 
 func TestStartMetaAndSettleMetaReachTheWire(t *testing.T) {
 	ctx := context.Background()
 	em, rec, _ := newCapable(t)
 	c, _ := em.Session("s").Start(ctx, emitter.WithID("m"), emitter.WithStartMeta(protocol.Meta{"k": []byte(`1`)}))
-	if err := c.Complete(ctx, emitter.WithSettleMeta(protocol.Meta{"k": []byte(`2`)})); err != nil {
-		t.Fatalf("Complete: %v", err)
-	}
+	require.NoError(t, c.Complete(ctx, emitter.WithSettleMeta(protocol.Meta{"k": []byte(`2`)})), "Complete")
 	want := []string{
 		`compaction_update m in_progress _meta=map[k:1]`,
 		`compaction_update m completed _meta=map[k:2]`,
 	}
-	if got := wire(rec); !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, want, wire(rec), "wire")
 }
 
 func TestSettledEventsSayWhoSettled(t *testing.T) {
@@ -881,30 +622,16 @@ func TestSettledEventsSayWhoSettled(t *testing.T) {
 	em, _, obs := newCapable(t, emitter.WithMaxDuration(20*time.Millisecond))
 	s := em.Session("s")
 	byRuntime, _ := s.Start(ctx, emitter.WithID("runtime"))
-	if err := byRuntime.Cancel(ctx); err != nil {
-		t.Fatalf("Cancel: %v", err)
-	}
-	if got := obs.waitFor(t, emitter.EventSettled).SettledBy; got != emitter.SettledByRuntime {
-		t.Errorf("settled by after Cancel: got %v, want %v", got, emitter.SettledByRuntime)
-	}
+	require.NoError(t, byRuntime.Cancel(ctx), "Cancel")
+	assert.Equal(t, emitter.SettledByRuntime, obs.waitFor(t, emitter.EventSettled).SettledBy, "settled by after Cancel")
 	_, _ = s.Start(ctx, emitter.WithID("bulk"))
 	_, err := s.SettleAll(ctx, emitter.ErrCancelled)
-	if err != nil {
-		t.Fatalf("SettleAll: %v", err)
-	}
+	require.NoError(t, err, "SettleAll")
 	ev := obs.waitFor(t, emitter.EventSettled)
-	if ev.ID != "bulk" {
-		t.Errorf("settled event's ID: got %q, want %q", ev.ID, "bulk")
-	}
-	if ev.SettledBy != emitter.SettledBySettleAll {
-		t.Errorf("settled by after SettleAll: got %v, want %v", ev.SettledBy, emitter.SettledBySettleAll)
-	}
+	assert.Equal(t, protocol.ID("bulk"), ev.ID, "settled event's ID")
+	assert.Equal(t, emitter.SettledBySettleAll, ev.SettledBy, "settled by after SettleAll")
 	_, _ = s.Start(ctx, emitter.WithID("runaway"))
 	ev = obs.waitFor(t, emitter.EventSettled)
-	if ev.SettledBy != emitter.SettledByWatchdog {
-		t.Errorf("settled by after the watchdog: got %v, want %v", ev.SettledBy, emitter.SettledByWatchdog)
-	}
-	if got := ev.SettledBy.String(); got != "watchdog" {
-		t.Errorf("SettledByWatchdog.String(): got %q, want %q", got, "watchdog")
-	}
+	assert.Equal(t, emitter.SettledByWatchdog, ev.SettledBy, "settled by after the watchdog")
+	assert.Equal(t, "watchdog", ev.SettledBy.String(), "SettledByWatchdog.String()")
 }

@@ -48,16 +48,6 @@ func Example() {
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_002","status":"failed","error":"the turn ended before the compaction finished"}}}
 }
 
-func ExampleSession_Fail() {
-	ctx := context.Background()
-	em := emitter.New(printer{}, emitter.WithNegotiation(capability.Negotiation{Version: 2}))
-	// The runtime failed before it ever reported a start.
-	_ = em.Session("s").Fail(ctx, "cmp_9", errors.New("summary request failed"))
-	// Output:
-	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_9","status":"in_progress"}}}
-	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"compaction_update","compactionId":"cmp_9","status":"failed","error":"summary request failed"}}}
-}
-
 func ExampleErrWithheld() {
 	ctx := context.Background()
 	em := emitter.New(printer{}, emitter.WithNegotiation(capability.Negotiation{Version: 2}))
@@ -102,7 +92,8 @@ func ExampleOnFinalRecord() {
 	c, _ := s.Start(ctx, emitter.WithID("cmp_001"), emitter.UserDisplayable(), emitter.After("msg_41"))
 	_ = c.Chunk(ctx, protocol.Text("## Retained context"))
 	_ = c.Complete(ctx) // keeps what was streamed: so does the record
-	_ = s.Fail(ctx, "cmp_002", errors.New("summary request failed"))
+	c, _ = s.Start(ctx, emitter.WithID("cmp_002"))
+	_ = c.Fail(ctx, errors.New("summary request failed"))
 	fmt.Print(store.String())
 
 	// session/load on a new connection: each stored record, in its place

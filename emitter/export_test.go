@@ -17,11 +17,18 @@ func SessionCount(e *Emitter) int {
 	return len(e.sessions)
 }
 
+// OpenOf returns how many compactions of s are open.
+func OpenOf(s *Session) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.open)
+}
+
 // OpenCount returns the number of open compactions across e's sessions.
 func OpenCount(e *Emitter) int {
 	n := 0
 	for _, s := range e.all() {
-		n += s.Open()
+		n += OpenOf(s)
 	}
 	return n
 }

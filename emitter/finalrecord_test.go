@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +11,10 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/acpcompact/acpcompact/observe"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // handover is one call of an OnFinalRecord sink, as a test sees it.
@@ -39,7 +40,7 @@ type sink struct {
 
 func (k *sink) final(ctx context.Context, sessionID string, rec emitter.Record) {
 	h := handover{sessionID: sessionID, rec: rec, onWire: terminalOnWire(k.rec, rec.ID), ctxErr: ctx.Err()}
-	_, h.traced = emitter.TraceFrom(ctx)
+	_, h.traced = observe.TraceFrom(ctx)
 	if k.during != nil {
 		k.during(ctx, sessionID, rec)
 	}
@@ -89,8 +90,6 @@ type finalPath struct {
 	// for the paths that start nothing) and, for paths that settle
 	// elsewhere, waits for it.
 	settle func(ctx context.Context, em *emitter.Emitter, tt *turns, c *emitter.Compaction) error
-	// noStart: the path reports cmp_1 without starting it.
-	noStart bool
 	// background starts cmp_1 with Background.
 	background bool
 	// outside starts cmp_1 outside a turn.
@@ -133,17 +132,21 @@ func finalPaths() []finalPath {
 			settle: func(ctx context.Context, _ *emitter.Emitter, _ *turns, c *emitter.Compaction) error {
 				return c.Cancel(ctx)
 			}},
-		{name: "Session.Complete by ID", status: protocol.Completed, summary: streamedAB,
+		{name: "Complete of the handle by ID", status: protocol.Completed, summary: streamedAB,
 			settle: func(ctx context.Context, em *emitter.Emitter, _ *turns, _ *emitter.Compaction) error {
-				return em.Session("s").Complete(ctx, "cmp_1")
+				c, err := em.Session("s").Compaction("cmp_1")
+				if err != nil {
+					return err
+				}
+				return c.Complete(ctx)
 			}},
-		{name: "Session.Fail of an open compaction", status: protocol.Failed,
+		{name: "Fail of the handle by ID", status: protocol.Failed,
 			settle: func(ctx context.Context, em *emitter.Emitter, _ *turns, _ *emitter.Compaction) error {
-				return em.Session("s").Fail(ctx, "cmp_1", errors.New("boom"))
-			}},
-		{name: "Session.Fail before any start", status: protocol.Failed, noStart: true,
-			settle: func(ctx context.Context, em *emitter.Emitter, _ *turns, _ *emitter.Compaction) error {
-				return em.Session("s").Fail(ctx, "cmp_1", errors.New("boom"))
+				c, err := em.Session("s").Compaction("cmp_1")
+				if err != nil {
+					return err
+				}
+				return c.Fail(ctx, errors.New("boom"))
 			}},
 		{name: "SettleAll at the end of the turn", status: protocol.Failed, settle: settleAll(emitter.ErrTurnEnded)},
 		{name: "SettleAll at the cancel grace", status: protocol.Cancelled, settle: settleAll(emitter.ErrCancelled)},
@@ -184,18 +187,18 @@ func finalPaths() []finalPath {
 // the next turn delivers the update), with the handle's Record, the
 // streamed summary a completion kept, the position given at Start, and a
 // context that keeps the settling call's values but not its cancellation.
-// The sink calls the emitter (Session.Open): it runs without the lock.
+// The sink calls the emitter (the session's lock): it runs without it.
 func TestEveryCompactionHandsOverItsFinalRecordExactlyOnceWhoeverSettlesIt(t *testing.T) {
 	for _, p := range finalPaths() {
 		t.Run(p.name, func(t *testing.T) {
-			cctx, cancel := context.WithCancel(emitter.WithTrace(context.Background(), emitter.TraceContext{Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}))
+			cctx, cancel := context.WithCancel(observe.WithTrace(context.Background(), observe.TraceContext{Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}))
 			cancel() // a cancelled turn's records are kept all the same
 			ctx := cctx
 			tt := &turns{}
 			rec := &wiretest.Recorder{}
 			k := &sink{rec: rec}
 			var em *emitter.Emitter
-			k.during = func(_ context.Context, sessionID string, _ emitter.Record) { _ = em.Session(sessionID).Open() }
+			k.during = func(_ context.Context, sessionID string, _ emitter.Record) { _ = emitter.OpenOf(em.Session(sessionID)) }
 			outside := emitter.RefuseOutsideTurn
 			if p.hold {
 				outside = emitter.HoldOutsideTurn
@@ -207,27 +210,21 @@ func TestEveryCompactionHandsOverItsFinalRecordExactlyOnceWhoeverSettlesIt(t *te
 			em = emitter.New(rec, opts...)
 			tt.on.Store(!p.outside)
 			var c *emitter.Compaction
-			if !p.noStart {
+			{
 				start := []emitter.StartOption{emitter.WithID("cmp_1"), emitter.UserDisplayable(), emitter.After("msg_1")}
 				if p.background {
 					start = append(start, emitter.Background())
 				}
 				var err error
 				c, err = em.Session("s").Start(ctx, start...)
-				if err != nil {
-					t.Fatalf("Start: %v", err)
-				}
+				require.NoError(t, err, "Start")
 				for _, b := range streamedAB {
 					if !p.watchdog { // it may have fired already
-						if err := c.Chunk(ctx, b); err != nil {
-							t.Fatalf("Chunk %q: %v", b.Text, err)
-						}
+						require.NoError(t, c.Chunk(ctx, b), "Chunk %q", b.Text)
 					}
 				}
 			}
-			if err := p.settle(ctx, em, tt, c); err != nil {
-				t.Fatalf("settle: %v", err)
-			}
+			require.NoError(t, p.settle(ctx, em, tt, c), "settle")
 			if p.watchdog {
 				deadline := time.Now().Add(10 * time.Second)
 				for k.count("cmp_1") == 0 && time.Now().Before(deadline) {
@@ -236,65 +233,34 @@ func TestEveryCompactionHandsOverItsFinalRecordExactlyOnceWhoeverSettlesIt(t *te
 			}
 
 			got := k.calls()
-			if len(got) != 1 {
-				var ids []protocol.ID
-				for _, h := range got {
-					ids = append(ids, h.rec.ID)
-				}
-				t.Fatalf("final records handed over: got %d %q, want exactly one", len(got), ids)
-			}
+			require.Len(t, got, 1, "final records handed over")
 			h := got[0]
-			if h.sessionID != "s" {
-				t.Errorf("session ID: got %q, want %q", h.sessionID, "s")
-			}
-			if h.rec.ID != "cmp_1" {
-				t.Errorf("record ID: got %q, want %q", h.rec.ID, "cmp_1")
-			}
-			if h.rec.Status != p.status {
-				t.Errorf("record status: got %q, want %q", h.rec.Status, p.status)
-			}
-			if !reflect.DeepEqual(h.rec.Summary, p.summary) {
-				t.Errorf("record summary: got %+v, want %+v", h.rec.Summary, p.summary)
-			}
-			if h.onWire != !p.unseen {
-				t.Errorf("terminal update on the wire at the handover: got %v, want %v (handed over after its terminal update was written; unseen: at settlement)", h.onWire, !p.unseen)
-			}
-			if h.ctxErr != nil {
-				t.Errorf("the sink's context is cancelled: %v", h.ctxErr)
-			}
-			if h.traced != !p.watchdog {
-				t.Errorf("the sink's context has the settling call's trace: got %v, want %v (it keeps the settling call's values)", h.traced, !p.watchdog)
-			}
+			assert.Equal(t, "s", h.sessionID, "session ID")
+			assert.Equal(t, protocol.ID("cmp_1"), h.rec.ID, "record ID")
+			assert.Equal(t, p.status, h.rec.Status, "record status")
+			assert.Equal(t, p.summary, h.rec.Summary, "record summary")
+			assert.Equal(t, !p.unseen, h.onWire, "terminal update on the wire at the handover (handed over after its terminal update was written; unseen: at settlement)")
+			assert.NoError(t, h.ctxErr, "the sink's context is cancelled")
+			assert.Equal(t, !p.watchdog, h.traced, "the sink's context has the settling call's trace (it keeps the settling call's values)")
 			if c != nil {
-				if r := c.Record(); !reflect.DeepEqual(r, h.rec) {
-					t.Errorf("final record is not the handle's Record:\nhandle's: %s\n  handed: %s", recordJSON(r), recordJSON(h.rec))
-				}
-				if h.rec.After != "msg_1" {
-					t.Errorf("record After: got %q, want %q", h.rec.After, "msg_1")
-				}
-			} else if h.rec.After != "" {
-				t.Errorf("record After: got %q, want empty (a failure before any start has no position)", h.rec.After)
+				r := c.Record()
+				assert.Equal(t, h.rec, r, "final record is not the handle's Record:\nhandle's: %s\n  handed: %s", recordJSON(r), recordJSON(h.rec))
+				assert.Equal(t, "msg_1", h.rec.After, "record After")
+			} else {
+				assert.Empty(t, h.rec.After, "record After (a failure before any start has no position)")
 			}
 
 			// Nothing settles it twice, and delivering the held update
 			// hands nothing over again.
 			if c != nil {
-				if err := c.Complete(ctx); !errors.Is(err, emitter.ErrSettled) {
-					t.Errorf("Complete after settlement: got %v, want ErrSettled", err)
-				}
+				assert.ErrorIs(t, c.Complete(ctx), emitter.ErrSettled, "Complete after settlement")
 			}
 			_, _ = em.Session("s").SettleAll(ctx, emitter.ErrTurnEnded)
 			_, _ = em.SettleAll(ctx, emitter.ErrConnectionClosed)
 			tt.on.Store(true)
-			if err := em.Session("s").Deliver(ctx); err != nil {
-				t.Fatalf("Deliver: %v", err)
-			}
-			if !terminalOnWire(rec, "cmp_1") {
-				t.Error("the client never got the terminal update")
-			}
-			if n := k.count("cmp_1"); n != 1 {
-				t.Errorf("final records of cmp_1: got %d, want still exactly one", n)
-			}
+			require.NoError(t, em.Session("s").Deliver(ctx), "Deliver")
+			assert.True(t, terminalOnWire(rec, "cmp_1"), "the client never got the terminal update")
+			assert.Equal(t, 1, k.count("cmp_1"), "final records of cmp_1")
 			validateAll(t, rec, 1)
 		})
 	}
@@ -315,30 +281,19 @@ func TestFinalRecordSinkMayCallTheEmitter(t *testing.T) {
 			return
 		}
 		c, err := s.Start(ctx, emitter.WithID("cmp_2"))
-		if err != nil {
-			t.Errorf("Start cmp_2 from the sink: %v", err)
-		}
-		if err := c.Complete(ctx); err != nil {
-			t.Errorf("Complete cmp_2 from the sink: %v", err)
-		}
-		if n := k.count("cmp_2"); n != 0 {
-			t.Errorf("cmp_2 handed over %d times inside the sink, want 0 (handed over after the sink returns)", n)
-		}
+		assert.NoError(t, err, "Start cmp_2 from the sink")
+		assert.NoError(t, c.Complete(ctx), "Complete cmp_2 from the sink")
+		n := k.count("cmp_2")
+		assert.Equal(t, 0, n, "cmp_2 handed over %d times inside the sink(handed over after the sink returns)", n)
 	}
 	c, err := s.Start(ctx, emitter.WithID("cmp_1"))
-	if err != nil {
-		t.Fatalf("Start cmp_1: %v", err)
-	}
-	if err := c.Complete(ctx); err != nil {
-		t.Fatalf("Complete cmp_1: %v", err)
-	}
+	require.NoError(t, err, "Start cmp_1")
+	require.NoError(t, c.Complete(ctx), "Complete cmp_1")
 	var ids []protocol.ID
 	for _, h := range k.calls() {
 		ids = append(ids, h.rec.ID)
 	}
-	if want := []protocol.ID{"cmp_1", "cmp_2"}; !slices.Equal(ids, want) {
-		t.Errorf("final records handed over: got %q, want %q", ids, want)
-	}
+	assert.Equal(t, []protocol.ID{"cmp_1", "cmp_2"}, ids, "final records handed over")
 }
 
 // TestFinalRecordsOfASessionAreHandedOverOneAtATimeInSettlementOrder:
@@ -351,9 +306,7 @@ func TestFinalRecordsOfASessionAreHandedOverOneAtATimeInSettlementOrder(t *testi
 	var inside atomic.Int32
 	k := &sink{rec: rec}
 	k.during = func(context.Context, string, emitter.Record) {
-		if inside.Add(1) != 1 {
-			t.Error("two calls of the sink at once for one session")
-		}
+		assert.Equal(t, int32(1), inside.Add(1), "two calls of the sink at once for one session")
 		time.Sleep(10 * time.Microsecond)
 		inside.Add(-1)
 	}
@@ -365,17 +318,15 @@ func TestFinalRecordsOfASessionAreHandedOverOneAtATimeInSettlementOrder(t *testi
 		wg.Go(func() {
 			for i := range each {
 				c, err := s.Start(ctx, emitter.WithID(protocol.ID(fmt.Sprintf("cmp_%d_%d", w, i))))
-				if err != nil {
-					t.Errorf("Start cmp_%d_%d: %v", w, i, err)
+				if !assert.NoError(t, err, "Start cmp_%d_%d", w, i) {
 					return
 				}
 				if i%2 == 0 {
-					if err := c.Complete(ctx); err != nil {
-						t.Errorf("Complete %s: %v", c.ID(), err)
-					}
-				} else if err := c.Fail(ctx, errors.New("boom")); err != nil {
-					t.Errorf("Fail %s: %v", c.ID(), err)
+					assert.NoError(t, c.Complete(ctx), "Complete %s", c.ID())
+				} else {
+					assert.NoError(t, c.Fail(ctx, errors.New("boom")), "Fail %s", c.ID())
 				}
+
 			}
 		})
 	}
@@ -390,10 +341,6 @@ func TestFinalRecordsOfASessionAreHandedOverOneAtATimeInSettlementOrder(t *testi
 	for _, h := range k.calls() {
 		handed = append(handed, string(h.rec.ID))
 	}
-	if len(handed) != workers*each {
-		t.Fatalf("final records handed over: got %d, want %d", len(handed), workers*each)
-	}
-	if !slices.Equal(handed, onWire) {
-		t.Errorf("final records not in settlement order:\nhanded over: %q\n    on wire: %q", handed, onWire)
-	}
+	require.Len(t, handed, workers*each, "final records handed over")
+	assert.Equal(t, onWire, handed, "final records not in settlement order:\nhanded over\n    on wire")
 }

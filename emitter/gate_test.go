@@ -8,6 +8,8 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // gate is a host's gate (WithGate) that counts what passes it and refuses
@@ -47,100 +49,59 @@ func (g *gate) counts() (passed, released int) {
 	return len(g.passed), g.released
 }
 
-// TestGateJudgesHandleAndByIDCallsAlike: every reporting call of a runtime
-// passes the host's gate, on a handle (from Start or Session.Compaction)
-// as by ID; a refusal returns the gate's error and sends nothing.
-func TestGateJudgesHandleAndByIDCallsAlike(t *testing.T) {
+// TestGateJudgesEveryReportingCall: every reporting call of a runtime
+// passes the host's gate, on a handle from Start as on one from
+// Session.Compaction; a refusal returns the gate's error and sends nothing.
+func TestGateJudgesEveryReportingCall(t *testing.T) {
 	ctx := context.Background()
 	g := &gate{}
 	em, rec, _ := newCapable(t, emitter.WithGate(g.admit), emitter.WithSummaryPolicy(emitter.AllSummaries))
 	s := em.Session("s1")
 
 	c, err := s.Start(ctx, emitter.WithID("a"))
-	if err != nil {
-		t.Fatalf("Start a: %v", err)
-	}
-	if err := c.Chunk(ctx, protocol.Text("x")); err != nil {
-		t.Fatalf("Compaction.Chunk: %v", err)
-	}
-	if err := s.Chunk(ctx, "a", protocol.Text("y")); err != nil {
-		t.Fatalf("Session.Chunk: %v", err)
-	}
+	require.NoError(t, err, "Start a")
+	require.NoError(t, c.Chunk(ctx, protocol.Text("x")), "Compaction.Chunk")
 	h, err := s.Compaction("a")
-	if err != nil {
-		t.Fatalf("Session.Compaction a: %v", err)
-	}
-	if h != c {
-		t.Fatalf("Session.Compaction a: got handle %p, want %p (the by-ID handle is the compaction's own)", h, c)
-	}
+	require.NoError(t, err, "Session.Compaction a")
+	require.Same(t, c, h, "Session.Compaction a (the by-ID handle is the compaction's own)")
+	require.NoError(t, h.Chunk(ctx, protocol.Text("y")), "Chunk by ID")
+
 	b, err := s.Start(ctx, emitter.WithID("b"))
-	if err != nil {
-		t.Fatalf("Start b: %v", err)
-	}
+	require.NoError(t, err, "Start b")
 	d, err := s.Start(ctx, emitter.WithID("d"))
-	if err != nil {
-		t.Fatalf("Start d: %v", err)
-	}
+	require.NoError(t, err, "Start d")
 	passed, released := g.counts()
-	if passed != 5 {
-		t.Errorf("calls through the gate: got %d, want 5", passed)
-	}
-	if released != passed {
-		t.Errorf("gate releases: got %d, want %d (each admitted call releases the gate once)", released, passed)
-	}
+	assert.Equal(t, 5, passed, "calls through the gate")
+	assert.Equal(t, passed, released, "gate releases (each admitted call releases the gate once)")
 
 	g.set(errGateClosed)
 	for name, call := range map[string]func() error{
 		"Start": func() error {
 			c, err := s.Start(ctx, emitter.WithID("refused"))
-			if c != nil {
-				t.Errorf("refused Start returned a handle %v", c.ID())
-			}
+			assert.Nil(t, c, "refused Start returned a handle %v", c.ID())
 			return err
 		},
 		"Compaction.Chunk":    func() error { return h.Chunk(ctx, protocol.Text("z")) },
 		"Compaction.Complete": func() error { return h.Complete(ctx) },
 		"Compaction.Fail":     func() error { return b.Fail(ctx, errors.New("boom")) },
 		"Compaction.Cancel":   func() error { return d.Cancel(ctx) },
-		"Session.Chunk":       func() error { return s.Chunk(ctx, "a", protocol.Text("z")) },
-		"Session.Complete":    func() error { return s.Complete(ctx, "a") },
-		"Session.Cancel":      func() error { return s.Cancel(ctx, "a") },
-		"Session.Fail":        func() error { return s.Fail(ctx, "never", errors.New("boom")) },
 	} {
-		if err := call(); !errors.Is(err, errGateClosed) {
-			t.Errorf("%s through a closed gate: got %v, want the gate's error", name, err)
-		}
+		assert.ErrorIs(t, call(), errGateClosed, "%s through a closed gate", name)
 	}
-	if n := s.Open(); n != 3 {
-		t.Errorf("open compactions after the refusals: got %d, want 3 (a refused call changes nothing)", n)
-	}
+	assert.Equal(t, 3, emitter.OpenOf(s), "open compactions after the refusals (a refused call changes nothing)")
 	before := len(rec.Lines())
 
 	// What the host drives itself does not pass the gate.
 	n, err := s.SettleAll(ctx, emitter.ErrTurnEnded)
-	if err != nil {
-		t.Fatalf("SettleAll: %v", err)
-	}
-	if n != 3 {
-		t.Errorf("SettleAll settled %d, want 3", n)
-	}
-	if got := len(rec.Lines()); got != before+3 {
-		t.Errorf("lines after SettleAll: got %d, want %d", got, before+3)
-	}
-	if err := s.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed}); err != nil {
-		t.Fatalf("Replay: %v", err)
-	}
-	if err := s.Deliver(ctx); err != nil {
-		t.Fatalf("Deliver: %v", err)
-	}
+	require.NoError(t, err, "SettleAll")
+	assert.Equal(t, 3, n, "SettleAll settled")
+	assert.Equal(t, before+3, len(rec.Lines()), "lines after SettleAll")
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed}), "Replay")
+	require.NoError(t, s.Deliver(ctx), "Deliver")
 	_, err = em.CloseSession(ctx, "s1", emitter.ErrCancelled)
-	if err != nil {
-		t.Fatalf("CloseSession: %v", err)
-	}
+	require.NoError(t, err, "CloseSession")
 	passed, _ = g.counts()
-	if passed != 5 {
-		t.Errorf("calls through the gate after the host's own calls: got %d, want still 5", passed)
-	}
+	assert.Equal(t, 5, passed, "calls through the gate after the host's own calls")
 	validateAll(t, rec, 1)
 }
 
@@ -151,28 +112,18 @@ func TestCompactionByIDRefusesWhatIsNotOpen(t *testing.T) {
 	em, _, _ := newCapable(t)
 	s := em.Session("s1")
 	_, err := s.Compaction("nope")
-	if !errors.Is(err, emitter.ErrNotOpen) {
-		t.Errorf("Compaction of a never used ID: got %v, want ErrNotOpen", err)
-	}
+	assert.ErrorIs(t, err, emitter.ErrNotOpen, "Compaction of a never used ID")
 	c, err := s.Start(ctx, emitter.WithID("a"))
-	if err != nil {
-		t.Fatalf("Start a: %v", err)
-	}
-	if err := c.Complete(ctx); err != nil {
-		t.Fatalf("Complete a: %v", err)
-	}
+	require.NoError(t, err, "Start a")
+	require.NoError(t, c.Complete(ctx), "Complete a")
 	h, err := s.Compaction("a")
-	if h != nil {
-		t.Errorf("Compaction of a settled ID returned a handle %v", h.ID())
-	}
-	if !errors.Is(err, emitter.ErrSettled) {
-		t.Errorf("Compaction of a settled ID: got %v, want ErrSettled", err)
-	}
+	assert.Nil(t, h, "Compaction of a settled ID returned a handle %v", h.ID())
+	assert.ErrorIs(t, err, emitter.ErrSettled, "Compaction of a settled ID")
 }
 
 // TestFinalRecordHandedOverOutsideTheGate: the final record of a runtime's
 // settlement reaches OnFinalRecord's sink once the call has released the
-// host's gate, by handle as by ID, so that a sink that calls the emitter
+// host's gate, on a handle from Start as on one by ID, so that a sink that calls the emitter
 // does not pass the gate while its own call still holds it (the kits'
 // gate is a read lock, which a waiting turn end makes non-reentrant).
 func TestFinalRecordHandedOverOutsideTheGate(t *testing.T) {
@@ -181,31 +132,28 @@ func TestFinalRecordHandedOverOutsideTheGate(t *testing.T) {
 		"Compaction.Complete": func(_ *emitter.Session, c *emitter.Compaction) error { return c.Complete(ctx) },
 		"Compaction.Fail":     func(_ *emitter.Session, c *emitter.Compaction) error { return c.Fail(ctx, errors.New("boom")) },
 		"Compaction.Cancel":   func(_ *emitter.Session, c *emitter.Compaction) error { return c.Cancel(ctx) },
-		"Session.Complete":    func(s *emitter.Session, c *emitter.Compaction) error { return s.Complete(ctx, c.ID()) },
-		"Session.Fail":        func(s *emitter.Session, c *emitter.Compaction) error { return s.Fail(ctx, c.ID(), errors.New("boom")) },
-		"Session.Cancel":      func(s *emitter.Session, c *emitter.Compaction) error { return s.Cancel(ctx, c.ID()) },
+		"Complete by ID": func(s *emitter.Session, c *emitter.Compaction) error {
+			h, err := s.Compaction(c.ID())
+			if err != nil {
+				return err
+			}
+			return h.Complete(ctx)
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := &gate{}
 			sunk := 0
 			sink := func(context.Context, string, emitter.Record) {
 				sunk++
-				if passed, released := g.counts(); released != passed {
-					t.Errorf("gate at the sink: %d admitted, %d released; want every admission released", passed, released)
-				}
+				passed, released := g.counts()
+				assert.Equal(t, passed, released, "gate at the sink: %d admitted, %d released", passed, released)
 			}
 			em, _, _ := newCapable(t, emitter.WithGate(g.admit), emitter.OnFinalRecord(sink))
 			s := em.Session("s1")
 			c, err := s.Start(ctx, emitter.WithID("a"))
-			if err != nil {
-				t.Fatalf("Start: %v", err)
-			}
-			if err := settle(s, c); err != nil {
-				t.Fatalf("settle: %v", err)
-			}
-			if sunk != 1 {
-				t.Errorf("final records handed over: got %d, want 1", sunk)
-			}
+			require.NoError(t, err, "Start")
+			require.NoError(t, settle(s, c), "settle")
+			assert.Equal(t, 1, sunk, "final records handed over")
 		})
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +16,8 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // held is what a client holds of one compaction, as the RFD's client
@@ -27,9 +27,7 @@ func held(t *testing.T, version int, lines [][]byte, id protocol.ID) string {
 	t.Helper()
 	r := conformance.NewReducer(version)
 	for _, l := range lines {
-		if err := r.ApplyMessage(l); err != nil {
-			t.Fatalf("reducer: %v\nline: %s", err, l)
-		}
+		require.NoError(t, r.ApplyMessage(l), "reducer\nline: %s", l)
 	}
 	for _, sid := range r.Sessions() {
 		for _, it := range r.Timeline(sid) {
@@ -99,7 +97,11 @@ func settleWays() []settleWay {
 			}},
 		{name: "failed by id", want: `failed summary=none error="provider overloaded"`,
 			settle: func(ctx context.Context, s *emitter.Session, c *emitter.Compaction) error {
-				return s.Fail(ctx, c.ID(), errors.New("provider overloaded"))
+				h, err := s.Compaction(c.ID())
+				if err != nil {
+					return err
+				}
+				return h.Fail(ctx, errors.New("provider overloaded"))
 			}},
 		{name: "cancelled by the runtime", want: `cancelled summary=none error=none`,
 			settle: func(ctx context.Context, _ *emitter.Session, c *emitter.Compaction) error { return c.Cancel(ctx) }},
@@ -158,36 +160,25 @@ func TestLiveAndReplayAgreeForEveryTerminalStatus(t *testing.T) {
 					start = append(start, emitter.UserDisplayable())
 				}
 				c, err := s.Start(ctx, start...)
-				if err != nil {
-					t.Fatalf("Start: %v", err)
-				}
+				require.NoError(t, err, "Start")
 				for _, text := range []string{"draft ", "text"} {
-					if err := c.Chunk(ctx, protocol.Text(text)); !w.hidden && err != nil {
-						t.Fatalf("Chunk %q: %v", text, err)
+					err := c.Chunk(ctx, protocol.Text(text))
+					if !w.hidden {
+						require.NoError(t, err, "Chunk %q", text)
 					}
 				}
-				if err := w.settle(ctx, s, c); err != nil {
-					t.Fatalf("settle: %v", err)
-				}
+				require.NoError(t, w.settle(ctx, s, c), "settle")
 				got := held(t, version, live.Lines(), "cmp_1")
-				if got != w.want {
-					t.Errorf("live client holds %s, want %s", got, w.want)
-				}
+				assert.Equal(t, w.want, got, "live client holds")
 
-				if len(finals) != 1 {
-					t.Fatalf("final records: got %d, want one", len(finals))
-				}
+				require.Len(t, finals, 1, "final records")
 				rec := finals[0]
-				if r := c.Record(); !reflect.DeepEqual(r, rec) {
-					t.Errorf("the record handed over is not the handle's:\nhandle's: %s\n  handed: %s", recordJSON(r), recordJSON(rec))
-				}
+				r := c.Record()
+				assert.Equal(t, rec, r, "the record handed over is not the handle's:\nhandle's: %s\n  handed: %s", recordJSON(r), recordJSON(rec))
 				replayed := &wiretest.Recorder{}
-				if err := emitter.New(replayed, opts...).Session("s").Replay(ctx, rec); err != nil {
-					t.Fatalf("Replay: %v", err)
-				}
-				if fromReplay := held(t, version, replayed.Lines(), "cmp_1"); fromReplay != got {
-					t.Errorf("a client that only sees the replay holds %s, the live client %s", fromReplay, got)
-				}
+				require.NoError(t, emitter.New(replayed, opts...).Session("s").Replay(ctx, rec), "Replay")
+				fromReplay := held(t, version, replayed.Lines(), "cmp_1")
+				assert.Equal(t, got, fromReplay, "a client that only sees the replay holds %s, the live client %s", fromReplay, got)
 			})
 		}
 	}
@@ -202,24 +193,15 @@ func TestWatchdogSettlementAgreesWithReplay(t *testing.T) {
 	obs := newEvents()
 	em := emitter.New(live, emitter.WithNegotiation(capable), emitter.WithObserver(obs), emitter.WithMaxDuration(20*time.Millisecond))
 	c, err := em.Session("s").Start(ctx, emitter.WithID("cmp_1"), emitter.UserDisplayable())
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	if err := c.Chunk(ctx, protocol.Text("partial")); err != nil {
-		t.Fatalf("Chunk: %v", err)
-	}
+	require.NoError(t, err, "Start")
+	require.NoError(t, c.Chunk(ctx, protocol.Text("partial")), "Chunk")
 	obs.waitFor(t, emitter.EventSettled)
 	got := held(t, 1, live.Lines(), "cmp_1")
-	if want := `failed summary=none error="compaction timed out after 20ms"`; got != want {
-		t.Errorf("live client holds %s, want %s", got, want)
-	}
+	assert.Equal(t, `failed summary=none error="compaction timed out after 20ms"`, got, "live client holds")
 	replayed := &wiretest.Recorder{}
-	if err := emitter.New(replayed, emitter.WithNegotiation(capable)).Session("s").Replay(ctx, c.Record()); err != nil {
-		t.Fatalf("Replay: %v", err)
-	}
-	if fromReplay := held(t, 1, replayed.Lines(), "cmp_1"); fromReplay != got {
-		t.Errorf("a client that only sees the replay holds %s, the live client %s", fromReplay, got)
-	}
+	require.NoError(t, emitter.New(replayed, emitter.WithNegotiation(capable)).Session("s").Replay(ctx, c.Record()), "Replay")
+	fromReplay := held(t, 1, replayed.Lines(), "cmp_1")
+	assert.Equal(t, got, fromReplay, "a client that only sees the replay holds %s, the live client %s", fromReplay, got)
 }
 
 // TestFailedOrCancelledAfterPartialOutputClearsTheSummary: the terminal
@@ -233,35 +215,21 @@ func TestFailedOrCancelledAfterPartialOutputClearsTheSummary(t *testing.T) {
 	s := em.Session("s")
 	streamed := func(id protocol.ID) *emitter.Compaction {
 		c, err := s.Start(ctx, emitter.WithID(id))
-		if err != nil {
-			t.Fatalf("Start %s: %v", id, err)
-		}
-		if err := c.Chunk(ctx, protocol.Text("partial")); err != nil {
-			t.Fatalf("Chunk %s: %v", id, err)
-		}
+		require.NoError(t, err, "Start %s", id)
+		require.NoError(t, c.Chunk(ctx, protocol.Text("partial")), "Chunk %s", id)
 		return c
 	}
 	failed := streamed("failed")
-	if err := failed.Fail(ctx, errors.New("boom")); err != nil {
-		t.Fatalf("Fail: %v", err)
-	}
+	require.NoError(t, failed.Fail(ctx, errors.New("boom")), "Fail")
 	cancelled := streamed("cancelled")
-	if err := cancelled.Cancel(ctx); err != nil {
-		t.Fatalf("Cancel: %v", err)
-	}
+	require.NoError(t, cancelled.Cancel(ctx), "Cancel")
 	completed := streamed("completed")
-	if err := completed.Complete(ctx); err != nil {
-		t.Fatalf("Complete: %v", err)
-	}
+	require.NoError(t, completed.Complete(ctx), "Complete")
 	quiet, _ := s.Start(ctx, emitter.WithID("quiet"))
-	if err := quiet.Fail(ctx, errors.New("boom")); err != nil {
-		t.Fatalf("Fail quiet: %v", err)
-	}
+	require.NoError(t, quiet.Fail(ctx, errors.New("boom")), "Fail quiet")
 	turn := streamed("turn")
 	_, err := s.SettleAll(ctx, emitter.ErrTurnEnded)
-	if err != nil {
-		t.Fatalf("SettleAll: %v", err)
-	}
+	require.NoError(t, err, "SettleAll")
 
 	var terminals []string
 	for _, l := range wire(rec) {
@@ -276,17 +244,11 @@ func TestFailedOrCancelledAfterPartialOutputClearsTheSummary(t *testing.T) {
 		`compaction_update quiet failed error=boom`,
 		`compaction_update turn failed summary=null error=` + emitter.ErrTurnEnded.Error(),
 	}
-	if !slices.Equal(terminals, want) {
-		t.Errorf("terminal updates:\n got %q\nwant %q", terminals, want)
-	}
+	assert.Equal(t, want, terminals, "terminal updates")
 	for _, c := range []*emitter.Compaction{failed, cancelled, quiet, turn} {
-		if sum := c.Record().Summary; sum != nil {
-			t.Errorf("%s: record summary: got %+v, want nil", c.ID(), sum)
-		}
+		assert.Nil(t, c.Record().Summary, "%s: record summary", c.ID())
 	}
-	if sum := completed.Record().Summary; sum != nil {
-		t.Errorf("completed: record summary: got %+v, want nil (without OnFinalRecord the emitter keeps no streamed blocks, so the record of a completion that kept them has none)", sum)
-	}
+	assert.Nil(t, completed.Record().Summary, "completed: record summary (without OnFinalRecord the emitter keeps no streamed blocks, so the record of a completion that kept them has none)")
 	validateAll(t, rec, 1)
 }
 
@@ -301,51 +263,34 @@ func TestWithheldChunkReturnsErrWithheld(t *testing.T) {
 	em := emitter.New(rec, emitter.WithNegotiation(capable), emitter.WithObserver(obs))
 	s := em.Session("s")
 	c, err := s.Start(ctx, emitter.WithID("hidden"))
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	require.NoError(t, err, "Start")
 	err = c.Chunk(ctx, protocol.Text("secret"))
-	if !errors.Is(err, emitter.ErrWithheld) {
-		t.Fatalf("Compaction.Chunk of a hidden compaction: got %v, want ErrWithheld", err)
-	}
-	if !strings.Contains(err.Error(), "UserDisplayable") {
-		t.Errorf("ErrWithheld text %q does not name UserDisplayable (the error says how to opt in)", err)
-	}
-	if err := s.Chunk(ctx, "hidden", protocol.Text("secret")); !errors.Is(err, emitter.ErrWithheld) {
-		t.Fatalf("Session.Chunk of a hidden compaction: got %v, want ErrWithheld", err)
-	}
-	if err := c.Complete(ctx, emitter.Summary(protocol.Text("secret summary"))); err != nil {
-		t.Fatalf("Complete with a withheld summary: %v (the terminal update was sent: Complete does not fail)", err)
-	}
+	require.ErrorIs(t, err, emitter.ErrWithheld, "Compaction.Chunk of a hidden compaction")
+	assert.ErrorContains(t, err, "UserDisplayable", "ErrWithheld text %q does not name UserDisplayable (the error says how to opt in)", err)
+	h, err := s.Compaction("hidden")
+	require.NoError(t, err, "Session.Compaction hidden")
+	require.ErrorIs(t, h.Chunk(ctx, protocol.Text("secret")), emitter.ErrWithheld, "Chunk by ID of a hidden compaction")
+	require.NoError(t, c.Complete(ctx, emitter.Summary(protocol.Text("secret summary"))), "Complete with a withheld summary (the terminal update was sent: Complete does not fail)")
 	want := []string{
 		`compaction_update hidden in_progress`,
 		`compaction_update hidden completed`,
 	}
-	if got := wire(rec); !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, want, wire(rec), "wire")
 	settled := obs.waitFor(t, emitter.EventSettled)
-	if settled.Withheld != 3 {
-		t.Errorf("settled event's Withheld: got %d, want 3 (two chunks and the final summary)", settled.Withheld)
-	}
+	assert.Equal(t, 3, settled.Withheld, "settled event's Withheld (two chunks and the final summary)")
 	obs.mu.Lock()
 	for _, ev := range obs.evs {
-		if ev.Kind == emitter.EventWithheld && !errors.Is(ev.Err, emitter.ErrWithheld) {
-			t.Errorf("withheld event's error: got %v, want ErrWithheld", ev.Err)
+		if ev.Kind == emitter.EventWithheld {
+			assert.ErrorIs(t, ev.Err, emitter.ErrWithheld, "withheld event's error")
 		}
+
 	}
 	obs.mu.Unlock()
 
 	shown, _ := s.Start(ctx, emitter.WithID("shown"), emitter.UserDisplayable())
-	if err := shown.Chunk(ctx, protocol.Text("visible")); err != nil {
-		t.Fatalf("Chunk shown: %v", err)
-	}
-	if err := shown.Complete(ctx); err != nil {
-		t.Fatalf("Complete shown: %v", err)
-	}
-	if n := obs.waitFor(t, emitter.EventSettled).Withheld; n != 0 {
-		t.Errorf("settled event's Withheld for a shown compaction: got %d, want 0", n)
-	}
+	require.NoError(t, shown.Chunk(ctx, protocol.Text("visible")), "Chunk shown")
+	require.NoError(t, shown.Complete(ctx), "Complete shown")
+	assert.Equal(t, 0, obs.waitFor(t, emitter.EventSettled).Withheld, "settled event's Withheld for a shown compaction")
 }
 
 // TestSlogObserverLogsOneLinePerCompactionWithAWithheldSummary: however
@@ -362,19 +307,11 @@ func TestSlogObserverLogsOneLinePerCompactionWithAWithheldSummary(t *testing.T) 
 	for range 50 {
 		_ = hidden.Chunk(ctx, protocol.Text("secret"))
 	}
-	if err := hidden.Complete(ctx, emitter.Summary(protocol.Text("secret"))); err != nil {
-		t.Fatalf("Complete hidden: %v", err)
-	}
+	require.NoError(t, hidden.Complete(ctx, emitter.Summary(protocol.Text("secret"))), "Complete hidden")
 	shown, _ := s.Start(ctx, emitter.WithID("shown"), emitter.UserDisplayable())
-	if err := shown.Chunk(ctx, protocol.Text("visible")); err != nil {
-		t.Fatalf("Chunk shown: %v", err)
-	}
-	if err := shown.Complete(ctx); err != nil {
-		t.Fatalf("Complete shown: %v", err)
-	}
-	if err := s.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed, Summary: []protocol.ContentBlock{protocol.Text("secret")}}); err != nil {
-		t.Fatalf("Replay: %v", err)
-	}
+	require.NoError(t, shown.Chunk(ctx, protocol.Text("visible")), "Chunk shown")
+	require.NoError(t, shown.Complete(ctx), "Complete shown")
+	require.NoError(t, s.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed, Summary: []protocol.ContentBlock{protocol.Text("secret")}}), "Replay")
 
 	var lines []string
 	for _, l := range strings.Split(buf.String(), "\n") {
@@ -382,15 +319,10 @@ func TestSlogObserverLogsOneLinePerCompactionWithAWithheldSummary(t *testing.T) 
 			lines = append(lines, l)
 		}
 	}
-	if len(lines) != 2 {
-		t.Fatalf("withheld log lines: got %d, want 2 (one for the live compaction, one for the replayed one):\n%s", len(lines), buf.String())
-	}
+	require.Len(t, lines, 2, "withheld log lines (one for the live compaction, one for the replayed one):\n%s", buf.String())
 	for _, want := range []string{"compaction=hidden", "blocks=51", "level=INFO", "UserDisplayable()"} {
-		if !strings.Contains(lines[0], want) {
-			t.Errorf("live compaction's log line %q: no %q", lines[0], want)
-		}
+		assert.Contains(t, lines[0], want, "live compaction's log line %q: no %q", lines[0], want)
 	}
-	if want := "compaction=old"; !strings.Contains(lines[1], want) {
-		t.Errorf("replayed compaction's log line %q: no %q", lines[1], want)
-	}
+	want := "compaction=old"
+	assert.Contains(t, lines[1], want, "replayed compaction's log line %q: no %q", lines[1], want)
 }

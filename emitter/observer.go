@@ -23,17 +23,6 @@ type ObserverFunc func(ctx context.Context, ev Event)
 // Observe calls f.
 func (f ObserverFunc) Observe(ctx context.Context, ev Event) { f(ctx, ev) }
 
-// Observers fans one event out to several observers in order.
-func Observers(obs ...Observer) Observer {
-	return ObserverFunc(func(ctx context.Context, ev Event) {
-		for _, o := range obs {
-			if o != nil {
-				o.Observe(ctx, ev)
-			}
-		}
-	})
-}
-
 // NewSlogObserver returns an observer that logs lifecycle events to l
 // (slog.Default when nil): starts and settlements at Info,
 // chunks, heartbeats and each withheld block at Debug, dropped and
@@ -92,25 +81,3 @@ func (o *slogObserver) Observe(ctx context.Context, ev Event) {
 
 // withheldWhy is the explanation logged with a withheld summary.
 const withheldWhy = "the summary policy withheld it: by default only a compaction started with emitter.UserDisplayable() shows its summary, since the RFD asks that a summary never reveal context the user has not seen; pass UserDisplayable() at Start when the summary is the user-displayable projection"
-
-type traceKey struct{}
-
-// TraceContext is W3C trace context carried in ACP `_meta` (root keys
-// traceparent, tracestate, baggage).
-type TraceContext struct {
-	Traceparent string
-	Tracestate  string
-	Baggage     string
-}
-
-// WithTrace returns ctx carrying tc; agentkit attaches a prompt's trace
-// context this way so that observers can join the prompt's trace.
-func WithTrace(ctx context.Context, tc TraceContext) context.Context {
-	return context.WithValue(ctx, traceKey{}, tc)
-}
-
-// TraceFrom returns the trace context attached by WithTrace.
-func TraceFrom(ctx context.Context) (TraceContext, bool) {
-	tc, ok := ctx.Value(traceKey{}).(TraceContext)
-	return tc, ok && tc.Traceparent != ""
-}

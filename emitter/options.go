@@ -15,15 +15,13 @@ type config struct {
 	negotiation   capability.Negotiation
 	policy        capability.Policy
 	fallback      Renderer
-	observer      Observer
+	observers     []Observer
 	newID         func() protocol.ID
 	maxDuration   time.Duration
 	heartbeat     time.Duration
 	omitRedundant bool
 	errorText     func(error) string
 	summaryPolicy SummaryPolicy
-	childRenderer Renderer
-	childStreams  bool
 	recordKey     string
 	usageUpdates  bool
 	// inTurn and outside are WithTurns'.
@@ -109,7 +107,7 @@ func WithGate(gate func(ctx context.Context, sessionID string) (release func(), 
 
 // OnFinalRecord hands f the final Record of every compaction, exactly once,
 // once it has settled: whoever settles it (the runtime's Complete, Fail or
-// Cancel; Session.Fail before any start; a SettleAll at the turn's end,
+// Cancel; a SettleAll at the turn's end,
 // after a cancel or a caught panic; the watchdog; Emitter.SettleAll when
 // the connection closes; CloseSession). The record holds everything
 // Session.Replay needs to leave a client holding what the live client
@@ -154,17 +152,18 @@ func WithPolicy(p capability.Policy) Option {
 // (see package fallback). Without one such clients get nothing.
 func WithFallback(r Renderer) Option { return func(c *config) { c.fallback = r } }
 
-// WithChildRenderer sets how a child session's compactions are rendered on
-// its parent's stream (see Emitter.ChildSession); the fallback package's
-// marker is the intended choice. Without one they are not shown there.
-func WithChildRenderer(r Renderer) Option { return func(c *config) { c.childRenderer = r } }
-
-// WithChildStreams tells the emitter the client follows child sessions on
-// their own session IDs, so child compactions go there as standard updates.
-func WithChildStreams() Option { return func(c *config) { c.childStreams = true } }
-
-// WithObserver receives every lifecycle event (see Observer).
-func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
+// WithObserver adds observers of every lifecycle event (see Observer).
+// Observers add up: each WithObserver appends to the ones before it, and
+// every event reaches them all, in the order given; nil ones are skipped.
+func WithObserver(obs ...Observer) Option {
+	return func(c *config) {
+		for _, o := range obs {
+			if o != nil {
+				c.observers = append(c.observers, o)
+			}
+		}
+	}
+}
 
 // WithMaxDuration arms a watchdog per compaction: one still open after d is
 // settled as failed (ErrTimeout). Zero, the default, disables it.
@@ -279,11 +278,7 @@ func Background() StartOption { return func(o *startOptions) { o.background = tr
 // message (or other history entry) this compaction follows. The emitter
 // does not read it; it is Record.After, so that a runtime replaying its
 // history (session/load) can put each record back between its own
-// messages where the compaction happened. A failure reported before any
-// start (Session.Fail) takes no StartOption, so its record has no
-// position: a runtime that needs one starts the compaction with After
-// first, then fails it (the client sees the same in_progress then failed),
-// or sets After on the record its OnFinalRecord sink receives.
+// messages where the compaction happened.
 func After(position string) StartOption { return func(o *startOptions) { o.after = position } }
 
 // WithStartMeta sends m as the _meta of the in_progress update.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"testing"
 
@@ -13,6 +12,8 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestPropertyRandomLifecyclesKeepTheInvariants drives random sequences of
@@ -61,8 +62,8 @@ func TestPropertyRandomLifecyclesKeepTheInvariants(t *testing.T) {
 								mu.Lock()
 								handles = append(handles, c)
 								mu.Unlock()
-							} else if !errors.Is(err, emitter.ErrIDReused) {
-								t.Errorf("start: %v", err)
+							} else {
+								assert.ErrorIs(t, err, emitter.ErrIDReused, "start")
 							}
 						case op < 60:
 							_ = pick().Chunk(ctx, protocol.Text("x"))
@@ -74,14 +75,18 @@ func TestPropertyRandomLifecyclesKeepTheInvariants(t *testing.T) {
 							_ = pick().Fail(ctx, errors.New("boom"))
 						case op < 84:
 							_ = pick().Cancel(ctx)
-						case op < 88:
-							_ = s.Fail(ctx, protocol.ID(fmt.Sprintf("early-%d-%d", w, i)), errors.New("early"))
+						case op < 88: // a failure right after the start
+							if c, err := s.Start(ctx, emitter.WithID(protocol.ID(fmt.Sprintf("early-%d-%d", w, i)))); err == nil {
+								_ = c.Fail(ctx, errors.New("early"))
+							}
 						case op < 90:
 							_, _ = s.SettleAll(ctx, emitter.ErrTurnEnded)
 						case op < 92:
 							_, _ = s.SettleAll(ctx, emitter.ErrCancelled)
 						case op < 96:
-							_ = s.Chunk(ctx, protocol.ID(fmt.Sprintf("rt-%d", r.IntN(200))), protocol.Text("y"))
+							if c, err := s.Compaction(protocol.ID(fmt.Sprintf("rt-%d", r.IntN(200)))); err == nil {
+								_ = c.Chunk(ctx, protocol.Text("y"))
+							}
 						default:
 							st := []protocol.Status{protocol.Completed, protocol.Failed, protocol.Cancelled, protocol.InProgress}[r.IntN(4)]
 							_ = s.Replay(ctx, emitter.Record{ID: protocol.ID(fmt.Sprintf("replay-%d-%d", w, i)), Status: st})
@@ -91,23 +96,15 @@ func TestPropertyRandomLifecyclesKeepTheInvariants(t *testing.T) {
 			}
 			wg.Wait()
 			_, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
-			if err != nil {
-				t.Fatalf("Emitter.SettleAll: %v", err)
-			}
-			if open := emitter.OpenCount(em); open != 0 {
-				t.Fatalf("open compactions after SettleAll: got %d, want 0", open)
-			}
+			require.NoError(t, err, "Emitter.SettleAll")
+			require.Equal(t, 0, emitter.OpenCount(em), "open compactions after SettleAll")
 
 			lines := rec.Lines()
 			if !n.Compaction {
-				if len(lines) != 0 {
-					t.Fatalf("capability gate: %d lines sent to a client without the capability, first: %s", len(lines), lines[0])
-				}
+				require.Empty(t, lines, "capability gate: lines sent to a client without the capability")
 				return
 			}
-			if len(lines) == 0 {
-				t.Fatal("nothing sent to a client with the capability")
-			}
+			require.NotEmpty(t, lines, "nothing sent to a client with the capability")
 			type state struct{ open, settled bool }
 			seen := map[string]*state{}
 			for i, l := range lines {
@@ -116,34 +113,30 @@ func TestPropertyRandomLifecyclesKeepTheInvariants(t *testing.T) {
 				st := seen[key]
 				kind := u["sessionUpdate"]
 				status, _ := u["status"].(string)
-				if st != nil && st.settled {
-					t.Fatalf("line %d: %s after the terminal update of %s (ID reuse or second terminal)", i, kind, key)
+				if st != nil {
+					require.False(t, st.settled, "line %d: %s after the terminal update of %s (ID reuse or second terminal)", i, kind, key)
 				}
+
 				switch {
 				case kind == protocol.KindSummaryChunk:
-					if st == nil || !st.open {
-						t.Fatalf("line %d: chunk outside an open compaction %s", i, key)
-					}
+					require.NotNil(t, st, "line %d: chunk outside an open compaction %s", i, key)
+					require.True(t, st.open, "line %d: chunk outside an open compaction %s", i, key)
 				case status == "in_progress":
 					seen[key] = &state{open: true}
 				case protocol.Status(status).Terminal():
 					if st == nil {
 						// Terminal-first is only allowed for replays.
-						if !strings.Contains(key, "/replay-") {
-							t.Fatalf("line %d: live terminal update without in_progress for %s", i, key)
-						}
+						require.Contains(t, key, "/replay-", "line %d: live terminal update without in_progress for %s", i, key)
 						st = &state{}
 						seen[key] = st
 					}
 					st.open, st.settled = false, true
 				default:
-					t.Fatalf("line %d: unexpected update %v", i, u)
+					require.Fail(t, fmt.Sprintf("line %d: unexpected update %v", i, u))
 				}
 			}
 			for key, st := range seen {
-				if !st.settled {
-					t.Fatalf("%s never settled", key)
-				}
+				require.True(t, st.settled, "%s never settled", key)
 			}
 		})
 	}

@@ -3,19 +3,19 @@ package emitter_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/record/*.json (the golden records) from the current MarshalJSON")
@@ -67,31 +67,19 @@ func TestRecordJSONIsPinnedByGoldenFiles(t *testing.T) {
 	for name, rec := range goldenRecords() {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.Marshal(rec)
-			if err != nil {
-				t.Fatalf("Marshal: %v", err)
-			}
+			require.NoError(t, err, "Marshal")
 			got = append(got, '\n')
 			path := filepath.Join("testdata", "record", name+".json")
 			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatalf("update golden file: %v", err)
-				}
+				require.NoError(t, os.WriteFile(path, got, 0o644), "update golden file")
 			}
 			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./emitter -run TestRecordJSONIsPinnedByGoldenFiles -update)", err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("Marshal differs from %s:\n got %s\nwant %s", path, got, want)
-			}
+			require.NoError(t, err, "(run go test ./emitter -run TestRecordJSONIsPinnedByGoldenFiles -update)")
+			assert.Equal(t, string(want), string(got), "Marshal differs from %s", path)
 
 			var back emitter.Record
-			if err := json.Unmarshal(want, &back); err != nil {
-				t.Fatalf("Unmarshal %s: %v", path, err)
-			}
-			if !reflect.DeepEqual(back, rec) {
-				t.Errorf("%s read back:\n got %s\nwant %s", path, recordJSON(back), recordJSON(rec))
-			}
+			require.NoError(t, json.Unmarshal(want, &back), "Unmarshal %s", path)
+			assert.Equal(t, rec, back, "%s read back", path)
 		})
 	}
 }
@@ -101,21 +89,15 @@ func TestRecordJSONIsPinnedByGoldenFiles(t *testing.T) {
 // a store's own keys) decodes, the unknown fields ignored.
 func TestRecordJSONReadsVersion1WithUnknownFields(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "record", "v1-unknown-fields.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.ReadFile")
 	var got emitter.Record
-	if err := json.Unmarshal(data, &got); err != nil {
-		t.Fatalf("Unmarshal: %v", err)
-	}
+	require.NoError(t, json.Unmarshal(data, &got), "Unmarshal")
 	want := emitter.Record{
 		ID: "cmp_001", Status: protocol.Completed, Trigger: protocol.Auto, After: "msg_41", Displayable: true,
 		Summary: []protocol.ContentBlock{protocol.Text("## Retained context")},
 		Details: &emitter.Details{Status: protocol.Completed, TokensAfter: 42000, DurationMs: 1500},
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("decoded record:\n got %s\nwant %s", recordJSON(got), recordJSON(want))
-	}
+	assert.Equal(t, want, got, "decoded record")
 }
 
 // TestRecordJSONRefusesWhatItCannotRead: a future major version, a record
@@ -139,22 +121,14 @@ func TestRecordJSONRefusesWhatItCannotRead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := emitter.Record{ID: "kept"}
 			err := json.Unmarshal([]byte(tc.data), &rec)
-			if !errors.Is(err, tc.want) {
-				t.Fatalf("Unmarshal %s: got %v, want %v", tc.data, err, tc.want)
-			}
-			if want := (emitter.Record{ID: "kept"}); !reflect.DeepEqual(rec, want) {
-				t.Errorf("record after the refusal: got %s, want %s (nothing decoded)", recordJSON(rec), recordJSON(want))
-			}
+			require.ErrorIs(t, err, tc.want, "Unmarshal %s", tc.data)
+			assert.Equal(t, (emitter.Record{ID: "kept"}), rec, "record after the refusal (nothing decoded)")
 		})
 	}
 	for _, bad := range []string{`{"v":1,"compactionId":"cmp_1"}`, `{"v":1,"compactionId":"cmp_1","status":5}`, `[]`, `{"v":1,"compactionId":"c","status":"completed","summary":[null]}`} {
 		var rec emitter.Record
-		if err := json.Unmarshal([]byte(bad), &rec); err == nil {
-			t.Errorf("Unmarshal %s: no error", bad)
-		}
-		if err := json.Unmarshal([]byte(bad), &rec); errors.Is(err, emitter.ErrRecordVersion) {
-			t.Errorf("Unmarshal %s: got %v, want an error other than ErrRecordVersion (a version 1 record, malformed)", bad, err)
-		}
+		assert.Error(t, json.Unmarshal([]byte(bad), &rec), "Unmarshal %s: no error", bad)
+		assert.NotErrorIs(t, json.Unmarshal([]byte(bad), &rec), emitter.ErrRecordVersion, "Unmarshal %s (a version 1 record, malformed)", bad)
 	}
 }
 
@@ -162,13 +136,9 @@ func TestRecordJSONRefusesWhatItCannotRead(t *testing.T) {
 // or a status is not written.
 func TestRecordJSONRefusesToWriteWhatItCouldNotRead(t *testing.T) {
 	_, err := json.Marshal(emitter.Record{Status: protocol.Completed})
-	if !errors.Is(err, protocol.ErrInvalidID) {
-		t.Fatalf("Marshal of a record without an ID: got %v, want protocol.ErrInvalidID", err)
-	}
+	require.ErrorIs(t, err, protocol.ErrInvalidID, "Marshal of a record without an ID")
 	_, err = json.Marshal(emitter.Record{ID: "cmp_1"})
-	if err == nil {
-		t.Fatal("Marshal of a record without a status: no error")
-	}
+	require.Error(t, err, "Marshal of a record without a status: no error")
 }
 
 // FuzzRecordJSON: whatever a record's JSON decodes to encodes, and decodes
@@ -177,9 +147,7 @@ func TestRecordJSONRefusesToWriteWhatItCouldNotRead(t *testing.T) {
 func FuzzRecordJSON(f *testing.F) {
 	for _, name := range slices.Sorted(maps.Keys(goldenRecords())) {
 		data, err := os.ReadFile(filepath.Join("testdata", "record", name+".json"))
-		if err != nil {
-			f.Fatal(err)
-		}
+		require.NoError(f, err, "os.ReadFile")
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -191,19 +159,11 @@ func FuzzRecordJSON(f *testing.F) {
 			return // null leaves the record as it was: nothing to encode
 		}
 		b1, err := json.Marshal(r1)
-		if err != nil {
-			t.Fatalf("a decoded record does not encode: %v\ninput: %s", err, data)
-		}
+		require.NoError(t, err, "a decoded record does not encode\ninput: %s", data)
 		var r2 emitter.Record
-		if err := json.Unmarshal(b1, &r2); err != nil {
-			t.Fatalf("an encoded record does not decode: %v\nencoded: %s", err, b1)
-		}
+		require.NoError(t, json.Unmarshal(b1, &r2), "an encoded record does not decode\nencoded: %s", b1)
 		b2, err := json.Marshal(r2)
-		if err != nil {
-			t.Fatalf("a re-decoded record does not encode: %v\nencoded: %s", err, b1)
-		}
-		if !bytes.Equal(b1, b2) {
-			t.Fatalf("the form does not round-trip:\nfirst:  %s\nsecond: %s", b1, b2)
-		}
+		require.NoError(t, err, "a re-decoded record does not encode\nencoded: %s", b1)
+		require.Equal(t, b2, b1, "the form does not round-trip:\nfirst\nsecond")
 	})
 }

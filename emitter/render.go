@@ -39,11 +39,8 @@ type Event struct {
 	Kind EventKind
 	// SessionID is the session the updates are sent under.
 	SessionID string
-	// ChildSessionID names the child session whose compaction this is when
-	// it is reported on its parent's stream (SessionID), else "".
-	ChildSessionID string
-	ID             protocol.ID
-	Trigger        protocol.Trigger
+	ID        protocol.ID
+	Trigger   protocol.Trigger
 	// Status is in_progress for Started, Chunk and Heartbeat, and the
 	// terminal status for Settled and Replayed.
 	Status protocol.Status
@@ -150,8 +147,8 @@ func terminalUpdate(ev Event) *protocol.CompactionUpdate {
 	return u
 }
 
-// None renders nothing: compaction stays invisible to the client.
-type None struct{}
+// silent renders nothing: the emitter's renderer for a client that is to
+// see no compaction at all (mode Off).
+type silent struct{}
 
-// Render implements Renderer.
-func (None) Render(context.Context, Event, Notifier) error { return nil }
+func (silent) Render(context.Context, Event, Notifier) error { return nil }

@@ -9,6 +9,8 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/internal/pulse"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The heartbeat re-sends progress only to a client in a turn that has seen
@@ -24,21 +26,13 @@ func TestNoHeartbeatOutsideATurnOrForAnUnseenCompaction(t *testing.T) {
 	s := em.Session("s1")
 
 	held, err := s.Start(ctx, WithID("held"))
-	if err != nil {
-		t.Fatalf("Start held: %v", err)
-	}
+	require.NoError(t, err, "Start held")
 	on.Store(true)
 	bg, err := s.Start(ctx, WithID("bg"), Background())
-	if err != nil {
-		t.Fatalf("Start bg: %v", err)
-	}
+	require.NoError(t, err, "Start bg")
 	shown, err := s.Start(ctx, WithID("shown"))
-	if err != nil {
-		t.Fatalf("Start shown: %v", err)
-	}
-	if n := len(rec.Lines()); n != 1 {
-		t.Fatalf("lines after the starts: got %d, want 1 (only the compaction started in the turn is shown)", n)
-	}
+	require.NoError(t, err, "Start shown")
+	require.Equal(t, 1, len(rec.Lines()), "lines after the starts (only the compaction started in the turn is shown)")
 
 	for _, c := range []*Compaction{held, bg, shown} {
 		c.heartbeat.clock = pulse.Start(time.Hour, time.Now().Add(-2*time.Hour))
@@ -46,16 +40,12 @@ func TestNoHeartbeatOutsideATurnOrForAnUnseenCompaction(t *testing.T) {
 	bg.beat()
 	held.beat()
 	shown.beat()
-	if n := len(rec.Lines()); n != 2 {
-		t.Errorf("lines after the beats: got %d, want 2 (the shown compaction's heartbeat only)", n)
-	}
+	assert.Equal(t, 2, len(rec.Lines()), "lines after the beats (the shown compaction's heartbeat only)")
 
 	on.Store(false)
 	shown.heartbeat.clock = pulse.Start(time.Hour, time.Now().Add(-2*time.Hour))
 	shown.beat()
-	if n := len(rec.Lines()); n != 2 {
-		t.Errorf("lines after a beat between turns: got %d, want 2 (no heartbeat between turns)", n)
-	}
+	assert.Equal(t, 2, len(rec.Lines()), "lines after a beat between turns (no heartbeat between turns)")
 	for _, c := range []*Compaction{held, bg, shown} {
 		c.heartbeat.timer.Stop()
 	}

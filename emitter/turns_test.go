@@ -3,8 +3,6 @@ package emitter_test
 import (
 	"context"
 	"errors"
-	"reflect"
-	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -13,6 +11,8 @@ import (
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // turns is a host's turn state for one session, as WithTurns reads it.
@@ -33,30 +33,16 @@ func TestStartOutsideATurnIsRefusedWithErrOutsideTurn(t *testing.T) {
 	s := em.Session("s1")
 
 	c, err := s.Start(ctx, emitter.WithID("late"))
-	if c != nil {
-		t.Errorf("Start outside a turn returned a handle %v", c.ID())
-	}
-	if !errors.Is(err, emitter.ErrOutsideTurn) {
-		t.Fatalf("Start outside a turn: got %v, want ErrOutsideTurn", err)
-	}
+	assert.Nil(t, c, "Start outside a turn returned a handle %v", c.ID())
+	require.ErrorIs(t, err, emitter.ErrOutsideTurn, "Start outside a turn")
 	noLines(t, rec, "nothing reaches a client that is not in a turn")
-	if err := s.Fail(ctx, "late2", errors.New("boom")); !errors.Is(err, emitter.ErrOutsideTurn) {
-		t.Fatalf("Session.Fail outside a turn: got %v, want ErrOutsideTurn (a failure before any start is a start too)", err)
-	}
-	noLines(t, rec, "a refused failure sends nothing")
 
 	tt.on.Store(true)
 	c, err = s.Start(ctx, emitter.WithID("in"))
-	if err != nil {
-		t.Fatalf("Start in a turn: %v", err)
-	}
-	if err := c.Complete(ctx); err != nil {
-		t.Fatalf("Complete: %v", err)
-	}
+	require.NoError(t, err, "Start in a turn")
+	require.NoError(t, c.Complete(ctx), "Complete")
 	want := []string{"compaction_update in in_progress", "compaction_update in completed"}
-	if got := wire(rec); !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, want, wire(rec), "wire")
 	validateAll(t, rec, 1)
 }
 
@@ -67,50 +53,26 @@ func TestBackgroundCompactionIsShownOnlyWhenItSettles(t *testing.T) {
 	tt.on.Store(true)
 
 	c, err := s.Start(ctx, emitter.WithID("bg"), emitter.Background(), emitter.UserDisplayable())
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	if err := c.Chunk(ctx, protocol.Text("## Retained")); err != nil {
-		t.Fatalf("Chunk 1: %v", err)
-	}
+	require.NoError(t, err, "Start")
+	require.NoError(t, c.Chunk(ctx, protocol.Text("## Retained")), "Chunk 1")
 	noLines(t, rec, "a background compaction is not shown half-way")
 
 	// The turn ends: SettleAll leaves it running, the client saw nothing.
 	tt.on.Store(false)
 	n, err := s.SettleAll(ctx, emitter.ErrTurnEnded)
-	if err != nil {
-		t.Fatalf("SettleAll: %v", err)
-	}
-	if n != 0 {
-		t.Errorf("SettleAll at the turn's end settled %d, want 0", n)
-	}
-	if err := c.Chunk(ctx, protocol.Text(" context")); err != nil {
-		t.Fatalf("Chunk 2: %v", err)
-	}
-	if err := c.Complete(ctx); err != nil {
-		t.Fatalf("Complete: %v", err)
-	}
+	require.NoError(t, err, "SettleAll")
+	assert.Equal(t, 0, n, "SettleAll at the turn's end settled")
+	require.NoError(t, c.Chunk(ctx, protocol.Text(" context")), "Chunk 2")
+	require.NoError(t, c.Complete(ctx), "Complete")
 	noLines(t, rec, "settled between turns: held until the next turn")
-	if got := c.Record().Status; got != protocol.Completed {
-		t.Errorf("record status: got %q, want %q", got, protocol.Completed)
-	}
-	if got, want := c.Record().Summary, []protocol.ContentBlock{protocol.Text("## Retained"), protocol.Text(" context")}; !reflect.DeepEqual(got, want) {
-		t.Errorf("record summary: got %+v, want %+v (the record keeps the summary the client will hold)", got, want)
-	}
+	assert.Equal(t, protocol.Completed, c.Record().Status, "record status")
+	assert.Equal(t, []protocol.ContentBlock{protocol.Text("## Retained"), protocol.Text(" context")}, c.Record().Summary, "record summary (the record keeps the summary the client will hold)")
 
 	tt.on.Store(true)
-	if err := s.Deliver(ctx); err != nil {
-		t.Fatalf("Deliver: %v", err)
-	}
-	if got, want := wire(rec), []string{`compaction_update bg completed summary=["## Retained" " context"]`}; !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q (terminal-first, with what it streamed as its summary)", got, want)
-	}
-	if err := s.Deliver(ctx); err != nil {
-		t.Fatalf("second Deliver: %v", err)
-	}
-	if n := len(rec.Lines()); n != 1 {
-		t.Errorf("lines after a second Deliver: got %d, want 1 (delivered once)", n)
-	}
+	require.NoError(t, s.Deliver(ctx), "Deliver")
+	assert.Equal(t, []string{`compaction_update bg completed summary=["## Retained" " context"]`}, wire(rec), "wire (terminal-first, with what it streamed as its summary)")
+	require.NoError(t, s.Deliver(ctx), "second Deliver")
+	assert.Equal(t, 1, len(rec.Lines()), "lines after a second Deliver (delivered once)")
 	validateAll(t, rec, 1)
 }
 
@@ -120,17 +82,11 @@ func TestBackgroundCompactionSettledInATurnIsShownAtOnce(t *testing.T) {
 	s := em.Session("s1")
 
 	c, err := s.Start(ctx, emitter.WithID("bg"), emitter.Background())
-	if err != nil {
-		t.Fatalf("Start of a background compaction outside a turn: %v (it may start outside a turn)", err)
-	}
+	require.NoError(t, err, "Start of a background compaction outside a turn (it may start outside a turn)")
 	tt.on.Store(true)
-	if err := c.Fail(ctx, errors.New("summary request failed")); err != nil {
-		t.Fatalf("Fail: %v", err)
-	}
+	require.NoError(t, c.Fail(ctx, errors.New("summary request failed")), "Fail")
 	want := []string{`compaction_update bg failed summary=null error=summary request failed`}
-	if got := wire(rec); !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, want, wire(rec), "wire")
 }
 
 func TestHeldCompactionStillRunningIsShownWhenTheNextTurnBegins(t *testing.T) {
@@ -139,33 +95,19 @@ func TestHeldCompactionStillRunningIsShownWhenTheNextTurnBegins(t *testing.T) {
 	s := em.Session("s1")
 
 	c, err := s.Start(ctx, emitter.WithID("h"), emitter.UserDisplayable())
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	if err := c.Chunk(ctx, protocol.Text("a")); err != nil {
-		t.Fatalf("Chunk a: %v", err)
-	}
-	if err := c.Chunk(ctx, protocol.Text("b")); err != nil {
-		t.Fatalf("Chunk b: %v", err)
-	}
+	require.NoError(t, err, "Start")
+	require.NoError(t, c.Chunk(ctx, protocol.Text("a")), "Chunk a")
+	require.NoError(t, c.Chunk(ctx, protocol.Text("b")), "Chunk b")
 	noLines(t, rec, "held between turns, never sent")
 
 	tt.on.Store(true)
-	if err := s.Deliver(ctx); err != nil {
-		t.Fatalf("Deliver: %v", err)
-	}
-	if err := c.Chunk(ctx, protocol.Text("c")); err != nil {
-		t.Fatalf("Chunk c: %v", err)
-	}
+	require.NoError(t, s.Deliver(ctx), "Deliver")
+	require.NoError(t, c.Chunk(ctx, protocol.Text("c")), "Chunk c")
 	// From now on it is the turn's: its end settles it.
 	tt.on.Store(false)
 	n, err := s.SettleAll(ctx, emitter.ErrTurnEnded)
-	if err != nil {
-		t.Fatalf("SettleAll: %v", err)
-	}
-	if n != 1 {
-		t.Errorf("SettleAll at the turn's end settled %d, want 1", n)
-	}
+	require.NoError(t, err, "SettleAll")
+	assert.Equal(t, 1, n, "SettleAll at the turn's end settled")
 	want := []string{
 		"compaction_update h in_progress",
 		`compaction_summary_chunk h +"a"`,
@@ -173,9 +115,7 @@ func TestHeldCompactionStillRunningIsShownWhenTheNextTurnBegins(t *testing.T) {
 		`compaction_summary_chunk h +"c"`,
 		"compaction_update h failed summary=null error=the turn ended before the compaction finished",
 	}
-	if got := wire(rec); !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, want, wire(rec), "wire")
 	validateAll(t, rec, 1)
 }
 
@@ -197,23 +137,13 @@ func TestHeldCompactionSettledBetweenTurnsIsDeliveredTerminalFirst(t *testing.T)
 			em, rec, tt := newTurned(t, emitter.HoldOutsideTurn)
 			s := em.Session("s1")
 			c, err := s.Start(ctx, emitter.WithID("h"), emitter.UserDisplayable())
-			if err != nil {
-				t.Fatalf("Start: %v", err)
-			}
-			if err := c.Chunk(ctx, protocol.Text("partial")); err != nil {
-				t.Fatalf("Chunk: %v", err)
-			}
-			if err := tc.settle(c); err != nil {
-				t.Fatalf("settle: %v", err)
-			}
+			require.NoError(t, err, "Start")
+			require.NoError(t, c.Chunk(ctx, protocol.Text("partial")), "Chunk")
+			require.NoError(t, tc.settle(c), "settle")
 			noLines(t, rec, "settled between turns: held until the next turn")
 			tt.on.Store(true)
-			if err := s.Deliver(ctx); err != nil {
-				t.Fatalf("Deliver: %v", err)
-			}
-			if got, want := wire(rec), []string{tc.want}; !slices.Equal(got, want) {
-				t.Errorf("wire:\n got %q\nwant %q", got, want)
-			}
+			require.NoError(t, s.Deliver(ctx), "Deliver")
+			assert.Equal(t, []string{tc.want}, wire(rec), "wire")
 			validateAll(t, rec, 1)
 		})
 	}
@@ -227,27 +157,15 @@ func TestHeldCompactionReachesAFallbackClientAsOneToolCall(t *testing.T) {
 		emitter.WithTurns(tt.inTurn, emitter.HoldOutsideTurn))
 	s := em.Session("s1")
 	c, err := s.Start(ctx, emitter.WithID("h"))
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	if err := c.Complete(ctx); err != nil {
-		t.Fatalf("Complete: %v", err)
-	}
+	require.NoError(t, err, "Start")
+	require.NoError(t, c.Complete(ctx), "Complete")
 	noLines(t, rec, "settled between turns: held until the next turn")
 	tt.on.Store(true)
-	if err := s.Deliver(ctx); err != nil {
-		t.Fatalf("Deliver: %v", err)
-	}
+	require.NoError(t, s.Deliver(ctx), "Deliver")
 	ups := rec.Updates()
-	if len(ups) != 1 {
-		t.Fatalf("updates delivered: got %d %v, want 1", len(ups), ups)
-	}
-	if got := ups[0]["sessionUpdate"]; got != "tool_call" {
-		t.Errorf("delivered update: got %v, want tool_call (the client never saw it start: the whole tool call, settled)", got)
-	}
-	if got := ups[0]["status"]; got != "completed" {
-		t.Errorf("delivered tool call status: got %v, want completed", got)
-	}
+	require.Len(t, ups, 1, "updates delivered")
+	assert.Equal(t, "tool_call", ups[0]["sessionUpdate"], "delivered update (the client never saw it start: the whole tool call, settled)")
+	assert.Equal(t, "completed", ups[0]["status"], "delivered tool call status")
 	validateAll(t, rec, 1)
 }
 
@@ -256,21 +174,11 @@ func TestConnectionEndSettlesBackgroundCompactions(t *testing.T) {
 	em, rec, tt := newTurned(t, emitter.RefuseOutsideTurn)
 	tt.on.Store(true)
 	c, err := em.Session("s1").Start(ctx, emitter.WithID("bg"), emitter.Background())
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	require.NoError(t, err, "Start")
 	n, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
-	if err != nil {
-		t.Fatalf("Emitter.SettleAll: %v", err)
-	}
-	if n != 1 {
-		t.Errorf("Emitter.SettleAll settled %d, want 1", n)
-	}
-	if got := c.Record().Status; got != protocol.Failed {
-		t.Errorf("record status: got %q, want %q", got, protocol.Failed)
-	}
+	require.NoError(t, err, "Emitter.SettleAll")
+	assert.Equal(t, 1, n, "Emitter.SettleAll settled")
+	assert.Equal(t, protocol.Failed, c.Record().Status, "record status")
 	want := []string{"compaction_update bg failed summary=null error=the connection closed"}
-	if got := wire(rec); !slices.Equal(got, want) {
-		t.Errorf("wire:\n got %q\nwant %q", got, want)
-	}
+	assert.Equal(t, want, wire(rec), "wire")
 }

@@ -7,9 +7,12 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 )
 
-// None renders nothing: compaction stays invisible to fallback clients. It
-// is emitter.None, named here so that it sits beside the other fallbacks.
-type None = emitter.None
+// None renders nothing: compaction stays invisible to fallback clients.
+// A kit given None as its fallback leaves such clients in mode Off.
+type None struct{}
+
+// Render implements emitter.Renderer.
+func (None) Render(context.Context, emitter.Event, emitter.Notifier) error { return nil }
 
 // Compose returns a renderer that renders every event through each of rs in
 // order, for example Compose(Marker(), Text()) for a marker that tooling

@@ -3,22 +3,20 @@ package fallback_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/require"
 )
 
 func TestComposeRendersThroughEachInOrder(t *testing.T) {
 	ups := renderEvents(t, fallback.Compose(fallback.Marker(), nil, fallback.Text()),
 		started("cmp_1", protocol.Auto), settled("cmp_1", protocol.Completed))
 	want := []string{"session_info_update", "agent_message_chunk", "session_info_update", "agent_message_chunk"}
-	if got := kinds(ups); !slices.Equal(got, want) {
-		t.Fatalf("kinds: got %q, want %q", got, want)
-	}
+	require.Equal(t, want, kinds(ups), "kinds")
 }
 
 func TestComposeTakesAnAgentsOwnRenderer(t *testing.T) {
@@ -28,12 +26,8 @@ func TestComposeTakesAnAgentsOwnRenderer(t *testing.T) {
 		return nil
 	})
 	ups := renderEvents(t, fallback.Compose(own, fallback.Text()), started("cmp_1", protocol.Auto), replayed("cmp_2", protocol.Completed))
-	if want := []emitter.EventKind{emitter.EventStarted, emitter.EventReplayed}; !slices.Equal(seen, want) {
-		t.Fatalf("events the agent's renderer saw: got %v, want %v", seen, want)
-	}
-	if len(ups) != 2 {
-		t.Fatalf("got %d updates, want 2: %v", len(ups), ups)
-	}
+	require.Equal(t, []emitter.EventKind{emitter.EventStarted, emitter.EventReplayed}, seen, "events the agent's renderer saw")
+	require.Len(t, ups, 2, "ups")
 }
 
 func TestComposeKeepsRenderingAfterAFailureSoEveryFormStillEnds(t *testing.T) {
@@ -41,29 +35,17 @@ func TestComposeKeepsRenderingAfterAFailureSoEveryFormStillEnds(t *testing.T) {
 	broken := rendererFunc(func(context.Context, emitter.Event, emitter.Notifier) error { return errBroken })
 	rec := &wiretest.Recorder{}
 	err := fallback.Compose(broken, fallback.Marker()).Render(context.Background(), sessionEvent(settled("cmp_1", protocol.Completed)), rec)
-	if !errors.Is(err, errBroken) {
-		t.Fatalf("Render: got error %v, want %v", err, errBroken)
-	}
-	if n := len(rec.Lines()); n != 1 {
-		t.Fatalf("got %d lines, want 1: the marker still settled", n)
-	}
+	require.ErrorIs(t, err, errBroken, "Render")
+	require.Equal(t, 1, len(rec.Lines()), "len")
 }
 
 func TestComposeOfNothingRendersNothing(t *testing.T) {
-	if ups := renderEvents(t, fallback.Compose(), started("cmp_1", protocol.Auto)); len(ups) != 0 {
-		t.Fatalf("got updates %v, want none", ups)
-	}
+	require.Empty(t, renderEvents(t, fallback.Compose(), started("cmp_1", protocol.Auto)), "renderEvents")
 }
 
-func TestNoneRendersNothingAndIsTheEmittersNone(t *testing.T) {
+func TestNoneRendersNothing(t *testing.T) {
 	var r emitter.Renderer = fallback.None{}
-	_, same := r.(emitter.None)
-	if !same {
-		t.Fatalf("fallback.None is a %T, want emitter.None", r)
-	}
-	if ups := renderEvents(t, r, started("cmp_1", protocol.Auto), settled("cmp_1", protocol.Completed), replayed("cmp_2", protocol.Failed)); len(ups) != 0 {
-		t.Fatalf("got updates %v, want none", ups)
-	}
+	require.Empty(t, renderEvents(t, r, started("cmp_1", protocol.Auto), settled("cmp_1", protocol.Completed), replayed("cmp_2", protocol.Failed)), "renderEvents")
 }
 
 // rendererFunc adapts a function to emitter.Renderer.

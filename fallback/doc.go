@@ -3,7 +3,7 @@
 // compaction_update or compaction_summary_chunk.
 //
 // Each renderer here implements emitter.Renderer and is installed with
-// emitter.WithFallback (and emitter.WithChildRenderer for subagents). The
+// emitter.WithFallback. The
 // emitter keeps the lifecycle rules; a renderer only decides what a started,
 // settled or replayed compaction looks like in updates every v1 client
 // already accepts:

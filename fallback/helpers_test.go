@@ -14,6 +14,7 @@ import (
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/require"
 )
 
 // v1NoCapability is the connection every fallback exists for: a v1 client
@@ -21,19 +22,16 @@ import (
 var v1NoCapability = capability.Negotiation{Version: capability.V1}
 
 // newFallbackEmitter returns an emitter for a v1 client without the
-// capability that renders with r (also for child sessions) into a recorder.
+// capability that renders with r into a recorder.
 func newFallbackEmitter(t testing.TB, r emitter.Renderer, opts ...emitter.Option) (*emitter.Emitter, *wiretest.Recorder) {
 	t.Helper()
 	rec := &wiretest.Recorder{}
 	all := append([]emitter.Option{
 		emitter.WithNegotiation(v1NoCapability),
 		emitter.WithFallback(r),
-		emitter.WithChildRenderer(r),
 	}, opts...)
 	em := emitter.New(rec, all...)
-	if got := em.Mode(); got != capability.Fallback {
-		t.Fatalf("mode: got %v, want %v; a v1 client without the capability must get the fallback", got, capability.Fallback)
-	}
+	require.Equal(t, capability.Fallback, em.Mode(), "mode ; a v1 client without the capability must get the fallback")
 	return em, rec
 }
 
@@ -56,21 +54,11 @@ func requireValidV1(t testing.TB, lines [][]byte) {
 			Method  string          `json:"method"`
 			Params  json.RawMessage `json:"params"`
 		}
-		if err := json.Unmarshal(l, &msg); err != nil {
-			t.Fatalf("line %s: %v", l, err)
-		}
-		if msg.JSONRPC != "2.0" {
-			t.Fatalf("jsonrpc: got %q, want %q in %s", msg.JSONRPC, "2.0", l)
-		}
-		if msg.Method != "session/update" {
-			t.Fatalf("method: got %q, want %q in %s", msg.Method, "session/update", l)
-		}
-		if err := v.Notification(msg.Params); err != nil {
-			t.Fatalf("params of %s: %v", l, err)
-		}
-		if err := v.Update(wiretest.RawUpdate(l)); err != nil {
-			t.Fatalf("update of %s: %v", l, err)
-		}
+		require.NoError(t, json.Unmarshal(l, &msg), "line %s", l)
+		require.Equal(t, "2.0", msg.JSONRPC, "jsonrpc in %s", l)
+		require.Equal(t, "session/update", msg.Method, "method in %s", l)
+		require.NoError(t, v.Notification(msg.Params), "params of %s", l)
+		require.NoError(t, v.Update(wiretest.RawUpdate(l)), "update of %s", l)
 	}
 }
 
@@ -79,9 +67,9 @@ func requireValidV1(t testing.TB, lines [][]byte) {
 func requireNoStandardUpdates(t testing.TB, updates []map[string]any) {
 	t.Helper()
 	for _, u := range updates {
-		if kind := u["sessionUpdate"]; kind == protocol.KindUpdate || kind == protocol.KindSummaryChunk {
-			t.Fatalf("%v sent to a client without the capability: %v", kind, u)
-		}
+		kind := u["sessionUpdate"]
+		require.NotEqual(t, protocol.KindUpdate, kind, "%v sent to a client without the capability: %v", kind, u)
+		require.NotEqual(t, protocol.KindSummaryChunk, kind, "%v sent to a client without the capability: %v", kind, u)
 	}
 }
 
@@ -231,9 +219,7 @@ func renderEvents(t testing.TB, r emitter.Renderer, evs ...emitter.Event) []map[
 		if ev.Version == 0 {
 			ev.Version = 1
 		}
-		if err := r.Render(context.Background(), ev, rec); err != nil {
-			t.Fatalf("render %v event for %s: %v", ev.Kind, ev.ID, err)
-		}
+		require.NoError(t, r.Render(context.Background(), ev, rec), "render %v event for %s", ev.Kind, ev.ID)
 	}
 	requireValidV1(t, rec.Lines())
 	return rec.Updates()
@@ -265,9 +251,7 @@ type jsonRaw = json.RawMessage
 func mustJSON(t testing.TB, v any) json.RawMessage {
 	t.Helper()
 	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatalf("marshal %T: %v", v, err)
-	}
+	require.NoError(t, err, "marshal %T", v)
 	return b
 }
 

@@ -36,17 +36,12 @@ func WithKey(key string) MarkerOption {
 // record under one key (DefaultMarkerKey):
 //
 //	{"status":"started|completed|failed|cancelled","compactionId":"…","trigger":"manual|auto|idle",
-//	 "error":"…","childSessionId":"…"}
+//	 "error":"…"}
 //
 // error appears only for a failure or cancel with user-facing text,
-// childSessionId only for a child session's compaction shown on its
-// parent's stream, trigger only when known. Clients that do not know the
-// key ignore the update; clients that do can track each compaction by ID
-// without matching prose. The summary is never sent.
-//
-// It is the intended child renderer (emitter.WithChildRenderer): a standard
-// update on the parent's stream would read as the parent's own compaction,
-// while the marker names the child. Safe for concurrent use.
+// trigger only when known. Clients that do not know the key ignore the
+// update; clients that do can track each compaction by ID without matching
+// prose. The summary is never sent. Safe for concurrent use.
 func Marker(opts ...MarkerOption) emitter.Renderer {
 	m := &markerRenderer{key: DefaultMarkerKey, value: acpcompactValue}
 	for _, o := range opts {
@@ -67,8 +62,7 @@ func Marker(opts ...MarkerOption) emitter.Renderer {
 // "aborted", and any other failure has type "compaction.failed". opencode
 // knows only manual and auto: idle, like any trigger but manual, is reported
 // as "auto", and a record without a trigger as "manual", the emitter's
-// default. Child sessions are not named, as opencode does not name them.
-// The summary is never sent.
+// default. The summary is never sent.
 func OpencodeMarker() emitter.Renderer {
 	return &markerRenderer{key: OpencodeMarkerKey, value: opencodeValue}
 }
@@ -99,15 +93,14 @@ func started(ev emitter.Event) bool {
 }
 
 type acpcompactMarker struct {
-	Status         string           `json:"status"`
-	CompactionID   protocol.ID      `json:"compactionId"`
-	Trigger        protocol.Trigger `json:"trigger,omitempty"`
-	Error          string           `json:"error,omitempty"`
-	ChildSessionID string           `json:"childSessionId,omitempty"`
+	Status       string           `json:"status"`
+	CompactionID protocol.ID      `json:"compactionId"`
+	Trigger      protocol.Trigger `json:"trigger,omitempty"`
+	Error        string           `json:"error,omitempty"`
 }
 
 func acpcompactValue(ev emitter.Event) any {
-	v := acpcompactMarker{Status: string(ev.Status), CompactionID: ev.ID, Trigger: ev.Trigger, ChildSessionID: ev.ChildSessionID}
+	v := acpcompactMarker{Status: string(ev.Status), CompactionID: ev.ID, Trigger: ev.Trigger}
 	if started(ev) {
 		v.Status = "started"
 	} else if ev.Status == protocol.Failed || ev.Status == protocol.Cancelled {

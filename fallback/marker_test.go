@@ -1,13 +1,12 @@
 package fallback_test
 
 import (
-	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMarkerIsASessionInfoUpdateCarryingOneNamespacedRecord(t *testing.T) {
@@ -17,15 +16,10 @@ func TestMarkerIsASessionInfoUpdateCarryingOneNamespacedRecord(t *testing.T) {
 		started("cmp_3", protocol.Manual), settled("cmp_3", protocol.Cancelled),
 	)
 	for _, u := range ups {
-		if got := u["sessionUpdate"]; got != "session_info_update" {
-			t.Fatalf("sessionUpdate: got %v, want session_info_update", got)
-		}
-		if _, ok := u["title"]; ok {
-			t.Fatalf("the marker must not touch the session's title: %v", u)
-		}
-		if meta, _ := u["_meta"].(map[string]any); len(meta) != 1 {
-			t.Fatalf("_meta: got %v, want one key", u["_meta"])
-		}
+		require.Equal(t, "session_info_update", u["sessionUpdate"], "sessionUpdate")
+		require.NotContains(t, u, "title", "the marker must not touch the session's title")
+		meta, _ := u["_meta"].(map[string]any)
+		require.Len(t, meta, 1, "_meta")
 	}
 	want := []map[string]any{
 		{"status": "started", "compactionId": "cmp_1", "trigger": "idle"},
@@ -35,9 +29,7 @@ func TestMarkerIsASessionInfoUpdateCarryingOneNamespacedRecord(t *testing.T) {
 		{"status": "started", "compactionId": "cmp_3", "trigger": "manual"},
 		{"status": "cancelled", "compactionId": "cmp_3", "trigger": "auto"},
 	}
-	if got := markers(ups, fallback.DefaultMarkerKey); !reflect.DeepEqual(got, want) {
-		t.Fatalf("markers:\ngot  %v\nwant %v", got, want)
-	}
+	require.Equal(t, want, markers(ups, fallback.DefaultMarkerKey), "markers")
 }
 
 func TestMarkerErrorAppearsOnlyForAFailureOrCancelWithText(t *testing.T) {
@@ -47,41 +39,15 @@ func TestMarkerErrorAppearsOnlyForAFailureOrCancelWithText(t *testing.T) {
 	completed.Error = protocol.Set("stale text a completion must not show")
 	ups := renderEvents(t, fallback.Marker(), settled("cmp_1", protocol.Failed), cancelled, completed)
 	m := markers(ups, fallback.DefaultMarkerKey)
-	if _, ok := m[0]["error"]; ok {
-		t.Fatalf("a failure without text has an error key (no text, no error key): %v", m[0])
-	}
-	if got := m[1]["error"]; got != "stopped by the user" {
-		t.Fatalf("cancel with text: error got %v, want %q", got, "stopped by the user")
-	}
-	if _, ok := m[2]["error"]; ok {
-		t.Fatalf("a completion has an error key: %v", m[2])
-	}
-}
-
-func TestMarkerNamesTheChildSessionOnlyForAChildsCompaction(t *testing.T) {
-	ev := started("cmp_1", protocol.Auto)
-	ev.ChildSessionID = "sub_1"
-	done := settled("cmp_1", protocol.Completed)
-	done.ChildSessionID = "sub_1"
-	m := markers(renderEvents(t, fallback.Marker(), ev, done, started("cmp_2", protocol.Auto)), fallback.DefaultMarkerKey)
-	for i := range 2 {
-		if got := m[i]["childSessionId"]; got != "sub_1" {
-			t.Fatalf("marker %d of the child's compaction: childSessionId got %v, want sub_1", i, got)
-		}
-	}
-	if _, ok := m[2]["childSessionId"]; ok {
-		t.Fatalf("the session's own compaction names a child: %v", m[2])
-	}
+	require.NotContains(t, m[0], "error", "a failure without text has an error key (no text, no error key)")
+	require.Equal(t, "stopped by the user", m[1]["error"], "cancel with text: error")
+	require.NotContains(t, m[2], "error", "a completion has an error key")
 }
 
 func TestMarkerKeyIsConfigurable(t *testing.T) {
 	ups := renderEvents(t, fallback.Marker(fallback.WithKey("example.com/compaction"), fallback.WithKey("")), started("cmp_1", protocol.Auto))
-	if m := markers(ups, "example.com/compaction"); len(m) != 1 {
-		t.Fatalf("markers under example.com/compaction: got %v, want one; an empty key is ignored, the last non-empty one wins", m)
-	}
-	if m := markers(ups, fallback.DefaultMarkerKey); len(m) != 0 {
-		t.Fatalf("markers under the default key: got %v, want none", m)
-	}
+	require.Len(t, markers(ups, "example.com/compaction"), 1, "markers under example.com/compaction ; an empty key is ignored, the last non-empty one wins")
+	require.Empty(t, markers(ups, fallback.DefaultMarkerKey), "markers under the default key")
 }
 
 func TestMarkerKeepsTheEventMetaAndNeverLosesItsOwnKey(t *testing.T) {
@@ -93,20 +59,12 @@ func TestMarkerKeepsTheEventMetaAndNeverLosesItsOwnKey(t *testing.T) {
 	for _, r := range []emitter.Renderer{fallback.Marker(), fallback.OpencodeMarker()} {
 		ups := renderEvents(t, r, ev)
 		meta := ups[0]["_meta"].(map[string]any)
-		if got, want := meta["example.com/usage"], map[string]any{"tokensAfter": float64(42000)}; !reflect.DeepEqual(got, want) {
-			t.Fatalf("%T: _meta example.com/usage: got %v, want %v", r, got, want)
-		}
+		require.Equal(t, map[string]any{"tokensAfter": float64(42000)}, meta["example.com/usage"], "%T: _meta example.com/usage", r)
 	}
 	m := markers(renderEvents(t, fallback.Marker(), ev), fallback.DefaultMarkerKey)
-	if len(m) != 1 {
-		t.Fatalf("markers: got %v, want one; the marker's key wins a collision", m)
-	}
-	if got := m[0]["status"]; got != "completed" {
-		t.Fatalf("marker status: got %v, want completed", got)
-	}
-	if got, want := ev.Meta[fallback.DefaultMarkerKey], jsonRaw(`"an emitter record under the marker's own key"`); !reflect.DeepEqual(got, want) {
-		t.Fatalf("the event's map is not written: %s got %s, want %s", fallback.DefaultMarkerKey, got, want)
-	}
+	require.Len(t, m, 1, "markers ; the marker's key wins a collision")
+	require.Equal(t, "completed", m[0]["status"], "marker status")
+	require.Equal(t, jsonRaw(`"an emitter record under the marker's own key"`), ev.Meta[fallback.DefaultMarkerKey], "the event's map is not written: %s", fallback.DefaultMarkerKey)
 }
 
 func TestMarkerNeverSendsSummariesAndHeartbeatsRepeatTheStart(t *testing.T) {
@@ -119,33 +77,25 @@ func TestMarkerNeverSendsSummariesAndHeartbeatsRepeatTheStart(t *testing.T) {
 			emitter.Event{Kind: emitter.EventHeartbeat, ID: "cmp_1", Trigger: protocol.Auto, Status: protocol.InProgress},
 			done,
 		)
-		if len(ups) != 3 {
-			t.Fatalf("%T: got %d updates, want 3 (chunks are not rendered): %v", r, len(ups), ups)
-		}
-		if !reflect.DeepEqual(ups[0], ups[1]) {
-			t.Fatalf("%T: a heartbeat repeats the start marker, harmless to a client keyed by ID:\nstart     %v\nheartbeat %v", r, ups[0], ups[1])
-		}
-		if wire := string(mustJSON(t, ups)); strings.Contains(wire, "secret") {
-			t.Fatalf("%T: a summary or chunk reached the wire: %s", r, wire)
-		}
+		require.Len(t, ups, 3, "%T (chunks are not rendered)", r)
+		require.Equal(t, ups[1], ups[0], "%T: a heartbeat repeats the start marker, harmless to a client keyed by ID:\nstart     %v\nheartbeat %v", r, ups[0], ups[1])
+		require.NotContains(t, string(mustJSON(t, ups)), "secret", "%T: a summary or chunk reached the wire", r)
 	}
 }
 
 func TestOpencodeMarkerReproducesOpencodesExactMarker(t *testing.T) {
 	cancelled := settled("cmp_3", protocol.Cancelled)
 	cancelled.Trigger = protocol.Manual
-	child := started("cmp_4", protocol.Idle)
-	child.ChildSessionID = "sub_1"
+	idle := started("cmp_4", protocol.Idle)
 	ups := renderEvents(t, fallback.OpencodeMarker(),
 		started("msg_1", protocol.Manual), settled("msg_1", protocol.Completed),
 		failedWith("msg_2", "provider overloaded"),
 		settled("msg_5", protocol.Failed),
-		cancelled, child,
+		cancelled, idle,
 	)
 	for _, u := range ups {
-		if meta, _ := u["_meta"].(map[string]any); len(meta) != 1 {
-			t.Fatalf("_meta: got %v, want one key", u["_meta"])
-		}
+		meta, _ := u["_meta"].(map[string]any)
+		require.Len(t, meta, 1, "_meta")
 	}
 	want := []map[string]any{
 		{"status": "started", "messageId": "msg_1", "reason": "manual"},
@@ -155,21 +105,13 @@ func TestOpencodeMarkerReproducesOpencodesExactMarker(t *testing.T) {
 		{"status": "failed", "messageId": "cmp_3", "reason": "manual", "error": map[string]any{"type": "aborted", "message": "Compaction cancelled"}},
 		{"status": "started", "messageId": "cmp_4", "reason": "auto"},
 	}
-	if got := markers(ups, fallback.OpencodeMarkerKey); !reflect.DeepEqual(got, want) {
-		t.Fatalf("a cancel is failed/aborted, idle is auto, children are not named; markers:\ngot  %v\nwant %v", got, want)
-	}
+	require.Equal(t, want, markers(ups, fallback.OpencodeMarkerKey), "a cancel is failed/aborted, idle is auto; markers")
 }
 
 func TestOpencodeMarkerReplaysOneTerminalMarker(t *testing.T) {
 	ups := renderEvents(t, fallback.OpencodeMarker(), replayed("msg_1", protocol.Completed), replayed("msg_2", protocol.Cancelled))
 	m := markers(ups, fallback.OpencodeMarkerKey)
-	if got := m[0]["status"]; got != "completed" {
-		t.Fatalf("replayed completion: status got %v, want completed", got)
-	}
-	if got := m[1]["status"]; got != "failed" {
-		t.Fatalf("replayed cancel: status got %v, want failed", got)
-	}
-	if got := m[1]["error"].(map[string]any)["type"]; got != "aborted" {
-		t.Fatalf("replayed cancel: error type got %v, want aborted", got)
-	}
+	require.Equal(t, "completed", m[0]["status"], "replayed completion: status")
+	require.Equal(t, "failed", m[1]["status"], "replayed cancel: status")
+	require.Equal(t, "aborted", m[1]["error"].(map[string]any)["type"], "replayed cancel: error type")
 }

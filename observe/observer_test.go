@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/observe"
 	"github.com/acpcompact/acpcompact/observe/internal/script"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
 )
 
 type series = observe.Series
@@ -30,16 +31,12 @@ func TestObserverScript(t *testing.T) {
 		{protocol.Failed, protocol.Idle}:      1, // w1
 	}
 	for k, ds := range got.Durations {
-		if ds.Count != wantSettled[k] {
-			t.Errorf("Durations[%v].Count = %d, want %d", k, ds.Count, wantSettled[k])
-		}
-		if ds.Sum < ds.Max || ds.Max < 0 {
-			t.Errorf("Durations[%v] = %+v: inconsistent", k, ds)
+		assert.Equal(t, wantSettled[k], ds.Count, "Durations[%v].Count", k)
+		if assert.GreaterOrEqual(t, ds.Sum, ds.Max, "Durations[%v] = %+v: inconsistent", k, ds) {
+			assert.GreaterOrEqual(t, ds.Max, time.Duration(0), "Durations[%v] = %+v: inconsistent", k, ds)
 		}
 	}
-	if len(got.Durations) != len(wantSettled) {
-		t.Errorf("Durations has %d series, want %d", len(got.Durations), len(wantSettled))
-	}
+	assert.Len(t, got.Durations, len(wantSettled), "Durations has %d series", len(got.Durations))
 	got.Durations = nil // sums depend on the machine; counts were checked above
 
 	want := observe.Snapshot{
@@ -58,9 +55,7 @@ func TestObserverScript(t *testing.T) {
 		Withheld:      1,
 		Undeliverable: 2,
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("snapshot:\n got %+v\nwant %+v", got, want)
-	}
+	assert.Equal(t, want, got, "snapshot")
 }
 
 func TestAbandonmentOf(t *testing.T) {
@@ -82,17 +77,15 @@ func TestAbandonmentOf(t *testing.T) {
 		{fmt.Errorf("%w: %w", emitter.ErrCancelled, emitter.ErrConnectionClosed), observe.AbandonedConnectionClosed, true},
 	} {
 		got, ok := observe.AbandonmentOf(tc.err)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("AbandonmentOf(%v) = %q, %v; want %q, %v", tc.err, got, ok, tc.want, tc.ok)
+		if assert.Equal(t, tc.want, got, "AbandonmentOf(%v) , %v", tc.err, tc.ok) {
+			assert.Equal(t, tc.ok, ok, "AbandonmentOf(%v) , %v", tc.err, tc.ok)
 		}
 	}
 }
 
 func TestBlockBytes(t *testing.T) {
 	img := protocol.ContentBlock{Type: "image", Text: "ignored"}
-	if got := observe.BlocksBytes([]protocol.ContentBlock{protocol.Text("héllo"), img}); got != 6 {
-		t.Errorf("BlocksBytes = %d, want 6 (UTF-8 bytes of text blocks only)", got)
-	}
+	assert.Equal(t, int64(6), observe.BlocksBytes([]protocol.ContentBlock{protocol.Text("héllo"), img}), "BlocksBytes (UTF-8 bytes of text blocks only)")
 }
 
 // TestConcurrentSessions runs many sessions at once against one observer,
@@ -111,8 +104,7 @@ func TestConcurrentSessions(t *testing.T) {
 			s := em.Session(fmt.Sprint("s", i))
 			for range perSession {
 				cmp, err := s.Start(ctx, emitter.WithTrigger(protocol.Auto))
-				if err != nil {
-					t.Error(err)
+				if !assert.NoError(t, err, "s.Start") {
 					return
 				}
 				_ = cmp.Chunk(ctx, protocol.Text("ab"))
@@ -128,8 +120,10 @@ func TestConcurrentSessions(t *testing.T) {
 	wg.Wait()
 	got := c.Snapshot()
 	const n = sessions * perSession
-	if got.Started[protocol.Auto] != n || got.Settled[series{protocol.Completed, protocol.Auto}] != n || got.SummaryBytes != 2*n {
-		t.Errorf("got %v", got)
+	if assert.Equal(t, int64(n), got.Started[protocol.Auto], "started auto compactions; snapshot %v", got) {
+		if assert.Equal(t, int64(n), got.Settled[series{protocol.Completed, protocol.Auto}], "completed auto compactions; snapshot %v", got) {
+			assert.Equal(t, int64(2*n), got.SummaryBytes, "summary bytes; snapshot %v", got)
+		}
 	}
 }
 
@@ -139,12 +133,9 @@ func TestSnapshotIsACopy(t *testing.T) {
 	c.Dropped(ctx, observe.DropOther)
 	s := c.Snapshot()
 	c.Dropped(ctx, observe.DropOther)
-	if s.Dropped[observe.DropOther] != 1 {
-		t.Errorf("snapshot changed after the fact: %v", s.Dropped)
-	}
-	if got := (observe.Snapshot{}).String(); got != "" {
-		t.Errorf("empty snapshot renders %q", got)
-	}
+	assert.Equal(t, int64(1), s.Dropped[observe.DropOther], "snapshot changed after the fact: %v", s.Dropped)
+	got := (observe.Snapshot{}).String()
+	assert.Empty(t, got, "empty snapshot renders %q", got)
 }
 
 func TestAbandonmentOfEvent(t *testing.T) {
@@ -161,8 +152,8 @@ func TestAbandonmentOfEvent(t *testing.T) {
 		{"the turn's end", emitter.Event{Status: protocol.Failed, Err: emitter.ErrTurnEnded, SettledBy: emitter.SettledBySettleAll}, observe.AbandonedTurnEnded, true},
 	} {
 		got, ok := observe.AbandonmentOfEvent(tc.ev)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("%s: AbandonmentOfEvent = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+		if assert.Equal(t, tc.want, got, "%s: AbandonmentOfEvent , %v", tc.name, tc.ok) {
+			assert.Equal(t, tc.ok, ok, "%s: AbandonmentOfEvent , %v", tc.name, tc.ok)
 		}
 	}
 }

@@ -1,9 +1,10 @@
 package protocol
 
 import (
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func filled(n int, seed byte) []byte {
@@ -41,12 +42,11 @@ func TestDecodeUpdateMatchesUnmarshalUpdate(t *testing.T) {
 				raw := []byte(tc.raw)
 				want, werr := UnmarshalUpdate(raw)
 				got, gerr := UnmarshalLongUpdate(raw, func([]byte) bool { return own })
-				if (werr == nil) != (gerr == nil) {
-					t.Fatalf("own %v: error %v, UnmarshalUpdate's %v", own, gerr, werr)
+				require.Equal(t, gerr == nil, werr == nil, "own %v: error %v, UnmarshalUpdate's %v", own, gerr, werr)
+				if werr == nil {
+					require.Equal(t, want, got, "own %v: decoded differently from UnmarshalUpdate", own)
 				}
-				if werr == nil && !reflect.DeepEqual(got, want) {
-					t.Fatalf("own %v: decoded differently from UnmarshalUpdate", own)
-				}
+
 			}
 		})
 	}

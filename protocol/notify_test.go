@@ -3,6 +3,9 @@ package protocol
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // AppendNotification over MarshalUpdate writes exactly what the generic
@@ -30,19 +33,12 @@ func TestAppendNotificationMatchesEncodingJSON(t *testing.T) {
 	for _, sid := range append(jsonStrings, "sess_1") {
 		for _, u := range updates {
 			want, err := generic(sid, u)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "generic")
 			b, err := MarshalUpdate(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := AppendNotification(nil, sid, b); string(got) != string(want) {
-				t.Errorf("%q %T:\ngot  %s\nwant %s", sid, u, got, want)
-			}
-			if got := AppendNotification([]byte("x\n"), sid, b); string(got) != "x\n"+string(want) {
-				t.Errorf("%q %T appended: got %s", sid, u, got)
-			}
+			require.NoError(t, err, "MarshalUpdate")
+			assert.Equal(t, string(want), string(AppendNotification(nil, sid, b)), "%q %T", sid, u)
+			got := AppendNotification([]byte("x\n"), sid, b)
+			assert.Equal(t, "x\n"+string(want), string(got), "%q %T appended: got %s", sid, u, got)
 		}
 	}
 }
@@ -55,14 +51,8 @@ func TestAppendBlocksIsWhatJSONMarshalWrites(t *testing.T) {
 		{Type: "resource_link", Extra: map[string]json.RawMessage{"uri": json.RawMessage(` "file:///x<y>" `), "name": json.RawMessage(`{ "a" : 1 }`)}},
 	}
 	want, err := json.Marshal(blocks)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "json.Marshal")
 	got, err := AppendBlocks(nil, blocks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("AppendBlocks\n%s\nwant\n%s", got, want)
-	}
+	require.NoError(t, err, "AppendBlocks")
+	assert.Equal(t, string(want), string(got), "AppendBlocks\n%s\n%s", got, want)
 }

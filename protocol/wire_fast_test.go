@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The direct encoders of the streaming path must write exactly what
@@ -32,12 +35,8 @@ func randomStrings(n int) []string {
 func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
 	for _, s := range append(jsonStrings, randomStrings(2000)...) {
 		want, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := appendJSONString(nil, s); string(got) != string(want) {
-			t.Errorf("%q: got %s want %s", s, got, want)
-		}
+		require.NoError(t, err, "json.Marshal")
+		assert.Equal(t, string(want), string(appendJSONString(nil, s)), "%q", s)
 	}
 }
 
@@ -47,9 +46,7 @@ func FuzzAppendJSONString(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); string(got) != string(want) {
-			t.Errorf("%q: got %s want %s", s, got, want)
-		}
+		assert.Equal(t, string(want), string(appendJSONString(nil, s)), "%q", s)
 	})
 }
 
@@ -82,19 +79,13 @@ func TestDirectEncodingsMatchEncodingJSON(t *testing.T) {
 		}
 		for _, c := range chunks {
 			got, err := json.Marshal(c) // MarshalJSON, then json's own pass
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "json.Marshal")
 			direct, err := c.MarshalJSON()
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "c.MarshalJSON")
 			want, err := referenceChunk(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(direct) != string(want) || string(got) != string(want) {
-				t.Errorf("chunk %q:\ndirect %s\njson   %s\nwant   %s", s, direct, got, want)
+			require.NoError(t, err, "referenceChunk")
+			if assert.Equal(t, string(want), string(direct), "chunk %q:\ndirect %s\njson   %s", s, direct, got) {
+				assert.Equal(t, string(want), string(got), "chunk %q:\ndirect %s\njson   %s", s, direct, got)
 			}
 		}
 		updates := []CompactionUpdate{
@@ -109,19 +100,13 @@ func TestDirectEncodingsMatchEncodingJSON(t *testing.T) {
 		}
 		for _, u := range updates {
 			got, err := json.Marshal(u)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "json.Marshal")
 			direct, err := u.MarshalJSON()
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "u.MarshalJSON")
 			want, err := referenceUpdate(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(direct) != string(want) || string(got) != string(want) {
-				t.Errorf("update %+v:\ndirect %s\njson   %s\nwant   %s", u, direct, got, want)
+			require.NoError(t, err, "referenceUpdate")
+			if assert.Equal(t, string(want), string(direct), "update %+v:\ndirect %s\njson   %s", u, direct, got) {
+				assert.Equal(t, string(want), string(got), "update %+v:\ndirect %s\njson   %s", u, direct, got)
 			}
 		}
 	}

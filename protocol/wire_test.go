@@ -3,17 +3,16 @@ package protocol_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/internal/acpschema"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/golden")
@@ -53,26 +52,16 @@ func TestGoldenWireShapesMatchAndValidateAgainstOfficialSchema(t *testing.T) {
 	for name, shape := range wireShapes() {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.Marshal(shape)
-			if err != nil {
-				t.Fatalf("marshal %s: %v", name, err)
-			}
+			require.NoError(t, err, "marshal %s", name)
 			path := filepath.Join("testdata", "golden", name+".json")
 			if *update {
-				if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
-					t.Fatalf("update golden file: %v", err)
-				}
+				require.NoError(t, os.WriteFile(path, append(got, '\n'), 0o644), "update golden file")
 			}
 			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("missing golden file; run go test ./protocol -run Golden -update: %v", err)
-			}
-			if w := string(bytes.TrimSpace(want)); string(got) != w {
-				t.Errorf("wire differs from %s:\ngot  %s\nwant %s", path, got, w)
-			}
+			require.NoError(t, err, "missing golden file; run go test ./protocol -run Golden -update")
+			assert.Equal(t, string(bytes.TrimSpace(want)), string(got), "wire differs from %s", path)
 			for v, val := range validators {
-				if err := val.Update(got); err != nil {
-					t.Errorf("protocol v%d: %s does not validate: %v", v, got, err)
-				}
+				assert.NoError(t, val.Update(got), "protocol v%d: %s does not validate", v, got)
 			}
 		})
 	}
@@ -80,16 +69,10 @@ func TestGoldenWireShapesMatchAndValidateAgainstOfficialSchema(t *testing.T) {
 
 func TestUsageUpdateValidatesAgainstOfficialSchema(t *testing.T) {
 	got, err := json.Marshal(protocol.UsageUpdate{Used: 22_000, Size: 200_000})
-	if err != nil {
-		t.Fatalf("marshal UsageUpdate: %v", err)
-	}
-	if want := `{"sessionUpdate":"usage_update","used":22000,"size":200000}`; string(got) != want {
-		t.Errorf("UsageUpdate wire:\ngot  %s\nwant %s", got, want)
-	}
+	require.NoError(t, err, "marshal UsageUpdate")
+	assert.Equal(t, `{"sessionUpdate":"usage_update","used":22000,"size":200000}`, string(got), "UsageUpdate wire")
 	for _, v := range []int{1, 2} {
-		if err := schematest.For(t, v).Update(got); err != nil {
-			t.Errorf("protocol v%d: %s does not validate: %v", v, got, err)
-		}
+		assert.NoError(t, schematest.For(t, v).Update(got), "protocol v%d: %s does not validate", v, got)
 	}
 }
 
@@ -97,156 +80,91 @@ func TestUsageUpdateValidatesAgainstOfficialSchema(t *testing.T) {
 // same bytes: omitted, null and concrete patches survive exactly.
 func TestGoldenFilesRoundTripExactly(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "golden", "*.json"))
-	if err != nil {
-		t.Fatalf("glob golden files: %v", err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no golden files under testdata/golden")
-	}
+	require.NoError(t, err, "glob golden files")
+	require.NotEmpty(t, files, "no golden files under testdata/golden")
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatalf("read golden file: %v", err)
-		}
+		require.NoError(t, err, "read golden file")
 		raw = bytes.TrimSpace(raw)
 		v, err := protocol.UnmarshalUpdate(raw)
-		if err != nil {
-			t.Fatalf("%s: UnmarshalUpdate: %v", f, err)
-		}
+		require.NoError(t, err, "%s: UnmarshalUpdate", f)
 		again, err := json.Marshal(v)
-		if err != nil {
-			t.Fatalf("%s: marshal again: %v", f, err)
-		}
-		if err := sameJSON(raw, again); err != nil {
-			t.Errorf("%s: round trip: %v:\ngot  %s\nwant %s", f, err, again, raw)
-		}
-		if string(again) != string(raw) {
-			t.Errorf("byte-exact round trip of %s:\ngot  %s\nwant %s", f, again, raw)
-		}
+		require.NoError(t, err, "%s: marshal again", f)
+		assert.JSONEq(t, string(raw), string(again), "%s: round trip", f)
+		assert.Equal(t, string(raw), string(again), "byte-exact round trip of %s", f)
 	}
 }
 
 func TestPatchFieldsDistinguishOmittedNullAndValue(t *testing.T) {
 	var u protocol.CompactionUpdate
-	if err := json.Unmarshal([]byte(`{"sessionUpdate":"compaction_update","compactionId":"c","status":"completed"}`), &u); err != nil {
-		t.Fatalf("unmarshal omitted fields: %v", err)
-	}
-	if !u.Summary.IsZero() || !u.Error.IsZero() || !u.Meta.IsZero() {
-		t.Errorf("omitted fields: got summary %v, error %v, _meta %v; want all <omitted>", u.Summary, u.Error, u.Meta)
-	}
-
-	if err := json.Unmarshal([]byte(`{"compactionId":"c","status":"completed","summary":null,"error":null,"_meta":null}`), &u); err != nil {
-		t.Fatalf("unmarshal null fields: %v", err)
-	}
-	if !u.Summary.IsNull() || !u.Error.IsNull() || !u.Meta.IsNull() {
-		t.Errorf("null fields: got summary %v, error %v, _meta %v; want all null", u.Summary, u.Error, u.Meta)
+	require.NoError(t, json.Unmarshal([]byte(`{"sessionUpdate":"compaction_update","compactionId":"c","status":"completed"}`), &u), "unmarshal omitted fields")
+	if assert.True(t, u.Summary.IsZero(), "omitted fields: got summary %v, error %v, _meta %v; want all <omitted>", u.Summary, u.Error, u.Meta) {
+		if assert.True(t, u.Error.IsZero(), "omitted fields: got summary %v, error %v, _meta %v; want all <omitted>", u.Summary, u.Error, u.Meta) {
+			assert.True(t, u.Meta.IsZero(), "omitted fields: got summary %v, error %v, _meta %v; want all <omitted>", u.Summary, u.Error, u.Meta)
+		}
 	}
 
-	if err := json.Unmarshal([]byte(`{"compactionId":"c","status":"failed","summary":[],"error":"boom","_meta":{}}`), &u); err != nil {
-		t.Fatalf("unmarshal set fields: %v", err)
+	require.NoError(t, json.Unmarshal([]byte(`{"compactionId":"c","status":"completed","summary":null,"error":null,"_meta":null}`), &u), "unmarshal null fields")
+	if assert.True(t, u.Summary.IsNull(), "null fields: got summary %v, error %v, _meta %v; want all null", u.Summary, u.Error, u.Meta) {
+		if assert.True(t, u.Error.IsNull(), "null fields: got summary %v, error %v, _meta %v; want all null", u.Summary, u.Error, u.Meta) {
+			assert.True(t, u.Meta.IsNull(), "null fields: got summary %v, error %v, _meta %v; want all null", u.Summary, u.Error, u.Meta)
+		}
 	}
+
+	require.NoError(t, json.Unmarshal([]byte(`{"compactionId":"c","status":"failed","summary":[],"error":"boom","_meta":{}}`), &u), "unmarshal set fields")
 	s, ok := u.Summary.Get()
-	if !ok || s == nil || len(s) != 0 {
-		t.Errorf("summary []: got %#v (set %v), want a set, non-nil, empty slice", s, ok)
+	if assert.True(t, ok, "summary []: got %#v (set %v), want a set, non-nil, empty slice", s, ok) {
+		if assert.NotNil(t, s, "summary []") {
+			assert.Empty(t, s, "summary []")
+		}
 	}
-	if e, _ := u.Error.Get(); e != "boom" {
-		t.Errorf("error: got %q, want %q", e, "boom")
-	}
+	e, _ := u.Error.Get()
+	assert.Equal(t, "boom", e, "error \"boom\"")
 	m, ok := u.Meta.Get()
-	if !ok || len(m) != 0 {
-		t.Errorf("_meta {}: got %v (set %v), want a set, empty map", m, ok)
+	if assert.True(t, ok, "_meta {}: got %v (set %v), want a set, empty map", m, ok) {
+		assert.Empty(t, m, "_meta {}")
 	}
 	for _, tc := range []struct{ got, want string }{
 		{protocol.Patch[int]{}.String(), "<omitted>"},
 		{protocol.Null[int]().String(), "null"},
 		{protocol.Set(3).String(), "3"},
 	} {
-		if tc.got != tc.want {
-			t.Errorf("Patch.String(): got %q, want %q", tc.got, tc.want)
-		}
+		assert.Equal(t, tc.want, tc.got, "Patch.String()")
 	}
 }
 
 func TestUnknownStatusesRoundTripAndAreNotTerminal(t *testing.T) {
 	for _, s := range []protocol.Status{"paused", "_vendor", "_"} {
 		raw, err := json.Marshal(protocol.CompactionUpdate{CompactionID: "c", Status: s})
-		if err != nil {
-			t.Fatalf("marshal status %q: %v", s, err)
-		}
+		require.NoError(t, err, "marshal status %q", s)
 		var back protocol.CompactionUpdate
-		if err := json.Unmarshal(raw, &back); err != nil {
-			t.Fatalf("unmarshal %s: %v", raw, err)
-		}
-		if back.Status != s {
-			t.Errorf("status round trip: got %q, want %q", back.Status, s)
-		}
-		if s.Terminal() {
-			t.Errorf("unknown status %q is terminal", s)
-		}
+		require.NoError(t, json.Unmarshal(raw, &back), "unmarshal %s", raw)
+		assert.Equal(t, s, back.Status, "status round trip")
+		assert.False(t, s.Terminal(), "unknown status %q is terminal", s)
 	}
-	if !protocol.Status("_x").Extension() {
-		t.Errorf(`Status("_x") is not an extension`)
-	}
-	if protocol.Status("paused").Extension() {
-		t.Errorf(`Status("paused") is an extension`)
-	}
+	assert.True(t, protocol.Status("_x").Extension(), "Status(\"_x\") is not an extension")
+	assert.False(t, protocol.Status("paused").Extension(), "Status(\"paused\") is an extension")
 	for _, s := range []protocol.Status{protocol.Completed, protocol.Failed, protocol.Cancelled} {
-		if !s.Terminal() {
-			t.Errorf("status %q is not terminal", s)
-		}
+		assert.True(t, s.Terminal(), "status %q is not terminal", s)
 	}
-	if protocol.InProgress.Terminal() {
-		t.Errorf("status %q is terminal", protocol.InProgress)
-	}
+	assert.False(t, protocol.InProgress.Terminal(), "status %q is terminal", protocol.InProgress)
 }
 
 func TestContentBlocksKeepUnknownFields(t *testing.T) {
 	in := `{"type":"resource_link","uri":"file:///a.go","name":"a.go","_future":{"x":[1,2]}}`
 	var b protocol.ContentBlock
-	if err := json.Unmarshal([]byte(in), &b); err != nil {
-		t.Fatalf("unmarshal %s: %v", in, err)
-	}
-	if b.Type != "resource_link" {
-		t.Errorf("Type: got %q, want %q", b.Type, "resource_link")
-	}
+	require.NoError(t, json.Unmarshal([]byte(in), &b), "unmarshal %s", in)
+	assert.Equal(t, "resource_link", b.Type, "Type")
 	out, err := json.Marshal(b)
-	if err != nil {
-		t.Fatalf("marshal resource_link block: %v", err)
-	}
-	if err := sameJSON([]byte(in), out); err != nil {
-		t.Errorf("resource_link round trip: %v:\ngot  %s\nwant %s", err, out, in)
-	}
+	require.NoError(t, err, "marshal resource_link block")
+	assert.JSONEq(t, in, string(out), "resource_link round trip")
 
 	in = `{"type":"text","text":"hi","annotations":{"priority":0.5},"_meta":null}`
-	if err := json.Unmarshal([]byte(in), &b); err != nil {
-		t.Fatalf("unmarshal %s: %v", in, err)
-	}
-	if b.Text != "hi" {
-		t.Errorf("Text: got %q, want %q", b.Text, "hi")
-	}
+	require.NoError(t, json.Unmarshal([]byte(in), &b), "unmarshal %s", in)
+	assert.Equal(t, "hi", b.Text, "Text")
 	out, err = json.Marshal(b)
-	if err != nil {
-		t.Fatalf("marshal text block: %v", err)
-	}
-	if err := sameJSON([]byte(in), out); err != nil {
-		t.Errorf("text round trip: %v:\ngot  %s\nwant %s", err, out, in)
-	}
-}
-
-// sameJSON returns nil when want and got encode the same JSON value: the
-// round trips above may reorder members, so only the meaning must match.
-func sameJSON(want, got []byte) error {
-	var w, g any
-	if err := json.Unmarshal(want, &w); err != nil {
-		return fmt.Errorf("want is not JSON: %w", err)
-	}
-	if err := json.Unmarshal(got, &g); err != nil {
-		return fmt.Errorf("got is not JSON: %w", err)
-	}
-	if !reflect.DeepEqual(w, g) {
-		return errors.New("not the same JSON value")
-	}
-	return nil
+	require.NoError(t, err, "marshal text block")
+	assert.JSONEq(t, in, string(out), "text round trip")
 }
 
 func TestMalformedUpdatesAreClearErrors(t *testing.T) {
@@ -268,19 +186,14 @@ func TestMalformedUpdatesAreClearErrors(t *testing.T) {
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
-			if _, err := protocol.UnmarshalUpdate([]byte(in)); err == nil {
-				t.Errorf("UnmarshalUpdate(%s): no error", in)
-			}
+			_, err := protocol.UnmarshalUpdate([]byte(in))
+			assert.Error(t, err, "UnmarshalUpdate(%s): no error", in)
 		})
 	}
 	_, err := protocol.UnmarshalUpdate([]byte(`{"sessionUpdate":"plan","entries":[]}`))
-	if !errors.Is(err, protocol.ErrNotCompaction) {
-		t.Errorf("UnmarshalUpdate(plan): got error %v, want %v", err, protocol.ErrNotCompaction)
-	}
+	assert.ErrorIs(t, err, protocol.ErrNotCompaction, "UnmarshalUpdate(plan)")
 	_, err = json.Marshal(protocol.CompactionUpdate{Status: protocol.Completed})
-	if !errors.Is(err, protocol.ErrInvalidID) {
-		t.Errorf("marshal without an ID: got error %v, want %v", err, protocol.ErrInvalidID)
-	}
+	assert.ErrorIs(t, err, protocol.ErrInvalidID, "marshal without an ID")
 }
 
 func FuzzUnmarshalUpdate(f *testing.F) {
@@ -295,16 +208,10 @@ func FuzzUnmarshalUpdate(f *testing.F) {
 		}
 		// Whatever decodes must encode again and decode to the same thing.
 		out, err := json.Marshal(v)
-		if err != nil {
-			t.Fatalf("decoded %q but cannot encode it: %v", data, err)
-		}
+		require.NoError(t, err, "decoded %q but cannot encode it", data)
 		v2, err := protocol.UnmarshalUpdate(out)
-		if err != nil {
-			t.Fatalf("re-decode of %s: %v", out, err)
-		}
+		require.NoError(t, err, "re-decode of %s", out)
 		out2, _ := json.Marshal(v2)
-		if !bytes.Equal(out, out2) {
-			t.Fatalf("unstable encoding:\n%s\n%s", out, out2)
-		}
+		require.Equal(t, out2, out, "unstable encoding\n%s", out2)
 	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/skim"
 	"github.com/acpcompact/acpcompact/internal/turn"
 	"github.com/acpcompact/acpcompact/protocol"
@@ -566,7 +567,7 @@ func (v view) legacyForm(def *agents.Def) (r emitter.Renderer, verbatim bool) {
 	if def.Synth != nil {
 		return def.Synth, true
 	}
-	return emitter.None{}, true
+	return fallback.None{}, true
 }
 
 var errInvalidBatch = errors.New("invalid batch")

@@ -49,9 +49,8 @@ func TestProfileZedClaudeAdapter(t *testing.T) {
 		h.relay(upd("s1", text("")))
 		h.relay(upd("s1", text("Compacting...")))
 		h.relay(promptResponse(id, "end_turn"))
-		if rest, _ := h.end(); len(rest) != 0 {
-			t.Errorf("at the end the client got %q", rest)
-		}
+		rest, _ := h.end()
+		assert.Empty(t, rest, "at the end the client got more")
 	})
 	t.Run("0.20.0's failure text", func(t *testing.T) {
 		failed := "Error: Error during compaction: Error: API Error: 529 overloaded"

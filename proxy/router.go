@@ -264,41 +264,6 @@ func (r *router) openSessions() []string {
 	return out
 }
 
-// openTrack is an open compaction as the heartbeat sees it.
-type openTrack struct {
-	k trackKey
-	t track
-}
-
-// open lists the open compactions, in a stable order.
-func (r *router) open() []openTrack {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []openTrack
-	for k, t := range r.tracks {
-		if !t.settled {
-			out = append(out, openTrack{k, *t})
-		}
-	}
-	slices.SortFunc(out, func(a, b openTrack) int {
-		if a.k.session != b.k.session {
-			return compareStrings(a.k.session, b.k.session)
-		}
-		return compareStrings(string(a.k.id), string(b.k.id))
-	})
-	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // Render implements emitter.Renderer.
 func (r *router) Render(ctx context.Context, ev emitter.Event, n emitter.Notifier) error {
 	k := trackKey{ev.SessionID, ev.ID}
@@ -411,5 +376,5 @@ func (t *track) notifier(n emitter.Notifier, id protocol.ID) emitter.Notifier {
 	if t.toolID == "" {
 		return n
 	}
-	return agents.KeepToolCall(n, fallback.ToolCallID("", id), t.toolID, t.toolMeta, t.rawOutput)
+	return agents.KeepToolCall(n, fallback.ToolCallID(id), t.toolID, t.toolMeta, t.rawOutput)
 }

@@ -225,14 +225,6 @@ func (ts *transState) orphanFor(tr Translator, inTurn func() bool) (remain int, 
 	return 0, false
 }
 
-// chunksOf are the kept summary chunks of replayed compaction id.
-func (ts *transState) chunksOf(id protocol.ID, epoch uint64) []json.RawMessage {
-	if ts == nil || ts.stale(true, epoch) {
-		return nil
-	}
-	return ts.chunks[id]
-}
-
 // keepChunk keeps a replayed summary chunk's content until its
 // compaction's terminal update, within a bound.
 func (ts *transState) keepChunk(id protocol.ID, content []byte) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/acpcompact/acpcompact/sessionlog"
+	"github.com/stretchr/testify/require"
 )
 
 // TestPlacementByAfter: a compaction goes right after the message its
@@ -23,9 +24,7 @@ func TestPlacementByAfter(t *testing.T) {
 			st = protocol.InProgress
 		}
 		raw, err := json.Marshal(final(id, st, ""))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "json.Marshal")
 		a := ""
 		if after != "" {
 			a = fmt.Sprintf(`,"after":%q`, after)

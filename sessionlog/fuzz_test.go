@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/acpcompact/acpcompact/sessionlog"
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzCheckHeader judges arbitrary first lines (seeds in
@@ -25,24 +26,22 @@ func FuzzCheckHeader(f *testing.F) {
 		}
 		h, err := sessionlog.CheckHeader("s.jsonl", "s", ln, complete)
 		if err == nil {
-			if h.Session != "s" || !complete || !bytes.HasPrefix(ln, []byte(`{"crc":"`)) {
-				t.Fatalf("accepted %q (complete %v) as %+v", ln, complete, h)
-			}
+			require.Equal(t, "s", h.Session, "accepted %q (complete %v) as %+v", ln, complete, h)
+			require.True(t, complete, "accepted %q (complete %v) as %+v", ln, complete, h)
+			require.True(t, bytes.HasPrefix(ln, []byte(`{"crc":"`)), "accepted %q (complete %v) as %+v", ln, complete, h)
 			return
 		}
 		var fe *sessionlog.Error
-		if !errors.As(err, &fe) || fe.Line > 1 || (fe.Line == 0) != (len(ln) == 0 && !complete) {
-			t.Fatalf("%q: %v is no *Error at line 1", ln, err)
-		}
+		require.ErrorAs(t, err, &fe, "%q: %v is no *Error at line 1", ln, err)
+		require.LessOrEqual(t, fe.Line, 1, "%q: %v is no *Error at line 1", ln, err)
+		require.Equal(t, len(ln) == 0 && !complete, fe.Line == 0, "%q: %v is no *Error at line 1", ln, err)
 		n := 0
 		for _, k := range []error{sessionlog.ErrForeign, sessionlog.ErrVersion, sessionlog.ErrCorrupt} {
 			if errors.Is(err, k) {
 				n++
 			}
 		}
-		if n != 1 {
-			t.Fatalf("%q: %v is of %d kinds", ln, err, n)
-		}
+		require.Equal(t, 1, n, "%q: %v is of %d kinds", ln, err, n)
 	})
 }
 
@@ -60,26 +59,20 @@ func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		dir := t.TempDir()
 		s, err := sessionlog.Open(dir, sessionlog.WithLogger(slog.New(slog.DiscardHandler)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "sessionlog.Open")
 		path, _ := s.Path("s")
-		if err := os.WriteFile(path, append(sessionlog.RawLine(headerMembers), body...), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, append(sessionlog.RawLine(headerMembers), body...), 0o600), "writing the log")
+
 		r, err := s.Read("s")
 		if err != nil {
 			var fe *sessionlog.Error
-			if !errors.As(err, &fe) || fe.Line < 2 {
-				t.Fatalf("Read: %v is no *Error after the header", err)
-			}
+			require.ErrorAs(t, err, &fe, "Read: %v is no *Error after the header", err)
+			require.GreaterOrEqual(t, fe.Line, 2, "Read: %v is no *Error after the header", err)
 			return
 		}
 		defer r.Close()
 		for _, err := range r.Entries() {
-			if err != nil {
-				t.Fatalf("Entries of a log Read accepted: %v", err)
-			}
+			require.NoError(t, err, "Entries of a log Read accepted")
 		}
 	})
 }

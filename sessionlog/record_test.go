@@ -3,25 +3,22 @@ package sessionlog_test
 import (
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/acpcompact/acpcompact/sessionlog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // viaEmitter is what a record is after emitter's own JSON round trip.
 func viaEmitter(t testing.TB, rec emitter.Record) emitter.Record {
 	t.Helper()
 	raw, err := json.Marshal(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "json.Marshal")
 	var out emitter.Record
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(raw, &out), "json.Unmarshal")
 	return out
 }
 
@@ -66,16 +63,11 @@ func TestRecordsReadBackAsEmitterWroteThem(t *testing.T) {
 		if recs[i].Status == protocol.InProgress {
 			want.Status, want.Error = protocol.Failed, sessionlog.ErrInterrupted.Error()
 		}
-		if !reflect.DeepEqual(e.Record, want) {
-			g, _ := json.Marshal(e.Record)
-			w, _ := json.Marshal(want)
-			t.Errorf("record %s\n  read %s\n  want %s", recs[i].ID, g, w)
-		}
+		assert.Equal(t, want, e.Record, "record %s", recs[i].ID)
+
 		i++
 	}
-	if i != len(recs) {
-		t.Errorf("%d records read", i)
-	}
+	assert.Len(t, recs, i, "%d records read", i)
 }
 
 // FuzzRecordText: any summary text reads back as emitter's round trip
@@ -91,9 +83,7 @@ func FuzzRecordText(f *testing.F) {
 		must(t, l.AppendRecord(rec))
 		must(t, l.Close())
 		_, entries := read(t, s, "s")
-		if want := viaEmitter(t, rec); !reflect.DeepEqual(entries[0].Record, want) {
-			t.Errorf("%q read back as %q", text, entries[0].Record.Summary)
-		}
+		assert.Equal(t, viaEmitter(t, rec), entries[0].Record, "%q read back as %q", text, entries[0].Record.Summary)
 	})
 }
 
@@ -109,26 +99,19 @@ func BenchmarkAppendRecord(b *testing.B) {
 	b.Run("marshal", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := rec.MarshalJSON(); err != nil {
-				b.Fatal(err)
-			}
+			_, err := rec.MarshalJSON()
+			require.NoError(b, err, "MarshalJSON")
 		}
 	})
 	b.Run("append", func(b *testing.B) {
 		s, err := sessionlog.Open(b.TempDir())
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err, "sessionlog.Open")
 		l, err := s.Create("s", nil)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err, "s.Create")
 		defer l.Close()
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := l.AppendRecord(rec); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, l.AppendRecord(rec), "l.AppendRecord")
 		}
 	})
 }

@@ -3,7 +3,6 @@ package sessionlog_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -14,32 +13,28 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/acpcompact/acpcompact/sessionlog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func open(t *testing.T, opts ...sessionlog.Option) *sessionlog.Store {
 	t.Helper()
 	s, err := sessionlog.Open(t.TempDir(), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "sessionlog.Open")
 	return s
 }
 
 func create(t *testing.T, s *sessionlog.Store, id string) *sessionlog.Log {
 	t.Helper()
 	l, err := s.Create(id, map[string]string{"cwd": "/work"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "s.Create")
 	t.Cleanup(func() { l.Close() })
 	return l
 }
 
 func must(t *testing.T, err error) {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 func msg(text string) map[string]string { return map[string]string{"text": text} }
@@ -66,16 +61,12 @@ func final(id string, st protocol.Status, summary string) emitter.Record {
 func read(t *testing.T, s *sessionlog.Store, id string) ([]string, []sessionlog.Entry) {
 	t.Helper()
 	r, err := s.Read(id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "s.Read")
 	defer r.Close()
 	var words []string
 	var entries []sessionlog.Entry
 	for e, err := range r.Entries() {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "Entries")
 		entries = append(entries, e)
 		switch e.Kind {
 		case sessionlog.KindMessage:
@@ -95,9 +86,7 @@ func read(t *testing.T, s *sessionlog.Store, id string) ([]string, []sessionlog.
 
 func wantWords(t *testing.T, got []string, want ...string) {
 	t.Helper()
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("history\n  got  %v\n  want %v", got, want)
-	}
+	assert.Equal(t, strings.Join(want, " "), strings.Join(got, " "), "history")
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -119,19 +108,19 @@ func TestRoundTrip(t *testing.T) {
 	got := entries[2].Record
 	gj, _ := json.Marshal(got)
 	wj, _ := json.Marshal(c1)
-	if !bytes.Equal(gj, wj) {
-		t.Errorf("record round trip\n  got  %s\n  want %s", gj, wj)
-	}
-	if entries[2].Line != 5 || entries[0].Line != 2 {
-		t.Errorf("lines %d, %d", entries[0].Line, entries[2].Line)
+	assert.Equal(t, wj, gj, "record round trip")
+	if assert.Equal(t, 5, entries[2].Line, "lines %d, %d", entries[0].Line, entries[2].Line) {
+		assert.Equal(t, 2, entries[0].Line, "lines %d, %d", entries[0].Line, entries[2].Line)
 	}
 
 	r, err := s.Read("sess_1")
 	must(t, err)
 	defer r.Close()
 	h := r.Header()
-	if h.Session != "sess_1" || h.Created.IsZero() || string(h.Info) != `{"cwd":"/work"}` {
-		t.Errorf("header %+v", h)
+	if assert.Equal(t, "sess_1", h.Session, "header %+v", h) {
+		if assert.False(t, h.Created.IsZero(), "header %+v", h) {
+			assert.Equal(t, `{"cwd":"/work"}`, string(h.Info), "header %+v", h)
+		}
 	}
 	// Entries may be read again, and stopped early.
 	n := 0
@@ -141,9 +130,7 @@ func TestRoundTrip(t *testing.T) {
 			break
 		}
 	}
-	if n != 2 {
-		t.Errorf("stopped after %d", n)
-	}
+	assert.Equal(t, 2, n, "stopped after %d", n)
 }
 
 // TestFinalRecordAfterLaterMessages: a compaction whose final record is
@@ -173,8 +160,12 @@ func TestInterruptedCompactionReadsBackFailed(t *testing.T) {
 	words, entries := read(t, s, "s")
 	wantWords(t, words, "m:m1:/compact slow", "c:c1:failed!")
 	rec := entries[1].Record
-	if rec.Error != sessionlog.ErrInterrupted.Error() || rec.Summary != nil || rec.Trigger != protocol.Manual || !entries[1].Interrupted {
-		t.Errorf("interrupted record %+v", rec)
+	if assert.Equal(t, sessionlog.ErrInterrupted.Error(), rec.Error, "interrupted record %+v", rec) {
+		if assert.Nil(t, rec.Summary, "interrupted record %+v", rec) {
+			if assert.Equal(t, protocol.Manual, rec.Trigger, "interrupted record %+v", rec) {
+				assert.True(t, entries[1].Interrupted, "interrupted record %+v", rec)
+			}
+		}
 	}
 }
 
@@ -193,9 +184,7 @@ func TestTornFinalLine(t *testing.T) {
 
 	r, err := s.Read("s")
 	must(t, err)
-	if r.TornBytes() != int64(len(torn)) {
-		t.Errorf("torn bytes %d, want %d", r.TornBytes(), len(torn))
-	}
+	assert.Equal(t, int64(len(torn)), r.TornBytes(), "torn bytes")
 	r.Close()
 	words, _ := read(t, s, "s")
 	wantWords(t, words, "m:m1:a", "m:m2:b")
@@ -209,8 +198,8 @@ func TestTornFinalLine(t *testing.T) {
 	wantWords(t, words, "m:m1:a", "m:m2:b", "m:m3:c")
 	after, err := os.ReadFile(path)
 	must(t, err)
-	if !bytes.HasPrefix(after, whole) || bytes.Contains(after, []byte(`"da{`)) {
-		t.Errorf("the torn line was not cut off:\n%s", after)
+	if assert.True(t, bytes.HasPrefix(after, whole), "the torn line was not cut off:\n%s", after) {
+		assert.False(t, bytes.Contains(after, []byte(`"da{`)), "the torn line was not cut off:\n%s", after)
 	}
 }
 
@@ -247,14 +236,14 @@ func TestCorruption(t *testing.T) {
 
 			_, err = s.Read("s")
 			var fe *sessionlog.Error
-			if !errors.Is(err, sessionlog.ErrCorrupt) || !errors.As(err, &fe) || fe.Line != tc.line || fe.Path != path {
-				t.Fatalf("Read: %v, want ErrCorrupt at line %d of %s", err, tc.line, path)
-			}
-			if want := fmt.Sprintf("%s:%d: ", path, tc.line); !strings.HasPrefix(err.Error(), want) {
-				t.Errorf("error %q does not begin with %q", err, want)
-			}
-			if errors.Is(err, sessionlog.ErrForeign) || errors.Is(err, sessionlog.ErrVersion) {
-				t.Errorf("%v is more than corrupt", err)
+			require.ErrorIs(t, err, sessionlog.ErrCorrupt, "Read")
+			require.ErrorAs(t, err, &fe, "Read")
+			require.Equal(t, tc.line, fe.Line, "Read")
+			require.Equal(t, path, fe.Path, "Read")
+			want := fmt.Sprintf("%s:%d: ", path, tc.line)
+			assert.True(t, strings.HasPrefix(err.Error(), want), "error %q does not begin with %q", err, want)
+			if assert.NotErrorIs(t, err, sessionlog.ErrForeign, "%v is more than corrupt", err) {
+				assert.NotErrorIs(t, err, sessionlog.ErrVersion, "%v is more than corrupt", err)
 			}
 		})
 	}
@@ -286,15 +275,13 @@ func TestForeignFiles(t *testing.T) {
 			must(t, os.WriteFile(path, tc.content, 0o600))
 			_, err := s.Read("s")
 			var fe *sessionlog.Error
-			if !errors.Is(err, sessionlog.ErrForeign) || !errors.As(err, &fe) || fe.Path != path || fe.Line != tc.line {
-				t.Fatalf("Read: %v, want ErrForeign at line %d of %s", err, tc.line, path)
-			}
-			if errors.Is(err, sessionlog.ErrCorrupt) {
-				t.Errorf("%v is both foreign and corrupt", err)
-			}
-			if _, err := s.Append("s"); !errors.Is(err, sessionlog.ErrForeign) {
-				t.Errorf("Append: %v, want ErrForeign", err)
-			}
+			require.ErrorIs(t, err, sessionlog.ErrForeign, "Read")
+			require.ErrorAs(t, err, &fe, "Read")
+			require.Equal(t, path, fe.Path, "Read")
+			require.Equal(t, tc.line, fe.Line, "Read")
+			assert.NotErrorIs(t, err, sessionlog.ErrCorrupt, "%v is both foreign and corrupt", err)
+			_, err = s.Append("s")
+			assert.ErrorIs(t, err, sessionlog.ErrForeign, "Append")
 		})
 	}
 }
@@ -304,9 +291,8 @@ func TestNewerVersion(t *testing.T) {
 	path, _ := s.Path("s")
 	must(t, os.WriteFile(path, sessionlog.RawLine(`"format":"acpcompact-sessionlog","version":2,"session":"s"`), 0o600))
 	_, err := s.Read("s")
-	if !errors.Is(err, sessionlog.ErrVersion) || !strings.Contains(err.Error(), path+":1: ") {
-		t.Fatalf("Read: %v, want ErrVersion naming %s:1", err, path)
-	}
+	require.ErrorIs(t, err, sessionlog.ErrVersion, "Read")
+	require.ErrorContains(t, err, path+":1: ", "Read")
 }
 
 func TestUnknownKindsAreSkipped(t *testing.T) {
@@ -330,53 +316,44 @@ func TestUnknownKindsAreSkipped(t *testing.T) {
 
 func TestMissingAndInvalidSessions(t *testing.T) {
 	s := open(t)
-	if _, err := s.Read("sess_nope"); !errors.Is(err, sessionlog.ErrNotFound) || !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Read of a missing log: %v", err)
+	_, err := s.Read("sess_nope")
+	if assert.ErrorIs(t, err, sessionlog.ErrNotFound, "Read of a missing log") {
+		assert.ErrorIs(t, err, fs.ErrNotExist, "Read of a missing log")
 	}
-	if _, err := s.Append("sess_nope"); !errors.Is(err, sessionlog.ErrNotFound) {
-		t.Errorf("Append to a missing log: %v", err)
-	}
+	_, err = s.Append("sess_nope")
+	assert.ErrorIs(t, err, sessionlog.ErrNotFound, "Append to a missing log")
 	for _, id := range []string{"", ".hidden", "../escape", "a/b", `a\b`, "sess 1", "séance", strings.Repeat("x", 201)} {
-		if _, err := s.Create(id, nil); !errors.Is(err, sessionlog.ErrSessionID) {
-			t.Errorf("Create(%q): %v, want ErrSessionID", id, err)
-		}
-		if _, err := s.Read(id); !errors.Is(err, sessionlog.ErrSessionID) {
-			t.Errorf("Read(%q): %v, want ErrSessionID", id, err)
-		}
+		_, err := s.Create(id, nil)
+		assert.ErrorIs(t, err, sessionlog.ErrSessionID, "Create(%q)", id)
+		_, err = s.Read(id)
+		assert.ErrorIs(t, err, sessionlog.ErrSessionID, "Read(%q)", id)
 	}
 	entries, err := os.ReadDir(s.Dir())
 	must(t, err)
-	if len(entries) != 0 {
-		t.Errorf("the store's directory holds %d files", len(entries))
-	}
+	assert.Empty(t, entries, "the store's directory holds %d files", len(entries))
 	l := create(t, s, "sess_1")
-	if _, err := s.Create("sess_1", nil); !errors.Is(err, sessionlog.ErrExist) {
-		t.Errorf("a second Create: %v", err)
-	}
+	_, err = s.Create("sess_1", nil)
+	assert.ErrorIs(t, err, sessionlog.ErrExist, "a second Create")
 	must(t, l.Close())
-	if err := l.AppendMessage("m", msg("x")); !errors.Is(err, sessionlog.ErrClosed) {
-		t.Errorf("append after Close: %v", err)
-	}
+	assert.ErrorIs(t, l.AppendMessage("m", msg("x")), sessionlog.ErrClosed, "append after Close")
 	entries, err = os.ReadDir(s.Dir())
 	must(t, err)
-	if len(entries) != 1 || entries[0].Name() != "sess_1.jsonl" {
-		t.Errorf("the store's directory holds %v, want only sess_1.jsonl (no temporary file)", entries)
+	if assert.Len(t, entries, 1, "the store's directory holds (no temporary file)") {
+		assert.Equal(t, "sess_1.jsonl", entries[0].Name(), "the store's directory holds (no temporary file)")
 	}
-	if info, err := entries[0].Info(); err != nil || info.Mode().Perm() != 0o600 {
-		t.Errorf("log mode %v, %v", info.Mode(), err)
+	info, err := entries[0].Info()
+	if assert.NoError(t, err, "log file info") {
+		assert.Equal(t, fs.FileMode(0o600), info.Mode().Perm(), "log mode")
+
 	}
 	must(t, s.Remove("sess_1"))
-	if err := s.Remove("sess_1"); !errors.Is(err, sessionlog.ErrNotFound) {
-		t.Errorf("a second Remove: %v", err)
-	}
+	assert.ErrorIs(t, s.Remove("sess_1"), sessionlog.ErrNotFound, "a second Remove")
 }
 
 func RawLineLimit(t *testing.T) {
 	s := open(t, sessionlog.WithMaxLine(1024))
 	l := create(t, s, "s")
-	if err := l.AppendMessage("m1", msg(strings.Repeat("x", 2000))); err == nil {
-		t.Error("a line over the limit was appended")
-	}
+	assert.Error(t, l.AppendMessage("m1", msg(strings.Repeat("x", 2000))), "a line over the limit was appended")
 	must(t, l.AppendMessage("m2", msg("fits")))
 	must(t, l.Close())
 	words, _ := read(t, s, "s")
@@ -389,8 +366,9 @@ func RawLineLimit(t *testing.T) {
 	must(t, l.Close())
 	small, err := sessionlog.Open(big.Dir(), sessionlog.WithMaxLine(1024))
 	must(t, err)
-	if _, err := small.Read("s"); !errors.Is(err, sessionlog.ErrCorrupt) || !strings.Contains(err.Error(), ".jsonl:2: ") {
-		t.Errorf("reading a line over the limit: %v", err)
+	_, err = small.Read("s")
+	if assert.ErrorIs(t, err, sessionlog.ErrCorrupt, "reading a line over the limit") {
+		assert.ErrorContains(t, err, ".jsonl:2: ", "reading a line over the limit")
 	}
 }
 
@@ -407,13 +385,9 @@ func TestConcurrentAppends(t *testing.T) {
 				wg.Go(func() {
 					for i := range each {
 						id := fmt.Sprintf("m%d_%d", w, i)
-						if err := l.AppendMessage(id, msg(strings.Repeat("y", 100*w))); err != nil {
-							t.Error(err)
-						}
+						assert.NoError(t, l.AppendMessage(id, msg(strings.Repeat("y", 100*w))), "fmt.Sprintf")
 						if i%5 == 0 {
-							if err := l.AppendRecord(final("c"+id, protocol.Completed, id)); err != nil {
-								t.Error(err)
-							}
+							assert.NoError(t, l.AppendRecord(final("c"+id, protocol.Completed, id)), "l.AppendRecord")
 						}
 					}
 				})
@@ -421,9 +395,7 @@ func TestConcurrentAppends(t *testing.T) {
 			wg.Wait()
 			must(t, l.Close())
 			words, _ := read(t, s, "s")
-			if len(words) != writers*each+writers*each/5 {
-				t.Errorf("%d entries", len(words))
-			}
+			assert.Len(t, words, writers*each+writers*each/5, "%d entries", len(words))
 		})
 	}
 }
@@ -442,9 +414,7 @@ func TestRecordsGoAfterTheirMessage(t *testing.T) {
 	must(t, l.AppendRecord(rec))
 	words, entries := read(t, s, "s")
 	wantWords(t, words, "m:m1:a", "c:c1:completed", "m:m2:b", "m:m3:c")
-	if entries[1].Record.After != "m1" {
-		t.Errorf("After %q", entries[1].Record.After)
-	}
+	assert.Equal(t, "m1", entries[1].Record.After, "After %q", entries[1].Record.After)
 }
 
 // TestRecordOfANewerVersion: a record of a version emitter does not read
@@ -462,7 +432,9 @@ func TestRecordOfANewerVersion(t *testing.T) {
 	must(t, err)
 	must(t, f.Close())
 	_, err = s.Read("s")
-	if !errors.Is(err, sessionlog.ErrVersion) || !errors.Is(err, emitter.ErrRecordVersion) || !strings.HasPrefix(err.Error(), path+":3: ") {
-		t.Errorf("Read: %v, want ErrVersion at %s:3", err, path)
+	if assert.ErrorIs(t, err, sessionlog.ErrVersion, "Read") {
+		if assert.ErrorIs(t, err, emitter.ErrRecordVersion, "Read") {
+			assert.True(t, strings.HasPrefix(err.Error(), path+":3: "), "Read: %v, want ErrVersion at %s:3", err, path)
+		}
 	}
 }

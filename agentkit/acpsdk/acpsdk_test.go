@@ -13,6 +13,7 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/observe"
 	"github.com/acpcompact/acpcompact/protocol"
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/stretchr/testify/assert"
@@ -146,7 +147,7 @@ func TestRawHandlerGetsThePromptsTraceContext(t *testing.T) {
 			case "initialize":
 				return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
 			case "session/prompt":
-				tc, _ := emitter.TraceFrom(ctx)
+				tc, _ := observe.TraceFrom(ctx)
 				seen = tc.Traceparent
 				return map[string]any{"stopReason": "end_turn"}, nil
 			}

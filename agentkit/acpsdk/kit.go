@@ -274,7 +274,7 @@ func (k *Kit) tap(conn *Conn) *tap.Tap {
 }
 
 // Emitter returns conn's emitter, for what Session does not cover
-// (Emitter.ChildSession, Mode, Negotiation). Its reporting calls pass the
+// (Mode, Negotiation, CloseSession). Its reporting calls pass the
 // turn guard as Session's do, and its compactions are settled at the end
 // of their session's turn: from the first call on, every turn's end
 // settles its session in the emitter, which then keeps a tracker of each

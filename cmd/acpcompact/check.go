@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -14,12 +15,19 @@ import (
 	"github.com/acpcompact/acpcompact/internal/acpschema"
 )
 
-const checkUsage = `usage: acpcompact check [--schema=auto|on|off] [--strict-replay] FILE
+const checkUsage = `usage: acpcompact check [--schema=auto|on|off] [--strict-replay] [--html OUT] FILE
 
 Checks an ACP transcript (lines "client <json>" / "agent <json>"; FILE "-"
 reads stdin) for the agent's compaction obligations and prints each
 violation as FILE:LINE: rule: message. Exit status: 0 clean, 1 violations,
 2 usage or I/O error.
+
+--html OUT also writes the transcript as the timeline a client shows, one
+self-contained HTML file (no script, nothing fetched): per connection the
+negotiated version and capability, per session the messages, tool calls and
+each compaction updated in place with its updates, summary, record and known
+loss, and each violation at its line. OUT "-" writes the page to stdout and
+the violations to stderr.
 `
 
 // runCheck implements "acpcompact check"; args exclude the subcommand name.
@@ -42,6 +50,8 @@ func runCheckWith(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		"validate agent session/update messages against the official ACP schema: auto (when installed, else say so on stderr), on (fail without it), off")
 	strictReplay := fs.Bool("strict-replay", false,
 		"hold history replays to terminal-first (one terminal compaction_update per compaction, this project's own rule); the RFD also allows a replay that re-streams")
+	htmlOut := fs.String("html", "",
+		"also write the timeline a client shows to `out`, one self-contained HTML file (- for stdout; the violations then go to stderr)")
 	files, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -95,7 +105,20 @@ func runCheckWith(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		in = f
 	}
 
-	vs, err := conformance.CheckTranscript(ctxReader{ctx, in}, opts...)
+	var (
+		vs   []conformance.Violation
+		tl   *timeline
+		page = stdout
+	)
+	if *htmlOut == "" {
+		vs, err = conformance.CheckTranscript(ctxReader{ctx, in}, opts...)
+	} else {
+		tl = newTimeline()
+		vs, err = tl.check(ctxReader{ctx, in}, opts...)
+		if *htmlOut == "-" {
+			stdout = stderr // the page has stdout
+		}
+	}
 	for _, v := range vs {
 		fmt.Fprintf(stdout, "%s:%d: %s: %s\n", name, v.Line, v.Rule, v.Message)
 	}
@@ -104,10 +127,42 @@ func runCheckWith(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return 2
 	}
 	fmt.Fprintln(stdout, summary(name, vs))
+	if tl != nil {
+		if err := writeTimeline(tl, *htmlOut, page, name, vs); err != nil {
+			fmt.Fprintf(stderr, "acpcompact check: --html: %v\n", err)
+			return 2
+		}
+	}
 	if len(vs) > 0 {
 		return 1
 	}
 	return 0
+}
+
+// writeTimeline writes the page to the file out, or to stdout for "-". A
+// file is written whole or not at all: to a temporary file beside it, then
+// renamed over it.
+func writeTimeline(tl *timeline, out string, stdout io.Writer, name string, vs []conformance.Violation) error {
+	if out == "-" {
+		return tl.writeHTML(stdout, name, vs)
+	}
+	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after a successful rename there is nothing to remove
+	if err := tl.writeHTML(f, name, vs); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), out)
 }
 
 // parseInterspersed lets flags follow the file name too ("check x.jsonl

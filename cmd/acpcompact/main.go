@@ -1,7 +1,8 @@
 // Command acpcompact is the project's toolbox: `demo` shows compaction
 // reporting end to end, `check` verifies an agent's recorded transcript
-// against the RFD's obligations, and `proxy` gives third-party agent CLIs
-// standard compaction updates.
+// against the RFD's obligations, `audit` says what each compaction's summary
+// lost of the history it replaced, `proxy` gives third-party agent CLIs
+// standard compaction updates, and `version` says which release it is.
 package main
 
 import (
@@ -18,7 +19,9 @@ const usage = `usage: acpcompact <command> [flags] [args]
 commands:
   demo     run the scenario agent against in-process clients and print the timeline
   check    check an ACP transcript (client/agent lines) for compaction conformance
+  audit    say what each compaction's summary lost of the history it replaced
   proxy    run an ACP agent behind a proxy that fixes its compaction reporting
+  version  print the version of this binary
   help     print this help
 
 Run 'acpcompact <command> -h' for a command's flags.
@@ -42,8 +45,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runDemo(ctx, args[1:], stdin, stdout, stderr)
 	case "check":
 		return runCheck(ctx, args[1:], stdin, stdout, stderr)
+	case "audit":
+		return runAudit(ctx, args[1:], stdin, stdout, stderr)
 	case "proxy":
 		return runProxy(ctx, args[1:], stdin, stdout, stderr)
+	case "version":
+		return runVersion(ctx, args[1:], stdin, stdout, stderr)
 	case demoAgentCommand: // the demo's new agent process; not listed
 		return runDemoAgent(ctx, args[1:], stdin, stdout, stderr)
 	case "help", "-h", "--help":

@@ -38,17 +38,14 @@ func TestTwoProcessesOnOneStateDirectory(t *testing.T) {
 		settledLive++
 	}
 	own := second.newSession()
-	if o := second.prompt(own, "/compact nosummary"); o.StopReason != "end_turn" {
-		t.Errorf("the second process does not serve its own session: %+v", o)
-	}
+	o := second.prompt(own, "/compact nosummary")
+	assert.Equal(t, "end_turn", o.StopReason, "the second process does not serve its own session: %+v", o)
 
 	first.prompt(sid, "/compact nosummary")
 	settledLive++
 	first.stop()
 	second.stop()
-	if logs := second.stderr.String(); !strings.Contains(logs, "another agent process serves it") {
-		t.Errorf("the second process did not log the refused load:\n%s", logs)
-	}
+	assert.Contains(t, second.stderr.String(), "another agent process serves it", "the second process did not log the refused load")
 
 	third := startAgent(t, dir, 1, true)
 	replayed := statuses(view(t, third.load(sid), sid))

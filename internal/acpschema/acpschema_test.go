@@ -2,7 +2,6 @@ package acpschema_test
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/acpcompact/acpcompact/internal/acpschema"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestOfficialSchemaAcceptsRFDExamplesAndRejectsBrokenOnes(t *testing.T) {
@@ -28,22 +29,22 @@ func TestOfficialSchemaAcceptsRFDExamplesAndRejectsBrokenOnes(t *testing.T) {
 	for _, ver := range []int{1, 2} {
 		v := schematest.Require(t, ver)
 		for _, g := range good {
-			if err := v.Update([]byte(g)); err != nil {
-				t.Errorf("v%d rejected valid update: %v", ver, err)
-			}
+			assert.NoError(t, v.Update([]byte(g)), "v%d rejected valid update", ver)
 		}
 		for _, b := range bad {
-			if err := v.Update([]byte(b)); err == nil {
-				t.Errorf("v%d accepted invalid update %s", ver, b)
-			}
+			assert.Error(t, v.Update([]byte(b)), "v%d accepted invalid update %s", ver, b)
 		}
 	}
 }
 
 func TestNilValidatorAcceptsEverything(t *testing.T) {
 	var v *acpschema.Validator
-	if v.Update([]byte(`7`)) != nil || v.Notification([]byte(`{`)) != nil || v.Message(nil) != nil || v.Version() != 0 {
-		t.Error("a nil Validator rejected a document")
+	if assert.NoError(t, v.Update([]byte(`7`)), "a nil Validator rejected a document") {
+		if assert.NoError(t, v.Notification([]byte(`{`)), "a nil Validator rejected a document") {
+			if assert.NoError(t, v.Message(nil), "a nil Validator rejected a document") {
+				assert.Equal(t, 0, v.Version(), "a nil Validator rejected a document")
+			}
+		}
 	}
 }
 
@@ -51,12 +52,8 @@ func TestNilValidatorAcceptsEverything(t *testing.T) {
 func fakeSchema(t *testing.T, dir string) string {
 	t.Helper()
 	for _, v := range []string{"v1", "v2"} {
-		if err := os.MkdirAll(filepath.Join(dir, v), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, v, "schema.json"), []byte(`{}`), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, v), 0o755), "os.MkdirAll")
+		require.NoError(t, os.WriteFile(filepath.Join(dir, v, "schema.json"), []byte(`{}`), 0o644), "os.WriteFile")
 	}
 	return dir
 }
@@ -76,20 +73,12 @@ func lookupSandbox(t *testing.T, module string) (root, cachePrefix string) {
 	t.Setenv("HOME", filepath.Join(tmp, "home"))            // macOS: $HOME/Library/Caches
 	t.Setenv("LocalAppData", filepath.Join(tmp, "local"))   // Windows
 	root = filepath.Join(tmp, "checkout")
-	if err := os.MkdirAll(filepath.Join(root, "cmd", "x"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("// a checkout\nmodule "+module+"\n\ngo 1.26\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "cmd", "x"), 0o755), "filepath.Join")
+	require.NoError(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("// a checkout\nmodule "+module+"\n\ngo 1.26\n"), 0o644), "os.WriteFile")
 	t.Chdir(filepath.Join(root, "cmd", "x"))
 	prefix, err := acpschema.CachePrefix()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(prefix, tmp) {
-		t.Fatalf("user cache %s is not in the sandbox %s", prefix, tmp)
-	}
+	require.NoError(t, err, "acpschema.CachePrefix")
+	require.True(t, strings.HasPrefix(prefix, tmp), "user cache %s is not in the sandbox %s", prefix, tmp)
 	return root, prefix
 }
 
@@ -100,30 +89,38 @@ func TestDirLooksInTheEnvironmentThenTheCheckoutThenTheUserCache(t *testing.T) {
 
 	_, err := acpschema.Dir()
 	var missing *acpschema.MissingError
-	if !errors.Is(err, acpschema.ErrSchemaMissing) || !errors.As(err, &missing) {
-		t.Fatalf("nothing installed: got %v", err)
-	}
-	if len(missing.Looked) != 2 || missing.Looked[0].Dir != inCheckout || missing.Looked[1].Dir != inCache {
-		t.Errorf("looked in %+v, want the checkout then the user cache", missing.Looked)
+	require.ErrorIs(t, err, acpschema.ErrSchemaMissing, "nothing installed: got %v", err)
+	require.ErrorAs(t, err, &missing, "nothing installed: got %v", err)
+	if assert.Len(t, missing.Looked, 2, "looked in") {
+		if assert.Equal(t, inCheckout, missing.Looked[0].Dir, "looked in") {
+			assert.Equal(t, inCache, missing.Looked[1].Dir, "looked in")
+		}
 	}
 	for _, p := range []string{inCheckout, inCache} {
-		if !strings.Contains(err.Error(), p) {
-			t.Errorf("error %q does not name %s", err, p)
-		}
+		assert.ErrorContains(t, err, p, "error %q does not name %s", err, p)
 	}
 
 	fakeSchema(t, inCache)
-	if l, err := acpschema.Locate(); err != nil || l.Dir != inCache || l.Source != "user cache" {
-		t.Errorf("user cache only: got %+v, %v", l, err)
+	l, err := acpschema.Locate()
+	if assert.NoError(t, err, "user cache only: got %+v, %v", l, err) {
+		if assert.Equal(t, inCache, l.Dir, "user cache only: got %+v, %v", l, err) {
+			assert.Equal(t, "user cache", l.Source, "user cache only: got %+v, %v", l, err)
+		}
 	}
 	fakeSchema(t, inCheckout)
-	if l, err := acpschema.Locate(); err != nil || l.Dir != inCheckout || l.Source != "checkout" {
-		t.Errorf("checkout and user cache: got %+v, %v, want the checkout (pinned by its lock file)", l, err)
+	l, err = acpschema.Locate()
+	if assert.NoError(t, err, "checkout and user cache (pinned by its lock file)") {
+		if assert.Equal(t, inCheckout, l.Dir, "checkout and user cache (pinned by its lock file)") {
+			assert.Equal(t, "checkout", l.Source, "checkout and user cache (pinned by its lock file)")
+		}
 	}
 	env := fakeSchema(t, filepath.Join(t.TempDir(), "schema"))
 	t.Setenv(acpschema.EnvDir, env)
-	if l, err := acpschema.Locate(); err != nil || l.Dir != env || l.Source != acpschema.EnvDir {
-		t.Errorf("%s set: got %+v, %v", acpschema.EnvDir, l, err)
+	l, err = acpschema.Locate()
+	if assert.NoError(t, err, "%s set: got %+v, %v", acpschema.EnvDir, l, err) {
+		if assert.Equal(t, env, l.Dir, "%s set: got %+v, %v", acpschema.EnvDir, l, err) {
+			assert.Equal(t, acpschema.EnvDir, l.Source, "%s set: got %+v, %v", acpschema.EnvDir, l, err)
+		}
 	}
 }
 
@@ -135,8 +132,10 @@ func TestDirTrustsOnlyTheEnvironmentWhenItIsSet(t *testing.T) {
 	t.Setenv(acpschema.EnvDir, bad)
 	_, err := acpschema.Dir()
 	var missing *acpschema.MissingError
-	if !errors.As(err, &missing) || len(missing.Looked) != 1 || !strings.Contains(err.Error(), acpschema.EnvDir+" "+bad+": no ") {
-		t.Errorf("got %v, want only %s=%s named", err, acpschema.EnvDir, bad)
+	if assert.ErrorAs(t, err, &missing, "acpschema.Dir with a bad "+acpschema.EnvDir) {
+		if assert.Len(t, missing.Looked, 1, "missing.Looked") {
+			assert.ErrorContains(t, err, acpschema.EnvDir+" "+bad+": no ", "the error names where it looked")
+		}
 	}
 }
 
@@ -145,12 +144,15 @@ func TestDirIgnoresOtherModules(t *testing.T) {
 	fakeSchema(t, sdkSchema(filepath.Join(root, "test", "interop")))
 	_, err := acpschema.Dir()
 	var missing *acpschema.MissingError
-	if !errors.As(err, &missing) || len(missing.Looked) != 1 || missing.Looked[0].Dir != sdkSchema(prefix) {
-		t.Errorf("another module's test/interop: got %v, want only the user cache looked in", err)
+	if assert.ErrorAs(t, err, &missing, "another module's test/interop") {
+		if assert.Len(t, missing.Looked, 1, "another module's test/interop") {
+			assert.Equal(t, sdkSchema(prefix), missing.Looked[0].Dir, "another module's test/interop")
+		}
 	}
 	fakeSchema(t, sdkSchema(prefix))
-	if d, err := acpschema.Dir(); err != nil || d != sdkSchema(prefix) {
-		t.Errorf("another module, user cache filled: got %q, %v", d, err)
+	d, err := acpschema.Dir()
+	if assert.NoError(t, err, "another module, user cache filled: got %q, %v", d, err) {
+		assert.Equal(t, sdkSchema(prefix), d, "another module, user cache filled: got %q, %v", d, err)
 	}
 }
 
@@ -162,41 +164,28 @@ func TestInstallCommandInstallsThePinnedPackageIntoTheUserCache(t *testing.T) {
 	t.Setenv("HOME", filepath.Join(t.TempDir(), "it's home"))
 	t.Setenv("LocalAppData", filepath.Join(t.TempDir(), "it's local"))
 	prefix, err := acpschema.CachePrefix()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "acpschema.CachePrefix")
 	quoted := "'" + strings.ReplaceAll(prefix, "'", `'\''`) + "'"
-	if got, want := acpschema.InstallCommand(), "npm install --prefix "+quoted+" "+acpschema.SDK; got != want {
-		t.Errorf("InstallCommand() = %q, want %q", got, want)
-	}
+	assert.Equal(t, "npm install --prefix "+quoted+" "+acpschema.SDK, acpschema.InstallCommand(), "InstallCommand()")
 }
 
 func TestSDKIsThePinnedPackage(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "test", "interop", "package.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.ReadFile")
 	var pkg struct {
 		Dependencies map[string]string `json:"dependencies"`
 	}
-	if err := json.Unmarshal(raw, &pkg); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(raw, &pkg), "json.Unmarshal")
 	name, version, _ := strings.Cut(strings.TrimPrefix(acpschema.SDK, "@"), "@")
-	if got := pkg.Dependencies["@"+name]; got != version {
-		t.Errorf("test/interop/package.json pins @%s %q; acpschema.SDK is %q", name, got, acpschema.SDK)
-	}
+	got := pkg.Dependencies["@"+name]
+	assert.Equal(t, version, got, "test/interop/package.json pins @%s %q; acpschema.SDK is %q", name, got, acpschema.SDK)
 }
 
 // The README's one-line command installs the pinned package where Dir
 // looks on Linux.
 func TestReadmeInstallCommandIsThePinnedOne(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "os.ReadFile")
 	want := `npm install --prefix "${XDG_CACHE_HOME:-$HOME/.cache}/acpcompact/schema" ` + acpschema.SDK + "\n"
-	if !strings.Contains(string(raw), want) {
-		t.Errorf("README.md lacks the install command %q", want)
-	}
+	assert.Contains(t, string(raw), want, "README.md lacks the install command %q", want)
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/turn"
+	"github.com/acpcompact/acpcompact/observe"
 )
 
 // Config configures a Host.
@@ -239,9 +240,8 @@ func endWhy(eff turn.Effect) string {
 // be): the engine may begin the next turn.
 func (h *Host) Written(eff turn.Effect) { h.e.Ended(eff.End) }
 
-// Start opens a compaction in sessionID (emitter.Session.Start). In a
-// cancelled turn whose grace already ran out, the compaction gets a grace
-// of its own rather than waiting for a watchdog.
+// Start opens a compaction in sessionID (emitter.Session.Start), refused
+// once the connection has closed or before its initialize exchange.
 func (h *Host) Start(ctx context.Context, sessionID string, opts ...emitter.StartOption) (*emitter.Compaction, error) {
 	if h.closed.Load() {
 		return nil, fmt.Errorf("session %s: %w", sessionID, turn.ErrClosed)
@@ -250,11 +250,7 @@ func (h *Host) Start(ctx context.Context, sessionID string, opts ...emitter.Star
 	if s == nil {
 		return nil, fmt.Errorf("session %s: %w", sessionID, turn.ErrNotInitialized)
 	}
-	c, err := s.Start(ctx, opts...)
-	if c != nil {
-		h.e.Started(sessionID)
-	}
-	return c, err
+	return s.Start(ctx, opts...)
 }
 
 // Deliver delivers what the emitter held for sessionID between turns, at
@@ -277,7 +273,7 @@ func (h *Host) Settle(ctx context.Context, sessionID string, reason error, why s
 	h.settle(ctx, sessionID, reason, why, tr)
 }
 
-func (h *Host) settle(ctx context.Context, sid string, reason error, why string, tr emitter.TraceContext) {
+func (h *Host) settle(ctx context.Context, sid string, reason error, why string, tr observe.TraceContext) {
 	if f := h.cfg.Hooks.Before; f != nil {
 		f(ctx, sid, reason, why)
 	}
@@ -287,7 +283,7 @@ func (h *Host) settle(ctx context.Context, sid string, reason error, why string,
 		// belongs to.
 		ctx := turn.Settling(ctx)
 		if tr.Traceparent != "" {
-			ctx = emitter.WithTrace(ctx, tr)
+			ctx = observe.WithTrace(ctx, tr)
 		}
 		n, err := em.Session(sid).SettleAll(ctx, reason)
 		h.logSettled(sid, n, err, why, reason)
@@ -414,7 +410,11 @@ func (h *Host) negotiated(n capability.Negotiation, result json.RawMessage) {
 	// Nothing about compaction between turns: the emitter is tied to the
 	// engine's turns; what it does with a start outside one is the host's
 	// choice.
-	opts := []emitter.Option{emitter.WithNegotiation(n), emitter.WithTurns(h.InTurn, h.cfg.Outside)}
+	opts := []emitter.Option{emitter.WithNegotiation(n), emitter.WithTurns(h.InTurn, h.cfg.Outside),
+		// However the compaction was opened (Start, the kit's Emitter, the
+		// proxy's router), one opened in a cancelled turn whose grace ran
+		// out gets a grace of its own rather than waiting for a watchdog.
+		emitter.WithObserver(emitter.ObserverFunc(h.started))}
 	if h.cfg.Gate != nil {
 		opts = append(opts, emitter.WithGate(h.cfg.Gate))
 	}
@@ -425,6 +425,14 @@ func (h *Host) negotiated(n capability.Negotiation, result json.RawMessage) {
 	h.em.Store(em)
 	if f := h.cfg.Hooks.Negotiated; f != nil {
 		f(n, em, result)
+	}
+}
+
+// started is the host's observer of the emitter: it tells the engine of
+// each compaction opened.
+func (h *Host) started(_ context.Context, ev emitter.Event) {
+	if ev.Kind == emitter.EventStarted {
+		h.e.CompactionStarted(ev.SessionID)
 	}
 }
 

@@ -135,7 +135,7 @@ func TestFailedTurnSettlesWithTheCallersReason(t *testing.T) {
 	c.w.take()
 	c.client(turn.Msg{Method: turn.MethodCancel, SessionID: "s1"})
 	c.agent(turn.Msg{ID: id, Failed: true}, func(string) error {
-		t.Error("the reason of a cancelled turn was asked for")
+		assert.Fail(t, "the reason of a cancelled turn was asked for")
 		return nil
 	})
 	assert.Equal(t, []string{"s1 cmp_2 cancelled "}, c.w.take())
@@ -154,6 +154,37 @@ func TestCancelGraceSettlesAsCancelled(t *testing.T) {
 	c.client(turn.Msg{Method: turn.MethodCancel, SessionID: "s1"})
 	serialized.Wait()
 	assert.Equal(t, []string{"s1 cmp_1 cancelled "}, c.w.take())
+}
+
+// A compaction opened in a cancelled turn whose grace already ran out gets
+// a grace of its own, however it was opened: through the host's Start or on
+// the shared emitter itself (Kit.Emitter), which the host only sees through
+// the emitter's events.
+func TestCompactionOpenedAfterTheGraceGetsAGraceOfItsOwn(t *testing.T) {
+	for name, open := range map[string]func(c *conn){
+		"Host.Start": func(c *conn) { c.start("s1", "cmp_late") },
+		"the shared emitter": func(c *conn) {
+			_, err := c.h.Share().Session("s1").Start(context.Background(), emitter.WithID("cmp_late"))
+			require.NoError(t, err, "start on the shared emitter")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			graces := make(chan struct{}, 4)
+			c := newConn(t, host.Config{Outside: emitter.RefuseOutsideTurn, CancelGrace: time.Millisecond,
+				Serialize: func(f func()) { f(); graces <- struct{}{} }})
+			c.prompt("s1")
+			c.client(turn.Msg{Method: turn.MethodCancel, SessionID: "s1"})
+			<-graces // the turn's grace ran out with nothing open
+			open(c)
+			require.Equal(t, []string{"s1 cmp_late in_progress "}, c.w.take())
+			select {
+			case <-graces:
+			case <-time.After(10 * time.Second):
+				require.Fail(t, "no grace of its own: the compaction waits on the runtime")
+			}
+			assert.Equal(t, []string{"s1 cmp_late cancelled "}, c.w.take(), "settled by its own grace")
+		})
+	}
 }
 
 // What the emitter held between turns is delivered when the session's

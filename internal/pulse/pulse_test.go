@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/internal/pulse"
+	"github.com/stretchr/testify/assert"
 )
 
 func TestPeriodIsAQuarterOfTheIntervalAndAtLeastAMillisecond(t *testing.T) {
@@ -14,9 +15,7 @@ func TestPeriodIsAQuarterOfTheIntervalAndAtLeastAMillisecond(t *testing.T) {
 		{2 * time.Millisecond, time.Millisecond},
 		{time.Microsecond, time.Millisecond},
 	} {
-		if got := pulse.Period(c.d); got != c.want {
-			t.Errorf("Period(%v): got %v, want %v", c.d, got, c.want)
-		}
+		assert.Equal(t, c.want, pulse.Period(c.d), "Period(%v)", c.d)
 	}
 }
 
@@ -57,9 +56,7 @@ func TestTickBeatsAfterAnIntervalOfSilenceAndThenEveryInterval(t *testing.T) {
 			t0 := time.Unix(1000, 0)
 			clk := pulse.Start(d, t0)
 			for _, l := range c.looks {
-				if got := clk.Tick(t0.Add(l.at), l.active); got != l.due {
-					t.Errorf("tick at %v (active %v): due %v, want %v", l.at, l.active, got, l.due)
-				}
+				assert.Equal(t, l.due, clk.Tick(t0.Add(l.at), l.active), "tick at %v (active %v): due", l.at, l.active)
 			}
 		})
 	}

@@ -147,7 +147,7 @@ func New(cfg Config) (*Agent, error) {
 		// closure, which races when connections start at once.
 		emitter.WithRecords(emitter.DefaultRecordKey),
 		emitter.WithUsageUpdates(),
-		emitter.WithObserver(emitter.Observers(a.settled, emitter.NewSlogObserver(a.log))),
+		emitter.WithObserver(a.settled, emitter.NewSlogObserver(a.log)),
 	}
 	if cfg.CompactionTimeout > 0 {
 		eopts = append(eopts, emitter.WithMaxDuration(cfg.CompactionTimeout))

@@ -1,10 +1,12 @@
 package skim
 
 import (
-	"errors"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The benchmarks compare the two implementations side by side, in one
@@ -35,9 +37,7 @@ func BenchmarkPick(b *testing.B) {
 					c0 := cpuNow()
 					for b.Loop() {
 						v, err := im.pick(&p, l.msg, agentSet)
-						if err != nil {
-							b.Fatal(err)
-						}
+						require.NoError(b, err, "im.pick")
 						benchSink = v
 					}
 					reportCPU(b, c0)
@@ -78,9 +78,7 @@ func BenchmarkValidate(b *testing.B) {
 							r.reset(l.msg)
 							_, err = r.dec.ReadValue()
 						}
-						if err != nil {
-							b.Fatal(err)
-						}
+						require.NoError(b, err, "ReadValue")
 					}
 					reportCPU(b, c0)
 				})
@@ -99,9 +97,8 @@ func BenchmarkDeep(b *testing.B) {
 			b.ReportAllocs()
 			c0 := cpuNow()
 			for b.Loop() {
-				if _, err := im.pick(&p, msg, agentSet); !errors.Is(err, ErrTooDeep) {
-					b.Fatal(err)
-				}
+				_, err := im.pick(&p, msg, agentSet)
+				require.ErrorIs(b, err, ErrTooDeep, "pick of a too deep message")
 			}
 			reportCPU(b, c0)
 		})
@@ -138,9 +135,8 @@ func BenchmarkHead(b *testing.B) {
 			c0 := cpuNow()
 			for b.Loop() {
 				h, err := im.head(msg)
-				if err != nil || h.Method != "session/update" {
-					b.Fatal(h, err)
-				}
+				require.NoError(b, err, "head")
+				require.Equal(b, "session/update", h.Method, "head method")
 				headSink = h
 			}
 			reportCPU(b, c0)
@@ -152,9 +148,8 @@ func BenchmarkHead(b *testing.B) {
 		c0 := cpuNow()
 		for b.Loop() {
 			h, ok := scanHead(msg)
-			if !ok || string(h.method) != "session/update" {
-				b.Fatal(h, ok)
-			}
+			require.True(b, ok, "%v %v", h, ok)
+			require.Equal(b, "session/update", string(h.method), "%v %v", h, ok)
 			headSink.HasID = h.id
 		}
 		reportCPU(b, c0)
@@ -163,17 +158,15 @@ func BenchmarkHead(b *testing.B) {
 
 // TestBenchLines: the benchmark's lines are what they say.
 func TestBenchLines(t *testing.T) {
-	if n := len(smallUpdate()); n != 200 {
-		t.Errorf("small line of %d bytes", n)
-	}
+	n := len(smallUpdate())
+	assert.Equal(t, 200, n, "small line of %d bytes", n)
 	for _, n := range []int{64 << 10, 64 << 20} {
-		if got := len(bigUpdate(n)); got < n-300 || got > n+300 {
-			t.Errorf("line of %d bytes for %d", got, n)
+		got := len(bigUpdate(n))
+		if assert.GreaterOrEqual(t, got, n-300, "line of %d bytes for %d", got, n) {
+			assert.LessOrEqual(t, got, n+300, "line of %d bytes for %d", got, n)
 		}
 	}
-	if !strings.Contains(string(bigUpdate(64<<10)), `"compaction_update"`) {
-		t.Error("not a compaction_update")
-	}
+	assert.Contains(t, string(bigUpdate(64<<10)), `"compaction_update"`, "not a compaction_update")
 }
 
 var keySink string
@@ -213,9 +206,7 @@ func BenchmarkPickPrefix(b *testing.B) {
 					c0 := cpuNow()
 					for b.Loop() {
 						pre, err := mode.pick(l.msg, agentSet)
-						if err != nil {
-							b.Fatal(err)
-						}
+						require.NoError(b, err, "mode.pick")
 						prefixSink = pre
 					}
 					reportCPU(b, c0)
@@ -246,9 +237,7 @@ func benchPicker(b *testing.B, p *Picker, msg []byte) {
 	c0 := cpuNow()
 	for b.Loop() {
 		v, err := p.Pick(msg, agentSet)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err, "p.Pick")
 		benchSink = v
 	}
 	reportCPU(b, c0)

@@ -10,6 +10,9 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The reading mode without a nesting limit (Picker.Unbounded,
@@ -213,11 +216,10 @@ func TestPickUnboundedReadsPastTheNestingLimit(t *testing.T) {
 		msg := []byte(tc.msg)
 		// The oracles: encoding/json's Token at any depth, and json.Valid
 		// within the limit.
-		if valid := tc.err == nil || tc.err == ErrNotObject; tokenValid(msg) != valid {
-			t.Fatalf("%s: the test is wrong: Token validity %v", tc.name, !valid)
-		}
-		if tc.depth > MaxDepth && json.Valid(msg) {
-			t.Fatalf("%s: the test is wrong: json.Valid true", tc.name)
+		valid := tc.err == nil || tc.err == ErrNotObject
+		require.Equal(t, valid, tokenValid(msg), "%s: the test is wrong: Token validity %v", tc.name, !valid)
+		if tc.depth > MaxDepth {
+			require.False(t, json.Valid(msg), "%s: the test is wrong: json.Valid", tc.name)
 		}
 		for _, mode := range []struct {
 			name string
@@ -225,57 +227,60 @@ func TestPickUnboundedReadsPastTheNestingLimit(t *testing.T) {
 		}{{"exact", exact}, {"fold", fold}} {
 			p := Picker{Unbounded: true}
 			got, err := p.Pick(msg, mode.set)
-			if errors.Is(err, ErrTooDeep) {
-				t.Errorf("%s/%s: %v", tc.name, mode.name, err)
-			}
+			assert.NotErrorIs(t, err, ErrTooDeep, "%s/%s", tc.name, mode.name)
 			if tc.err != nil {
-				if !errors.Is(err, tc.err) || errors.Is(err, ErrSyntax) == errors.Is(err, ErrNotObject) {
-					t.Errorf("%s/%s: error %v, want %v", tc.name, mode.name, err, tc.err)
+				if assert.ErrorIs(t, err, tc.err, "%s/%s: error", tc.name, mode.name) {
+					assert.NotEqual(t, errors.Is(err, ErrNotObject), errors.Is(err, ErrSyntax), "%s/%s: error", tc.name, mode.name)
 				}
-			} else if err != nil {
-				t.Errorf("%s/%s: %v", tc.name, mode.name, err)
-			} else {
+			} else if assert.NoError(t, err, "%s/%s", tc.name, mode.name) {
 				var oracle [][]byte // encoding/json's Token (the exact set only: a slow oracle)
 				if !mode.set.fold {
 					oracle = tokenPick(msg, paths, false)
 				}
 				for i, w := range tc.want {
-					if w == "" && got[i] != nil || string(got[i]) != w {
-						t.Errorf("%s/%s: %v = %.40q, want %.40q", tc.name, mode.name, paths[i], got[i], w)
+					assert.Equal(t, w, string(got[i]), "%s/%s: %v", tc.name, mode.name, paths[i])
+					if w == "" {
+						assert.Nil(t, got[i], "%s/%s: %v", tc.name, mode.name, paths[i])
 					}
-					if oracle != nil && !bytes.Equal(got[i], oracle[i]) {
-						t.Errorf("%s/%s: %v = %.40q, encoding/json's Token %.40q", tc.name, mode.name, paths[i], got[i], oracle[i])
+					if oracle != nil {
+						// As strings: bytes.Equal's nil and empty are one.
+						assert.Equal(t, string(oracle[i]), string(got[i]), "%s/%s: %v against encoding/json's Token", tc.name, mode.name, paths[i])
 					}
 				}
 			}
 			// The zero Picker keeps the limit.
 			var bounded Picker
-			if _, err := bounded.Pick(msg, mode.set); tc.depth > MaxDepth && !errors.Is(err, ErrTooDeep) {
-				t.Errorf("%s/%s: bounded: error %v, want ErrTooDeep", tc.name, mode.name, err)
+			if _, err := bounded.Pick(msg, mode.set); tc.depth > MaxDepth {
+				assert.ErrorIs(t, err, ErrTooDeep, "%s/%s: bounded", tc.name, mode.name)
 			}
 			// PickPrefixUnbounded reads the whole message as Pick does,
 			// and every prefix of a valid one without an error.
 			// (A message that ends too soon is a prefix.)
 			pre, perr := PickPrefixUnbounded(msg, mode.set)
-			if (perr == nil) != (err == nil || tc.truncated) || errors.Is(perr, ErrTooDeep) || perr == nil && pre.Whole != (err == nil) ||
-				err == nil && !reflect.DeepEqual(pre.Values, got) {
-				t.Errorf("%s/%s: PickPrefixUnbounded: %v, whole %v; Pick: %v", tc.name, mode.name, perr, pre.Whole, err)
+			assert.Equal(t, err == nil || tc.truncated, perr == nil, "%s/%s: PickPrefixUnbounded without an error: %v; Pick: %v", tc.name, mode.name, perr, err)
+			assert.NotErrorIs(t, perr, ErrTooDeep, "%s/%s: PickPrefixUnbounded", tc.name, mode.name)
+			if perr == nil {
+				assert.Equal(t, err == nil, pre.Whole, "%s/%s: PickPrefixUnbounded whole; Pick: %v", tc.name, mode.name, err)
 			}
-			if _, err := PickPrefix(msg, mode.set); tc.depth > MaxDepth && !errors.Is(err, ErrTooDeep) {
-				t.Errorf("%s/%s: PickPrefix: error %v, want ErrTooDeep", tc.name, mode.name, err)
+			if err == nil {
+				assert.Equal(t, got, pre.Values, "%s/%s: PickPrefixUnbounded values", tc.name, mode.name)
+			}
+			if _, err := PickPrefix(msg, mode.set); tc.depth > MaxDepth {
+				assert.ErrorIs(t, err, ErrTooDeep, "%s/%s: PickPrefix", tc.name, mode.name)
 			}
 			if tc.err != nil {
 				continue
 			}
 			for _, k := range []int{len(msg) / 2, len(msg) - 3} {
 				pre, err := PickPrefixUnbounded(msg[:k], mode.set)
-				if err != nil || pre.Whole {
-					t.Errorf("%s/%s: prefix of %d bytes: %v, whole %v", tc.name, mode.name, k, err, pre.Whole)
+				if assert.NoError(t, err, "%s/%s: prefix of %d bytes, whole %v", tc.name, mode.name, k, pre.Whole) {
+					assert.False(t, pre.Whole, "%s/%s: prefix of %d bytes: %v, whole %v", tc.name, mode.name, k, err, pre.Whole)
 				}
 				for i, v := range pre.Values {
-					if v != nil && !bytes.Equal(v, got[i]) {
-						t.Errorf("%s/%s: prefix of %d bytes: %v = %.40q, the whole message has %.40q", tc.name, mode.name, k, paths[i], v, got[i])
+					if v != nil {
+						assert.Equal(t, string(got[i]), string(v), "%s/%s: prefix of %d bytes: %v against the whole message", tc.name, mode.name, k, paths[i])
 					}
+
 				}
 			}
 		}
@@ -299,44 +304,51 @@ func TestPickUnboundedMillionDeep(t *testing.T) {
 			tc.value + `}},"id":7}`)
 		p := Picker{Unbounded: true}
 		got, err := p.Pick(msg, agentSet)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		if string(got[0]) != "7" || string(got[7]) != `"plan"` || len(got[6]) != len(tc.value)+len(`{"sessionUpdate":"plan","_meta":}`) {
-			t.Errorf("%s: id %q, sessionUpdate %q, update of %d bytes", tc.name, got[0], got[7], len(got[6]))
+		require.NoError(t, err, "%s", tc.name)
+		if assert.Equal(t, "7", string(got[0]), "%s: id %q, sessionUpdate %q, update of %d bytes", tc.name, got[0], got[7], len(got[6])) {
+			if assert.Equal(t, `"plan"`, string(got[7]), "%s: id %q, sessionUpdate %q, update of %d bytes", tc.name, got[0], got[7], len(got[6])) {
+				assert.Len(t, got[6], len(tc.value)+len(`{"sessionUpdate":"plan","_meta":}`), "%s: id %q, sessionUpdate %q, update of %d bytes", tc.name, got[0], got[7], len(got[6]))
+			}
 		}
 		var bounded Picker
-		if _, err := bounded.Pick(msg, agentSet); !errors.Is(err, ErrTooDeep) {
-			t.Errorf("%s: bounded: %v", tc.name, err)
-		}
+		_, err = bounded.Pick(msg, agentSet)
+		assert.ErrorIs(t, err, ErrTooDeep, "%s: bounded", tc.name)
 		pre, err := PickPrefixUnbounded(msg, agentSet)
-		if err != nil || !pre.Whole || !reflect.DeepEqual(pre.Values, got) {
-			t.Errorf("%s: PickPrefixUnbounded: %v, whole %v", tc.name, err, pre.Whole)
+		if assert.NoError(t, err, "%s: PickPrefixUnbounded, whole %v", tc.name, pre.Whole) {
+			if assert.True(t, pre.Whole, "%s: PickPrefixUnbounded: %v, whole %v", tc.name, err, pre.Whole) {
+				assert.Equal(t, got, pre.Values, "%s: PickPrefixUnbounded, whole %v", tc.name, pre.Whole)
+			}
 		}
 		pre, err = PickPrefixUnbounded(msg[:len(msg)/2], agentSet)
-		if err != nil || pre.Whole || string(pre.Values[7]) != `"plan"` || pre.Values[6] != nil || !pre.Started[6] {
-			t.Errorf("%s: PickPrefixUnbounded of half: %v, %q", tc.name, err, pre.Values)
+		if assert.NoError(t, err, "%s: PickPrefixUnbounded of half, %q", tc.name, pre.Values) {
+			if assert.False(t, pre.Whole, "%s: PickPrefixUnbounded of half: %v, %q", tc.name, err, pre.Values) {
+				if assert.Equal(t, `"plan"`, string(pre.Values[7]), "%s: PickPrefixUnbounded of half, %q", tc.name, pre.Values) {
+					if assert.Nil(t, pre.Values[6], "%s: PickPrefixUnbounded of half, %q", tc.name, pre.Values) {
+						assert.True(t, pre.Started[6], "%s: PickPrefixUnbounded of half: %v, %q", tc.name, err, pre.Values)
+					}
+				}
+			}
 		}
 		if raceEnabled {
 			continue // the rest measures allocation, which the race detector adds to
 		}
 		// The bits past MaxDepth (124 KB for a million levels, the slice
 		// doubling as it grows: 256 KB in all), and no more.
-		if n := testing.AllocsPerRun(2, func() { _, _ = p.Pick(msg, agentSet) }); n > 20 {
-			t.Errorf("%s: %v allocations", tc.name, n)
-		}
-		if b := allocBytes(func() { _, _ = p.Pick(msg, agentSet) }); b > depth/4+64<<10 {
-			t.Errorf("%s: %d bytes allocated", tc.name, b)
-		}
+		n := testing.AllocsPerRun(2, func() { _, _ = p.Pick(msg, agentSet) })
+		assert.LessOrEqual(t, n, float64(20), "%s: %v allocations", tc.name, n)
+		b := allocBytes(func() { _, _ = p.Pick(msg, agentSet) })
+		assert.LessOrEqual(t, b, uint64(depth/4+64<<10), "%s: %d bytes allocated", tc.name, b)
 	}
 	// One deep invalid byte is found.
 	bad := []byte(`{"a":` + nested(depth/2, nested(depth/2, "1,")) + `}`)
 	p := Picker{Unbounded: true}
-	if _, err := p.Pick(bad, agentSet); !errors.Is(err, ErrSyntax) || errors.Is(err, ErrTooDeep) {
-		t.Errorf("a trailing comma a million deep: %v", err)
+	_, err := p.Pick(bad, agentSet)
+	if assert.ErrorIs(t, err, ErrSyntax, "a trailing comma a million deep") {
+		assert.NotErrorIs(t, err, ErrTooDeep, "a trailing comma a million deep")
 	}
-	if _, err := PickPrefixUnbounded(bad, agentSet); !errors.Is(err, ErrSyntax) || errors.Is(err, ErrTooDeep) {
-		t.Errorf("PickPrefixUnbounded: a trailing comma a million deep: %v", err)
+	_, err = PickPrefixUnbounded(bad, agentSet)
+	if assert.ErrorIs(t, err, ErrSyntax, "PickPrefixUnbounded: a trailing comma a million deep") {
+		assert.NotErrorIs(t, err, ErrTooDeep, "PickPrefixUnbounded: a trailing comma a million deep")
 	}
 }
 

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // fuzzPaths are the paths FuzzPick picks: short names, so that the fuzzer
@@ -59,8 +62,8 @@ func FuzzPick(f *testing.F) {
 		deep := errors.As(json.Compact(new(bytes.Buffer), b), &cerr) && strings.Contains(cerr.Error(), "exceeded max depth")
 		// Valid without the nesting limit.
 		validJS := tokenValid(b)
-		if !deep && validJS != valid {
-			t.Fatalf("%q: json.Valid %v, the Token oracle %v", b, valid, validJS)
+		if !deep {
+			require.Equal(t, valid, validJS, "%q: the Token oracle against json.Valid", b)
 		}
 		isObjectJS := validJS && trimmed[0] == '{'
 
@@ -75,26 +78,26 @@ func FuzzPick(f *testing.F) {
 				got, err := im.pick(&p, b, mode.set)
 				switch {
 				case !valid && (!errors.Is(err, ErrSyntax) || errors.Is(err, ErrNotObject)):
-					t.Fatalf("%s/%s: %q: error %v, json.Valid false", im.name, mode.name, b, err)
+					require.Fail(t, fmt.Sprintf("%s/%s: %q: error %v, json.Valid false", im.name, mode.name, b, err))
 				case valid && !isObject && (!errors.Is(err, ErrNotObject) || errors.Is(err, ErrSyntax)):
-					t.Fatalf("%s/%s: %q: error %v, valid but not an object", im.name, mode.name, b, err)
+					require.Fail(t, fmt.Sprintf("%s/%s: %q: error %v, valid but not an object", im.name, mode.name, b, err))
 				case isObject && err != nil:
-					t.Fatalf("%s/%s: %q: error %v, json.Valid true", im.name, mode.name, b, err)
+					require.Fail(t, fmt.Sprintf("%s/%s: %q: error %v, json.Valid true", im.name, mode.name, b, err))
 				case errors.Is(err, ErrTooDeep) != deep:
-					t.Fatalf("%s/%s: %q: error %v, encoding/json: %v", im.name, mode.name, b, err, cerr)
+					require.Fail(t, fmt.Sprintf("%s/%s: %q: error %v, encoding/json: %v", im.name, mode.name, b, err, cerr))
 				}
 				if err != nil {
 					continue
 				}
 				for i, path := range fuzzPaths {
-					if want := mode.want(b, path); !bytes.Equal(got[i], want) || (got[i] == nil) != (want == nil) {
-						t.Fatalf("%s/%s: %q: %v = %q, encoding/json %q", im.name, mode.name, b, path, got[i], want)
-					}
+					want := mode.want(b, path)
+					require.Equal(t, want, got[i], "%s/%s: %q: %v, encoding/json %q", im.name, mode.name, b, path, want)
+					require.Equal(t, want == nil, got[i] == nil, "%s/%s: %q: %v, encoding/json %q", im.name, mode.name, b, path, want)
 				}
 				results = append(results, append([][]byte(nil), got...))
 			}
-			if len(results) == 2 && !reflect.DeepEqual(results[0], results[1]) {
-				t.Fatalf("%s: %q: hand %q, jsontext %q", mode.name, b, results[0], results[1])
+			if len(results) == 2 {
+				require.Equal(t, results[0], results[1], "%s: %q: jsontext against hand", mode.name, b)
 			}
 
 			// Unbounded.
@@ -102,26 +105,26 @@ func FuzzPick(f *testing.F) {
 			got, err := p.Pick(b, mode.set)
 			switch {
 			case errors.Is(err, ErrTooDeep):
-				t.Fatalf("unbounded/%s: %q: error %v", mode.name, b, err)
+				require.Fail(t, fmt.Sprintf("unbounded/%s: %q: error %v", mode.name, b, err))
 			case !validJS && (!errors.Is(err, ErrSyntax) || errors.Is(err, ErrNotObject)):
-				t.Fatalf("unbounded/%s: %q: error %v, Token oracle: invalid", mode.name, b, err)
+				require.Fail(t, fmt.Sprintf("unbounded/%s: %q: error %v, Token oracle: invalid", mode.name, b, err))
 			case validJS && !isObjectJS && (!errors.Is(err, ErrNotObject) || errors.Is(err, ErrSyntax)):
-				t.Fatalf("unbounded/%s: %q: error %v, valid but not an object", mode.name, b, err)
+				require.Fail(t, fmt.Sprintf("unbounded/%s: %q: error %v, valid but not an object", mode.name, b, err))
 			case isObjectJS && err != nil:
-				t.Fatalf("unbounded/%s: %q: error %v, Token oracle: valid", mode.name, b, err)
+				require.Fail(t, fmt.Sprintf("unbounded/%s: %q: error %v, Token oracle: valid", mode.name, b, err))
 			}
 			if err != nil {
 				continue
 			}
-			if !deep && !reflect.DeepEqual(got, results[0]) {
-				t.Fatalf("unbounded/%s: %q: %q, bounded %q", mode.name, b, got, results[0])
+			if !deep {
+				require.Equal(t, results[0], got, "unbounded/%s: %q: against bounded", mode.name, b)
 			}
 			if deep {
 				wants := tokenPick(b, fuzzPaths, mode.set.fold)
 				for i, path := range fuzzPaths {
-					if want := wants[i]; !bytes.Equal(got[i], want) || (got[i] == nil) != (want == nil) {
-						t.Fatalf("unbounded/%s: %q: %v = %q, encoding/json's Token %q", mode.name, b, path, got[i], want)
-					}
+					want := wants[i]
+					require.Equal(t, want, got[i], "unbounded/%s: %q: %v, encoding/json's Token %q", mode.name, b, path, want)
+					require.Equal(t, want == nil, got[i] == nil, "unbounded/%s: %q: %v, encoding/json's Token %q", mode.name, b, path, want)
 				}
 			}
 		}
@@ -134,9 +137,8 @@ func FuzzPick(f *testing.F) {
 		for _, set := range []*Paths{fuzzExact, fuzzFold} {
 			p := Picker{Unbounded: true}
 			got, err := p.Pick(wrapped, set)
-			if (err == nil) != innerValid || errors.Is(err, ErrTooDeep) {
-				t.Fatalf("unbounded: %q, %d deep: error %v, Token oracle: valid %v", b, MaxDepth, err, innerValid)
-			}
+			require.Equal(t, innerValid, err == nil, "unbounded: %q, %d deep, Token oracle: valid %v", b, MaxDepth, innerValid)
+			require.NotErrorIs(t, err, ErrTooDeep, "unbounded: %q, %d deep, Token oracle: valid %v", b, MaxDepth, innerValid)
 			if err != nil {
 				continue
 			}
@@ -149,25 +151,24 @@ func FuzzPick(f *testing.F) {
 				case "a":
 					want = a
 				}
-				if !bytes.Equal(got[i], want) || (got[i] == nil) != (want == nil) {
-					t.Fatalf("unbounded: %q, %d deep: %v = %.40q, want %.40q", b, MaxDepth, path, got[i], want)
-				}
+				require.Equal(t, want, got[i], "unbounded: %q, %d deep: %v", b, MaxDepth, path)
+				require.Equal(t, want == nil, got[i] == nil, "unbounded: %q, %d deep: %v", b, MaxDepth, path)
 			}
 		}
 		// PickPrefixUnbounded reads it whole as Pick does, and no prefix
 		// of a valid one is an error (the exact set only: this is slow).
 		pre, err := PickPrefixUnbounded(wrapped, fuzzExact)
-		if (err == nil) != innerValid || errors.Is(err, ErrTooDeep) || err == nil && !pre.Whole {
-			t.Fatalf("unbounded prefix: %q, %d deep: error %v, whole %v, Token oracle: valid %v", b, MaxDepth, err, pre.Whole, innerValid)
-		}
-		if err == nil && (string(pre.Values[0]) != "1" || len(pre.Values[1]) != len(wrapped)-len(`{"a":,"id":1}`)) {
-			t.Fatalf("unbounded prefix: %q, %d deep: values %.40q", b, MaxDepth, pre.Values)
+		require.Equal(t, innerValid, err == nil, "unbounded prefix: %q, %d deep: without an error (%v) against the Token oracle", b, MaxDepth, err)
+		require.NotErrorIs(t, err, ErrTooDeep, "unbounded prefix: %q, %d deep", b, MaxDepth)
+		if err == nil {
+			require.True(t, pre.Whole, "unbounded prefix: %q, %d deep: whole", b, MaxDepth)
+			require.Equal(t, "1", string(pre.Values[0]), "unbounded prefix: %q, %d deep: id", b, MaxDepth)
+			require.Equal(t, len(wrapped)-len(`{"a":,"id":1}`), len(pre.Values[1]), "unbounded prefix: %q, %d deep: length of a", b, MaxDepth)
 		}
 		for k := 1; innerValid && k < 4; k++ {
 			cut := len(wrapOpen) + k*len(inner)/4
-			if _, err := PickPrefixUnbounded(wrapped[:cut], fuzzExact); err != nil {
-				t.Fatalf("unbounded prefix of %q, %d deep, cut %d bytes in: %v", b, MaxDepth, cut-len(wrapOpen), err)
-			}
+			_, err := PickPrefixUnbounded(wrapped[:cut], fuzzExact)
+			require.NoError(t, err, "unbounded prefix of %q, %d deep, cut %d bytes in", b, MaxDepth, cut-len(wrapOpen))
 		}
 
 		// skipDeep on its own, from the top: a valid array or object is
@@ -182,8 +183,9 @@ func FuzzPick(f *testing.F) {
 					err = s.fail("data after the value")
 				}
 			}
-			if (err == nil) != validJS || err != nil && !errors.Is(err, ErrSyntax) {
-				t.Fatalf("skipDeep(%q): %v, Token oracle: valid %v", b, err, validJS)
+			require.Equal(t, validJS, err == nil, "skipDeep(%q) without an error (%v) against the Token oracle", b, err)
+			if err != nil {
+				require.ErrorIs(t, err, ErrSyntax, "skipDeep(%q)", b)
 			}
 			step := 1
 			if len(b) > 256 {
@@ -198,7 +200,7 @@ func FuzzPick(f *testing.F) {
 				case err == errCut:
 				case err == nil && len(trimSpace(b[s.i:])) == 0:
 				default:
-					t.Fatalf("skipDeep(%q, cut): %v at byte %d, of %q", b[:k], err, s.i, b)
+					require.Fail(t, fmt.Sprintf("skipDeep(%q, cut): %v at byte %d, of %q", b[:k], err, s.i, b))
 				}
 			}
 		}
@@ -210,25 +212,19 @@ func FuzzPick(f *testing.F) {
 		}
 		for _, im := range impls {
 			h, err := im.head(b)
-			if (err == nil) != isObject {
-				t.Fatalf("%s: ReadHead(%q) error %v, json.Valid %v", im.name, b, err, valid)
-			}
+			require.Equal(t, isObject, err == nil, "%s: ReadHead(%q) error %v, json.Valid %v", im.name, b, err, valid)
 			if err != nil {
 				continue
 			}
 			env.ID, env.Method = nil, nil
-			if err := json.Unmarshal(b, &env); err != nil {
-				t.Fatalf("json.Unmarshal(%q): %v", b, err)
-			}
+			require.NoError(t, json.Unmarshal(b, &env), "json.Unmarshal(%q)", b)
 			var want Head
 			var method string
 			if env.Method != nil && json.Unmarshal(env.Method, &method) == nil && env.Method[0] == '"' {
 				want.Method, want.HasMethod = method, true
 			}
 			want.HasID = env.ID != nil && string(env.ID) != "null"
-			if h != want {
-				t.Fatalf("%s: ReadHead(%q) = %+v, encoding/json %+v", im.name, b, h, want)
-			}
+			require.Equal(t, want, h, "%s: ReadHead(%q), encoding/json %+v", im.name, b, want)
 		}
 	})
 }
@@ -302,12 +298,13 @@ func FuzzIDKey(f *testing.F) {
 			key string
 			ok  bool
 		}{{a, ka, oka}, {b, kb, okb}} {
-			if !c.ok && len(trimSpace(c.raw)) > 0 && !strings.HasPrefix(c.key, "?:") {
-				t.Fatalf("IDKey(%q) = %q, not valid JSON", c.raw, c.key)
+			if !c.ok && len(trimSpace(c.raw)) > 0 {
+				require.True(t, strings.HasPrefix(c.key, "?:"), "IDKey(%q) = %q, not valid JSON", c.raw, c.key)
 			}
-			if c.ok && strings.HasPrefix(c.key, "?:") {
-				t.Fatalf("IDKey(%q) = %q, valid JSON", c.raw, c.key)
+			if c.ok {
+				require.False(t, strings.HasPrefix(c.key, "?:"), "IDKey(%q) = %q, valid JSON", c.raw, c.key)
 			}
+
 		}
 		if !oka || !okb {
 			return
@@ -318,9 +315,7 @@ func FuzzIDKey(f *testing.F) {
 		if isNumA && isNumB {
 			same = numberValue(t, na) == numberValue(t, nb)
 		}
-		if same != (ka == kb) {
-			t.Fatalf("IDKey(%q) = %q, IDKey(%q) = %q; encoding/json decodes %#v and %#v", a, ka, b, kb, va, vb)
-		}
+		require.Equal(t, ka == kb, same, "IDKey(%q) = %q, IDKey(%q) = %q; encoding/json decodes %#v and %#v", a, ka, b, kb, va, vb)
 	})
 }
 
@@ -330,9 +325,7 @@ func numberValue(t *testing.T, n json.Number) float64 {
 	var f float64
 	if err := json.Unmarshal([]byte(n), &f); err != nil {
 		var te *json.UnmarshalTypeError
-		if !errors.As(err, &te) {
-			t.Fatalf("json.Unmarshal(%s): %v", n, err)
-		}
+		require.ErrorAs(t, err, &te, "json.Unmarshal(%s)", n)
 		if strings.HasPrefix(string(n), "-") {
 			return math.Inf(-1)
 		}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestPickPrefixReadsTheHeadOfAHugePrompt(t *testing.T) {
@@ -16,29 +18,31 @@ func TestPickPrefixReadsTheHeadOfAHugePrompt(t *testing.T) {
 		strings.Repeat("x", 1000) + `"}]}}`
 	for _, cut := range []int{40, 200, len(msg) - 3} {
 		pre, err := PickPrefix([]byte(msg[:cut]), set)
-		if err != nil {
-			t.Fatalf("cut %d: %v", cut, err)
-		}
-		if pre.Whole {
-			t.Fatalf("cut %d: whole", cut)
-		}
+		require.NoError(t, err, "cut %d", cut)
+		require.False(t, pre.Whole, "cut %d: whole", cut)
 		if cut < 200 {
 			continue
 		}
-		if string(pre.Values[0]) != `"p\u00e9"` || string(pre.Values[1]) != `"session/prompt"` || string(pre.Values[2]) != `"s1"` {
-			t.Errorf("cut %d: %q", cut, pre.Values)
+		if assert.Equal(t, `"p\u00e9"`, string(pre.Values[0]), "cut %d: %q", cut, pre.Values) {
+			if assert.Equal(t, `"session/prompt"`, string(pre.Values[1]), "cut %d: %q", cut, pre.Values) {
+				assert.Equal(t, `"s1"`, string(pre.Values[2]), "cut %d: %q", cut, pre.Values)
+			}
 		}
-		if pre.Values[3] != nil || pre.Values[4] != nil || !pre.Started[3] || !pre.Started[4] {
-			t.Errorf("cut %d: params and prompt run past the end: values %q, started %v", cut, pre.Values[3:5], pre.Started)
+		if assert.Nil(t, pre.Values[3], "cut %d: params and prompt run past the end: values %q, started %v", cut, pre.Values[3:5], pre.Started) {
+			if assert.Nil(t, pre.Values[4], "cut %d: params and prompt run past the end: values %q, started %v", cut, pre.Values[3:5], pre.Started) {
+				if assert.True(t, pre.Started[3], "cut %d: params and prompt run past the end: values %q, started %v", cut, pre.Values[3:5], pre.Started) {
+					assert.True(t, pre.Started[4], "cut %d: params and prompt run past the end: values %q, started %v", cut, pre.Values[3:5], pre.Started)
+				}
+			}
 		}
-		if pre.Started[5] || pre.Values[5] != nil {
-			t.Errorf("cut %d: result is absent", cut)
-		}
+		// The result is absent.
+		assert.False(t, pre.Started[5], "cut %d: result started", cut)
+		assert.Nil(t, pre.Values[5], "cut %d: result value", cut)
 	}
 	pre, err := PickPrefix([]byte(msg+"\n"), set)
-	if err != nil || !pre.Whole || pre.Values[3] == nil {
-		t.Fatalf("whole message: %v, %+v", err, pre)
-	}
+	require.NoError(t, err, "whole message, %+v", pre)
+	require.True(t, pre.Whole, "whole message: %v, %+v", err, pre)
+	require.NotNil(t, pre.Values[3], "whole message, %+v", pre)
 }
 
 func TestPickPrefixCuts(t *testing.T) {
@@ -83,17 +87,18 @@ func TestPickPrefixCuts(t *testing.T) {
 	} {
 		pre, err := PickPrefix([]byte(tc.prefix), set)
 		if tc.err != nil {
-			if !errors.Is(err, tc.err) {
-				t.Errorf("%q: error %v, want %v", tc.prefix, err, tc.err)
+			assert.ErrorIs(t, err, tc.err, "%q: error", tc.prefix)
+			continue
+		}
+		if !assert.NoError(t, err, "%q", tc.prefix) {
+			continue
+		}
+		if assert.Equal(t, tc.a, string(pre.Values[0]), "%q: %q whole", tc.prefix, pre.Values) {
+			if assert.Equal(t, pre.Values[0] == nil, tc.a == "", "%q: %q whole", tc.prefix, pre.Values) {
+				if assert.Equal(t, tc.b, string(pre.Values[1]), "%q: %q whole", tc.prefix, pre.Values) {
+					assert.Equal(t, tc.whole, pre.Whole, "%q: %q whole", tc.prefix, pre.Values)
+				}
 			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%q: %v", tc.prefix, err)
-			continue
-		}
-		if string(pre.Values[0]) != tc.a || (tc.a == "") != (pre.Values[0] == nil) || string(pre.Values[1]) != tc.b || pre.Whole != tc.whole {
-			t.Errorf("%q: %q whole %v; want a %q, b %q, whole %v", tc.prefix, pre.Values, pre.Whole, tc.a, tc.b, tc.whole)
 		}
 	}
 }
@@ -124,22 +129,22 @@ func FuzzPickPrefix(f *testing.F) {
 			p := Picker{Unbounded: mode.unbounded}
 			want, werr := p.Pick(b, mode.set)
 			pre, err := pickPrefix(b, mode.set)
-			if err == nil && pre.Whole != (werr == nil) {
-				t.Fatalf("%s: %q: whole %v, Pick error %v", mode.name, b, pre.Whole, werr)
+			if err == nil {
+				require.Equal(t, werr == nil, pre.Whole, "%s: %q: whole; Pick error %v", mode.name, b, werr)
 			}
-			if err != nil && werr == nil {
-				t.Fatalf("%s: %q: PickPrefix error %v on a valid message", mode.name, b, err)
+			if werr == nil {
+				require.NoError(t, err, "%s: %q: PickPrefix on a valid message", mode.name, b)
 			}
-			if mode.unbounded && errors.Is(err, ErrTooDeep) {
-				t.Fatalf("%s: %q: %v", mode.name, b, err)
+			if mode.unbounded {
+				require.NotErrorIs(t, err, ErrTooDeep, "%s: %q", mode.name, b)
 			}
 			if werr != nil || repeatsOnPaths(b, mode.set.root, mode.set.fold) {
 				continue
 			}
 			for i := range want {
-				if !bytes.Equal(pre.Values[i], want[i]) || (pre.Values[i] == nil) != (want[i] == nil) || pre.Started[i] != (want[i] != nil) {
-					t.Fatalf("%s: %q: whole message: %v = %q (started %v), Pick %q", mode.name, b, fuzzPaths[i], pre.Values[i], pre.Started[i], want[i])
-				}
+				require.Equal(t, want[i], pre.Values[i], "%s: %q: whole message: %v (started %v), Pick %q", mode.name, b, fuzzPaths[i], pre.Started[i], want[i])
+				require.Equal(t, want[i] == nil, pre.Values[i] == nil, "%s: %q: whole message: %v (started %v), Pick %q", mode.name, b, fuzzPaths[i], pre.Started[i], want[i])
+				require.Equal(t, want[i] != nil, pre.Started[i], "%s: %q: whole message: %v (started %v), Pick %q", mode.name, b, fuzzPaths[i], pre.Started[i], want[i])
 			}
 			step := 1
 			switch {
@@ -152,20 +157,18 @@ func FuzzPickPrefix(f *testing.F) {
 			}
 			for k := 0; k < len(b); k += step {
 				pre, err := pickPrefix(b[:k], mode.set)
-				if err != nil {
-					t.Fatalf("%s: %q: prefix of %d bytes: %v", mode.name, b, k, err)
-				}
+				require.NoError(t, err, "%s: %q: prefix of %d bytes", mode.name, b, k)
 				for i := range want {
-					if v := pre.Values[i]; v != nil && !bytes.Equal(v, want[i]) {
-						t.Fatalf("%s: %q: prefix of %d bytes: %v = %q, the whole message has %q", mode.name, b, k, fuzzPaths[i], v, want[i])
-					}
-					if pre.Values[i] != nil && !pre.Started[i] {
-						t.Fatalf("%s: %q: prefix of %d bytes: %v complete but not started", mode.name, b, k, fuzzPaths[i])
+					if v := pre.Values[i]; v != nil {
+						// As strings: bytes.Equal's nil and empty are one.
+						require.Equal(t, string(want[i]), string(v), "%s: %q: prefix of %d bytes: %v against the whole message", mode.name, b, k, fuzzPaths[i])
+						require.True(t, pre.Started[i], "%s: %q: prefix of %d bytes: %v complete but not started", mode.name, b, k, fuzzPaths[i])
 					}
 				}
-				if pre.Whole && !valid(b[:k]) {
-					t.Fatalf("%s: %q: prefix of %d bytes whole, but not valid", mode.name, b, k)
+				if pre.Whole {
+					require.True(t, valid(b[:k]), "%s: %q: prefix of %d bytes whole, but not valid", mode.name, b, k)
 				}
+
 			}
 		}
 	})
@@ -222,26 +225,20 @@ func TestPickPrefixCutsInsideTokens(t *testing.T) {
 	} {
 		pre, err := PickPrefix([]byte(tc.prefix), set)
 		if tc.err != nil {
-			if !errors.Is(err, tc.err) {
-				t.Errorf("%q: error %v, want %v", tc.prefix, err, tc.err)
-			}
+			assert.ErrorIs(t, err, tc.err, "%q: error", tc.prefix)
 			continue
 		}
-		if err != nil {
-			t.Errorf("%q: %v", tc.prefix, err)
+		if !assert.NoError(t, err, "%q", tc.prefix) {
 			continue
 		}
 		for q, want := range tc.values {
-			if got := pre.Values[q]; string(got) != want || (got == nil) != (want == "") {
-				t.Errorf("%q: value %d: got %q, want %q", tc.prefix, q, got, want)
+			got := pre.Values[q]
+			if assert.Equal(t, want, string(got), "%q: value %d", tc.prefix, q) {
+				assert.Equal(t, want == "", got == nil, "%q: value %d", tc.prefix, q)
 			}
 		}
-		if !slices.Equal(pre.Started, tc.started) {
-			t.Errorf("%q: started: got %v, want %v", tc.prefix, pre.Started, tc.started)
-		}
-		if pre.Whole != tc.whole {
-			t.Errorf("%q: whole: got %v, want %v", tc.prefix, pre.Whole, tc.whole)
-		}
+		assert.Equal(t, tc.started, pre.Started, "%q: started", tc.prefix)
+		assert.Equal(t, tc.whole, pre.Whole, "%q: whole", tc.prefix)
 	}
 }
 
@@ -258,8 +255,10 @@ func TestPickPrefixErrorsArePicks(t *testing.T) {
 		var p Picker
 		_, want := p.Pick([]byte(msg), set)
 		_, got := PickPrefix([]byte(msg), set)
-		if want == nil || got == nil || got.Error() != want.Error() {
-			t.Errorf("%q: PickPrefix error %v, Pick's %v", msg, got, want)
+		if assert.Error(t, want, "%q: PickPrefix error %v, Pick's %v", msg, got, want) {
+			if assert.Error(t, got, "%q: PickPrefix error %v, Pick's %v", msg, got, want) {
+				assert.Equal(t, want.Error(), got.Error(), "%q: PickPrefix error %v, Pick's %v", msg, got, want)
+			}
 		}
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // impl is one implementation of Pick and ReadHead's pick, so that every
@@ -110,26 +113,17 @@ func TestPick(t *testing.T) {
 					var p implPicker
 					got, err := im.pick(&p, []byte(tc.msg), mode.set)
 					if tc.err != nil {
-						if !errors.Is(err, tc.err) {
-							t.Fatalf("error %v, want %v", err, tc.err)
-						}
-						if errors.Is(err, ErrSyntax) == errors.Is(err, ErrNotObject) {
-							t.Fatalf("error %v: ErrSyntax %v, ErrNotObject %v", err, errors.Is(err, ErrSyntax), errors.Is(err, ErrNotObject))
-						}
-						if tc.wantsDeep != errors.Is(err, ErrTooDeep) {
-							t.Fatalf("error %v, ErrTooDeep %v", err, errors.Is(err, ErrTooDeep))
-						}
+						require.ErrorIs(t, err, tc.err, "pick")
+						require.NotEqual(t, errors.Is(err, ErrNotObject), errors.Is(err, ErrSyntax), "error %v: ErrSyntax %v, ErrNotObject %v", err, errors.Is(err, ErrSyntax), errors.Is(err, ErrNotObject))
+						require.Equal(t, tc.wantsDeep, errors.Is(err, ErrTooDeep), "error %v, ErrTooDeep %v", err, errors.Is(err, ErrTooDeep))
 						return
 					}
-					if err != nil {
-						t.Fatal(err)
-					}
-					if len(got) != len(mode.want) {
-						t.Fatalf("%d values, want %d", len(got), len(mode.want))
-					}
+					require.NoError(t, err, "pick")
+					require.Len(t, got, len(mode.want), "%d values", len(got))
 					for i, w := range mode.want {
-						if w == "" && got[i] != nil || string(got[i]) != w {
-							t.Errorf("%v = %q, want %q", paths[i], got[i], w)
+						assert.Equal(t, w, string(got[i]), "%v", paths[i])
+						if w == "" {
+							assert.Nil(t, got[i], "%v", paths[i])
 						}
 					}
 				})
@@ -142,27 +136,21 @@ func TestPick(t *testing.T) {
 func TestPickReuse(t *testing.T) {
 	for _, im := range impls {
 		var p implPicker
-		if _, err := im.pick(&p, []byte(`{"id":"stale","params":{"sessionId":"stale","update":{"sessionUpdate":"stale"}}}`), agentSet); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := im.pick(&p, []byte(`{`), agentSet); err == nil {
-			t.Fatal("no error")
-		}
+		_, err := im.pick(&p, []byte(`{"id":"stale","params":{"sessionId":"stale","update":{"sessionUpdate":"stale"}}}`), agentSet)
+		require.NoError(t, err, "pick of a whole message")
+		_, err = im.pick(&p, []byte(`{`), agentSet)
+		require.Error(t, err, "pick of a truncated message")
 		got, err := im.pick(&p, []byte(`{"method":"m"}`), agentSet)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "im.pick")
 		for i, v := range got {
-			if i != 1 && v != nil {
-				t.Errorf("%s: %v = %q after reuse", im.name, agentPaths[i], v)
+			if i != 1 {
+				assert.Nil(t, v, "%s: %v after reuse", im.name, agentPaths[i])
 			}
 		}
 		// Sub-slices of the message, not copies.
 		msg := []byte(`{"method":"m"}`)
 		got, _ = im.pick(&p, msg, agentSet)
-		if &got[1][0] != &msg[10] {
-			t.Errorf("%s: the value is not a sub-slice of the message", im.name)
-		}
+		assert.Same(t, &msg[10], &got[1][0], "%s: the value is a sub-slice of the message", im.name)
 	}
 }
 
@@ -172,18 +160,12 @@ func TestPickHuge(t *testing.T) {
 	for _, im := range impls {
 		var p implPicker
 		got, err := im.pick(&p, msg, agentSet)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s, _ := String(got[7]); s != "compaction_update" {
-			t.Errorf("%s: sessionUpdate %q", im.name, got[7])
-		}
-		if s, _ := String(got[13]); s != "completed" {
-			t.Errorf("%s: status %q", im.name, got[13])
-		}
-		if len(got[11]) < 64<<20-1000 {
-			t.Errorf("%s: text of %d bytes", im.name, len(got[11]))
-		}
+		require.NoError(t, err, "im.pick")
+		s, _ := String(got[7])
+		assert.Equal(t, "compaction_update", s, "%s: sessionUpdate %q", im.name, got[7])
+		s, _ = String(got[13])
+		assert.Equal(t, "completed", s, "%s: status %q", im.name, got[13])
+		assert.GreaterOrEqual(t, len(got[11]), 64<<20-1000, "%s: text of %d bytes", im.name, len(got[11]))
 	}
 }
 
@@ -195,8 +177,8 @@ func TestDepthAsEncodingJSON(t *testing.T) {
 			for _, im := range impls {
 				var p implPicker
 				_, err := im.pick(&p, []byte(msg), agentSet)
-				if errors.Is(err, ErrSyntax) == valid || errors.Is(err, ErrTooDeep) == valid {
-					t.Errorf("%s: depth %d (%.12s...): error %v, json.Valid %v", im.name, depth, msg, err, valid)
+				if assert.NotEqual(t, valid, errors.Is(err, ErrSyntax), "%s: depth %d (%.12s...): error %v, json.Valid %v", im.name, depth, msg, err, valid) {
+					assert.NotEqual(t, valid, errors.Is(err, ErrTooDeep), "%s: depth %d (%.12s...): error %v, json.Valid %v", im.name, depth, msg, err, valid)
 				}
 			}
 		}
@@ -226,29 +208,26 @@ func TestString(t *testing.T) {
 		{`"`, "", false},
 	} {
 		got, ok := String([]byte(tc.raw))
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("String(%q) = %q, %v; want %q, %v", tc.raw, got, ok, tc.want, tc.ok)
+		if assert.Equal(t, tc.want, got, "String(%q) , %v", tc.raw, tc.ok) {
+			assert.Equal(t, tc.ok, ok, "String(%q) , %v", tc.raw, tc.ok)
 		}
 		var s string
-		if err := json.Unmarshal([]byte(tc.raw), &s); tc.raw != "null" && ((err == nil) != tc.ok || ok && s != got) {
-			t.Errorf("String(%q) = %q, %v; encoding/json %q, %v", tc.raw, got, ok, s, err)
+		if err := json.Unmarshal([]byte(tc.raw), &s); tc.raw != "null" {
+			assert.Equal(t, tc.ok, err == nil, "String(%q): encoding/json without an error (%v)", tc.raw, err)
+			if ok {
+				assert.Equal(t, s, got, "String(%q) against encoding/json", tc.raw)
+			}
 		}
 	}
 	method := []byte(`"session/update"`)
-	if n := testing.AllocsPerRun(100, func() { _, _ = String(method) }); n != 0 {
-		t.Errorf("String of an ACP method: %v allocations", n)
-	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _, _ = String(method) }), "String of an ACP method: allocations")
 }
 
 func TestIsNull(t *testing.T) {
 	for raw, want := range map[string]bool{``: true, `null`: true, ` null `: true, `0`: false, `"null"`: false, `{}`: false} {
-		if IsNull([]byte(raw)) != want {
-			t.Errorf("IsNull(%q) = %v", raw, !want)
-		}
+		assert.Equal(t, want, IsNull([]byte(raw)), "IsNull(%q) = %v", raw, !want)
 	}
-	if !IsNull(nil) {
-		t.Error("IsNull(nil) = false")
-	}
+	assert.True(t, IsNull(nil), "IsNull(nil) = false")
 }
 
 func TestIDKey(t *testing.T) {
@@ -276,21 +255,15 @@ func TestIDKey(t *testing.T) {
 		{`1`, `01`}, // not JSON: equal to no valid id
 	}
 	for _, p := range same {
-		if a, b := IDKey([]byte(p[0])), IDKey([]byte(p[1])); a != b {
-			t.Errorf("IDKey(%s) = %q, IDKey(%s) = %q; want equal", p[0], a, p[1], b)
-		}
+		assert.Equal(t, IDKey([]byte(p[1])), IDKey([]byte(p[0])), "IDKey(%s), IDKey(%s)", p[0], p[1])
 	}
 	for _, p := range differ {
-		if a, b := IDKey([]byte(p[0])), IDKey([]byte(p[1])); a == b {
-			t.Errorf("IDKey(%s) = IDKey(%s) = %q; want different", p[0], p[1], a)
-		}
+		assert.NotEqual(t, IDKey([]byte(p[1])), IDKey([]byte(p[0])), "IDKey(%s) = IDKey(%s)", p[0], p[1])
 	}
 	for raw, want := range map[string]string{
 		`"init-\u00e9"`: "s:init-é", `7`: "n:7", `-1.5e3`: "n:-1500", `null`: "", `{"b":1,"a":[true]}`: `x:{"a":[true],"b":1}`, `01`: "?:01",
 	} {
-		if got := IDKey([]byte(raw)); got != want {
-			t.Errorf("IDKey(%s) = %q, want %q", raw, got, want)
-		}
+		assert.Equal(t, want, IDKey([]byte(raw)), "IDKey(%s)", raw)
 	}
 }
 
@@ -325,9 +298,7 @@ func TestIDKeyComparesNumbersByValueAsTheClientsDo(t *testing.T) {
 		{"too large, negative", []string{`-1e400`, `-1e309`}, "n:-Infinity"},
 	} {
 		for _, id := range tc.ids {
-			if got := IDKey([]byte(id)); got != tc.key {
-				t.Errorf("%s: IDKey(%s) = %q, want %q", tc.name, id, got, tc.key)
-			}
+			assert.Equal(t, tc.key, IDKey([]byte(id)), "%s: IDKey(%s)", tc.name, id)
 		}
 	}
 	for _, p := range [][2]string{
@@ -335,17 +306,14 @@ func TestIDKeyComparesNumbersByValueAsTheClientsDo(t *testing.T) {
 		{`9007199254740992`, `9007199254740994`}, {`1e400`, `-1e400`}, {`1.7976931348623157e308`, `1e400`},
 		{`5e-324`, `0`}, {`[1]`, `1`}, {`2`, `"2.0"`},
 	} {
-		if a, b := IDKey([]byte(p[0])), IDKey([]byte(p[1])); a == b {
-			t.Errorf("IDKey(%s) = IDKey(%s) = %q; want different", p[0], p[1], a)
-		}
+		assert.NotEqual(t, IDKey([]byte(p[1])), IDKey([]byte(p[0])), "IDKey(%s) = IDKey(%s)", p[0], p[1])
 	}
 	// One allocation, the key (strconv allocates its range error for a
 	// number out of a double's range).
 	for _, raw := range []string{`7`, `-0`, `2.0`, `1e300`, `12345678901234567890`, `"prompt-7"`} {
 		b := []byte(raw)
-		if n := testing.AllocsPerRun(100, func() { keySink = IDKey(b) }); n > 1 {
-			t.Errorf("IDKey(%s): %v allocations", raw, n)
-		}
+		n := testing.AllocsPerRun(100, func() { keySink = IDKey(b) })
+		assert.LessOrEqual(t, n, float64(1), "IDKey(%s): %v allocations", raw, n)
 	}
 }
 
@@ -370,17 +338,16 @@ func TestReadHead(t *testing.T) {
 		for _, im := range impls {
 			got, err := im.head([]byte(tc.msg))
 			if tc.err != nil {
-				if !errors.Is(err, tc.err) {
-					t.Errorf("%s: ReadHead(%s) error %v, want %v", im.name, tc.msg, err, tc.err)
-				}
+				assert.ErrorIs(t, err, tc.err, "%s: ReadHead(%s) error", im.name, tc.msg)
 				continue
 			}
-			if err != nil || got != tc.want {
-				t.Errorf("%s: ReadHead(%s) = %+v, %v; want %+v", im.name, tc.msg, got, err, tc.want)
+			if assert.NoError(t, err, "%s: ReadHead(%s)", im.name, tc.msg) {
+				assert.Equal(t, tc.want, got, "%s: ReadHead(%s)", im.name, tc.msg)
 			}
 		}
-		if got, err := ReadHead([]byte(tc.msg)); got != tc.want || !errors.Is(err, tc.err) {
-			t.Errorf("ReadHead(%s) = %+v, %v", tc.msg, got, err)
+		got, err := ReadHead([]byte(tc.msg))
+		if assert.Equal(t, tc.want, got, "ReadHead(%s), %v", tc.msg, err) {
+			assert.ErrorIs(t, err, tc.err, "ReadHead(%s), %v", tc.msg, err)
 		}
 	}
 	// As the kits' envelope decoding reads it.
@@ -389,8 +356,11 @@ func TestReadHead(t *testing.T) {
 		Method string          `json:"method"`
 	}
 	msg := []byte(`{"Method":"a","METHOD":"b","Id":2}`)
-	if err := json.Unmarshal(msg, &env); err != nil || env.Method != "b" || string(env.ID) != "2" {
-		t.Errorf("encoding/json reads %+v, %v", env, err)
+	err := json.Unmarshal(msg, &env)
+	if assert.NoError(t, err, "encoding/json reads %+v, %v", env, err) {
+		if assert.Equal(t, "b", env.Method, "encoding/json reads %+v, %v", env, err) {
+			assert.Equal(t, "2", string(env.ID), "encoding/json reads %+v, %v", env, err)
+		}
 	}
 }
 
@@ -399,16 +369,13 @@ func TestAllocs(t *testing.T) {
 	for _, im := range impls {
 		var p implPicker
 		_, _ = im.pick(&p, line, agentSet)
-		if n := testing.AllocsPerRun(100, func() { _, _ = im.pick(&p, line, agentSet) }); n != 0 {
-			t.Errorf("%s: Pick: %v allocations", im.name, n)
-		}
-		if n := testing.AllocsPerRun(100, func() { _, _ = im.head(line) }); n != 0 && !(raceEnabled && im.name == "jsontext") {
-			t.Errorf("%s: ReadHead: %v allocations", im.name, n)
+		assert.Zero(t, testing.AllocsPerRun(100, func() { _, _ = im.pick(&p, line, agentSet) }), "%s: Pick: allocations", im.name)
+		if n := testing.AllocsPerRun(100, func() { _, _ = im.head(line) }); !(raceEnabled && im.name == "jsontext") {
+			assert.Zero(t, n, "%s: ReadHead: allocations", im.name)
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = ReadHead(line) }); n != 0 {
-		t.Errorf("ReadHead: %v allocations", n)
-	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _, _ = ReadHead(line) }), "ReadHead: allocations")
+
 }
 
 // smallUpdate is a 200-byte agent_message_chunk.
@@ -443,9 +410,7 @@ func TestStringEveryByte(t *testing.T) {
 			for _, im := range impls {
 				var p implPicker
 				_, err := im.pick(&p, msg, agentSet)
-				if (err == nil) != json.Valid(msg) {
-					t.Fatalf("%s: %q: error %v, json.Valid %v", im.name, msg, err, json.Valid(msg))
-				}
+				require.Equal(t, json.Valid(msg), err == nil, "%s: %q: error %v, json.Valid %v", im.name, msg, err, json.Valid(msg))
 			}
 		}
 	}

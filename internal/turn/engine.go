@@ -11,6 +11,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/observe"
 )
 
 // DefaultCancelGrace is the cancel grace of every host unless configured:
@@ -67,7 +68,7 @@ type End struct {
 	Cancelled bool
 	// Trace is the W3C trace context of the turn's prompt, for the
 	// settlement's observer.
-	Trace emitter.TraceContext
+	Trace observe.TraceContext
 	turn  uint64
 }
 
@@ -111,7 +112,7 @@ type request struct {
 	session string
 	rawID   json.RawMessage
 	params  json.RawMessage // initialize
-	trace   emitter.TraceContext
+	trace   observe.TraceContext
 	command string // a prompt's slash command (Msg.Command)
 	// cancelled: a session/cancel arrived while this prompt was pending.
 	cancelled bool
@@ -146,7 +147,7 @@ type session struct {
 	// afterCancel: the last turn was cancelled and ended with a response;
 	// cleared when the next turn begins.
 	afterCancel bool
-	trace       emitter.TraceContext
+	trace       observe.TraceContext
 	command     string // the slash command of the prompt that runs the turn
 	grace       *time.Timer
 	graceSeq    uint64        // the pending grace's Grace.seq
@@ -315,7 +316,7 @@ func (e *Engine) beginLocked(s *session, prompt string) {
 	s.turn = e.lastTurn
 	s.active, s.cancelled, s.afterCancel, s.runAfterEnd = true, false, false, false
 	s.running = prompt
-	s.trace, s.command = emitter.TraceContext{}, ""
+	s.trace, s.command = observe.TraceContext{}, ""
 	if r := e.requests[prompt]; r != nil {
 		s.trace, s.command = r.trace, r.command
 		if r.cancelled {
@@ -398,7 +399,7 @@ func (e *Engine) stopGraceLocked(s *session) {
 // GraceDue reports whether the cancelled turn g names is still under way
 // and not being ended, so its open compactions are to be settled as
 // cancelled now. A compaction started after this gets a grace of its own
-// (see Started).
+// (see CompactionStarted).
 func (e *Engine) GraceDue(g Grace) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -412,10 +413,10 @@ func (e *Engine) GraceDue(g Grace) bool {
 	return due
 }
 
-// Started tells the engine that a compaction opened in session sid: in a
-// cancelled turn whose grace already ran out, it gets a grace of its own,
-// rather than waiting for a watchdog.
-func (e *Engine) Started(sid string) {
+// CompactionStarted tells the engine that a compaction opened in session
+// sid: in a cancelled turn whose grace already ran out, it gets a grace of
+// its own, rather than waiting for a watchdog.
+func (e *Engine) CompactionStarted(sid string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if s := e.sessions[sid]; s != nil && s.active && s.cancelled {
@@ -631,13 +632,13 @@ func (e *Engine) adoptAnsweredLocked(s *session, id string) {
 // has been answered, and with emitter.ErrConnectionClosed (or Close's
 // reason) when the connection closes. It returns the prompt's trace
 // context.
-func (e *Engine) Bind(id string, cancel func(error)) emitter.TraceContext {
+func (e *Engine) Bind(id string, cancel func(error)) observe.TraceContext {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := e.requests[id]
 	switch {
 	case r == nil || r.method != MethodPrompt:
-		return emitter.TraceContext{}
+		return observe.TraceContext{}
 	case r.cancelled:
 		cancel(emitter.ErrCancelled)
 	default:
@@ -725,13 +726,13 @@ func Settling(ctx context.Context) context.Context {
 }
 
 // Trace returns the trace context of session sid's running turn.
-func (e *Engine) Trace(sid string) (emitter.TraceContext, bool) {
+func (e *Engine) Trace(sid string) (observe.TraceContext, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if s := e.sessions[sid]; s != nil && s.active && s.trace.Traceparent != "" {
 		return s.trace, true
 	}
-	return emitter.TraceContext{}, false
+	return observe.TraceContext{}, false
 }
 
 // Command returns the slash command of the prompt that runs session

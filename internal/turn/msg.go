@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/skim"
+	"github.com/acpcompact/acpcompact/observe"
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
@@ -49,7 +49,7 @@ type Msg struct {
 	// params.replayFrom (a v2 resume that replays history).
 	ReplayFrom bool
 	// Trace is the W3C trace context of a session/prompt's params._meta.
-	Trace emitter.TraceContext
+	Trace observe.TraceContext
 	// Command is the slash command a session/prompt runs ("compact" for a
 	// prompt whose first text block is "/compact …"), "" for none; a host
 	// that does not read prompts leaves it empty.
@@ -103,7 +103,7 @@ func Parse(msg []byte) (Msg, bool) {
 	case MethodResume:
 		m.ReplayFrom = !skim.IsNull(v[9])
 	case MethodPrompt:
-		m.Trace = emitter.TraceContext{}
+		m.Trace = observe.TraceContext{}
 		m.Trace.Traceparent, _ = skim.String(v[10])
 		m.Trace.Tracestate, _ = skim.String(v[11])
 		m.Trace.Baggage, _ = skim.String(v[12])

@@ -159,7 +159,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -168,6 +167,9 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/skim"
+	"github.com/acpcompact/acpcompact/observe"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Lines recorded from real agents and the recording client
@@ -333,15 +335,11 @@ func runRows(t *testing.T, rows []row) {
 			r.take()
 			for i, s := range rw.steps {
 				s.act(r)
-				if got := r.take(); !slices.Equal(got, s.want) {
-					t.Errorf("step %d, %s:\n got events %q\nwant events %q", i+1, s.desc, got, s.want)
-				}
+				assert.Equal(t, s.want, r.take(), "step %d, %s", i+1, s.desc)
 				if s.state == "" {
 					continue
 				}
-				if got := r.states(s.state); got != s.state {
-					t.Errorf("step %d, %s:\n got state %q\nwant state %q", i+1, s.desc, got, s.state)
-				}
+				assert.Equal(t, s.state, r.states(s.state), "step %d, %s", i+1, s.desc)
 			}
 		})
 	}
@@ -352,9 +350,8 @@ func newRig(t *testing.T, grace string) *rig {
 	d := time.Hour
 	if grace != "" {
 		var err error
-		if d, err = time.ParseDuration(grace); err != nil {
-			t.Fatalf("grace %q: %v", grace, err)
-		}
+		d, err = time.ParseDuration(grace)
+		require.NoError(t, err, "grace %q", grace)
 	}
 	r := &rig{t: t, graces: make(chan Grace, 16), held: map[string]*End{}, epochs: map[uint64]int{}}
 	r.e = New(Config{
@@ -481,16 +478,13 @@ func endEvent(end *End) string {
 // turn; the engine must already count the turn as over, and refuse a start
 // from the settlement itself.
 func (r *rig) settle(end *End) {
-	if r.e.InTurn(end.Session) {
-		r.t.Errorf("InTurn(%s) = true while its turn's end is settled", alias(end.Session))
-	}
+	assert.False(r.t, r.e.InTurn(end.Session), "InTurn(%s) while its turn's end is settled", alias(end.Session))
 	// Bounded, so that an engine that made it wait fails the row rather
 	// than hangs it.
 	ctx, cancel := context.WithTimeout(Settling(context.Background()), admitPatience)
 	defer cancel()
-	if rel, err := r.e.Admit(ctx, end.Session); err == nil {
+	if rel, err := r.e.Admit(ctx, end.Session); !assert.Error(r.t, err, "Admit(%s) with the settlement's context was admitted while the end is settled", alias(end.Session)) {
 		rel()
-		r.t.Errorf("Admit(%s) with the settlement's context was admitted while the end is settled", alias(end.Session))
 	}
 }
 
@@ -631,9 +625,7 @@ func closeAfterKept(want ...string) step {
 
 func afterKept(desc string, do func(r *rig), want []string) step {
 	return step{desc: desc, act: func(r *rig) {
-		if r.kept == nil {
-			r.t.Fatal("no admitted call kept")
-		}
+		require.NotNil(r.t, r.kept, "no admitted call kept")
 		done := make(chan struct{})
 		go func() { do(r); close(done) }()
 		select {
@@ -652,9 +644,7 @@ func afterKept(desc string, do func(r *rig), want []string) step {
 func (r *rig) takeHeld(name string) *End {
 	sid := unalias(name)
 	end := r.held[sid]
-	if end == nil {
-		r.t.Fatalf("no end of %s held", name)
-	}
+	require.NotNil(r.t, end, "no end of %s held", name)
 	delete(r.held, sid)
 	return end
 }
@@ -736,9 +726,7 @@ func graceDue(want string) step {
 func noGrace(d string) step {
 	return step{desc: "no grace for " + d, act: func(r *rig) {
 		wait, err := time.ParseDuration(d)
-		if err != nil {
-			r.t.Fatal(err)
-		}
+		require.NoError(r.t, err, "time.ParseDuration")
 		select {
 		case g := <-r.graces:
 			r.note("grace " + alias(g.Session))
@@ -748,7 +736,7 @@ func noGrace(d string) step {
 }
 
 func started(name string) step {
-	return step{desc: "Started " + name, act: func(r *rig) { r.e.Started(unalias(name)) }}
+	return step{desc: "CompactionStarted " + name, act: func(r *rig) { r.e.CompactionStarted(unalias(name)) }}
 }
 
 // bind binds a handler to the prompt with raw id rawID; its ends are
@@ -828,8 +816,9 @@ func ask(question, name string, want string) step {
 				a = fmt.Sprintf("v%d, compaction %t", n.Version, n.Compaction)
 			}
 		default:
-			r.t.Fatalf("no question %q", question)
+			require.Fail(r.t, fmt.Sprintf("no question %q", question))
 		}
+
 		r.note(label + ": " + a)
 	}, want: []string{label + ": " + want}}
 }
@@ -1827,9 +1816,7 @@ func TestRulesParse(t *testing.T) {
 			if ok {
 				got = render(m)
 			}
-			if got != tc.want {
-				t.Errorf("Parse(%s):\n got %q\nwant %q", tc.line, got, tc.want)
-			}
+			assert.Equal(t, tc.want, got, "Parse(%s)", tc.line)
 		})
 	}
 }
@@ -1852,7 +1839,7 @@ func render(m Msg) string {
 	add(m.State != "", "state="+m.State)
 	add(m.RequestID != "", "request="+m.RequestID)
 	add(m.ReplayFrom, "replay")
-	add(m.Trace != (emitter.TraceContext{}), "trace="+m.Trace.Traceparent+"/"+m.Trace.Tracestate+"/"+m.Trace.Baggage)
+	add(m.Trace != (observe.TraceContext{}), "trace="+m.Trace.Traceparent+"/"+m.Trace.Tracestate+"/"+m.Trace.Baggage)
 	add(m.Command != "", "command="+m.Command)
 	return strings.Join(f, " ")
 }
@@ -1872,9 +1859,7 @@ func TestRulesMayCarryState(t *testing.T) {
 		{"another method", "session/notify", v2Idle, false},
 		{"recorded status_update", "_auth/status_update", claudeAuthStatus, false},
 	} {
-		if got := MayCarryState(tc.method, []byte(tc.msg)); got != tc.want {
-			t.Errorf("%s: MayCarryState(%q, %s) = %t, want %t", tc.name, tc.method, tc.msg, got, tc.want)
-		}
+		assert.Equal(t, tc.want, MayCarryState(tc.method, []byte(tc.msg)), "%s: MayCarryState(%q, %s)", tc.name, tc.method, tc.msg)
 	}
 }
 
@@ -1897,13 +1882,11 @@ func TestRulesBatch(t *testing.T) {
 		{"space only", `   `, false, true, []string{`   `}},
 		{"non-JSON whitespace before an array", "\v[1]", false, true, []string{"\v[1]"}},
 	} {
-		if got := IsBatch([]byte(tc.msg)); got != tc.isBatch {
-			t.Errorf("%s: IsBatch(%q) = %t, want %t", tc.name, tc.msg, got, tc.isBatch)
-		}
+		assert.Equal(t, tc.isBatch, IsBatch([]byte(tc.msg)), "%s: IsBatch(%q)", tc.name, tc.msg)
 		var elems []string
 		valid := Batch([]byte(tc.msg), func(e []byte) { elems = append(elems, string(e)) })
-		if valid != tc.valid || !reflect.DeepEqual(elems, tc.elems) {
-			t.Errorf("%s: Batch(%q) visited %q and reported %t, want %q and %t", tc.name, tc.msg, elems, valid, tc.elems, tc.valid)
+		if assert.Equal(t, tc.valid, valid, "%s: Batch(%q) visited %q and reported and %t", tc.name, tc.msg, elems, tc.valid) {
+			assert.Equal(t, tc.elems, elems, "%s: Batch(%q) visited %q and reported and %t", tc.name, tc.msg, elems, tc.valid)
 		}
 	}
 }
@@ -1914,9 +1897,7 @@ func TestRulesGraceWithoutOnGrace(t *testing.T) {
 	t.Cleanup(func() { e.Close(emitter.ErrConnectionClosed); e.Wait() })
 	for _, line := range []string{recInitialize, opencodeInitialized, prompt1, cancelS} {
 		m, ok := Parse([]byte(line))
-		if !ok {
-			t.Fatalf("Parse(%s): not a message", line)
-		}
+		require.True(t, ok, "Parse(%s): not a message", line)
 		if m.Method != "" {
 			e.Client(&m)
 		} else {
@@ -1926,7 +1907,5 @@ func TestRulesGraceWithoutOnGrace(t *testing.T) {
 	e.mu.Lock()
 	armed := e.sessions["s"] != nil && e.sessions["s"].grace != nil
 	e.mu.Unlock()
-	if armed {
-		t.Error("a grace was armed for an engine without OnGrace")
-	}
+	assert.False(t, armed, "a grace was armed for an engine without OnGrace")
 }

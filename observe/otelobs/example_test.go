@@ -12,6 +12,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/observe"
 	"github.com/acpcompact/acpcompact/observe/otelobs"
 	"github.com/acpcompact/acpcompact/protocol"
 )
@@ -34,7 +35,7 @@ func Example() {
 		emitter.WithObserver(obs))
 
 	// agentkit attaches the prompt's _meta trace context like this.
-	ctx := emitter.WithTrace(context.Background(), emitter.TraceContext{
+	ctx := observe.WithTrace(context.Background(), observe.TraceContext{
 		Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 	})
 	c, _ := em.Session("sess_1").Start(ctx, emitter.WithID("cmp_001"), emitter.WithTrigger(protocol.Auto), emitter.UserDisplayable())

@@ -22,13 +22,12 @@
 //
 // A span named "compaction" covers each live compaction from its start to
 // its settlement. It joins the prompt's W3C trace when the event's context
-// carries one (emitter.TraceFrom), and otherwise is a child of any span
+// carries one (observe.TraceFrom), and otherwise is a child of any span
 // already in that context. Its attributes:
 //
 //	gen_ai.conversation.compacted       true (GenAI semantic conventions)
-//	gen_ai.conversation.id              the compacted session (the child, if any)
+//	gen_ai.conversation.id              the compacted session
 //	acpcompact.session.id               the session the updates go to
-//	acpcompact.child_session.id         the child session, when reported on its parent
 //	acpcompact.compaction.id            the compaction ID
 //	acpcompact.compaction.trigger       manual, auto, idle, ...
 //	acpcompact.compaction.status        the terminal status

@@ -4,10 +4,16 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"reflect"
 	"sync"
 	"testing"
 
+	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/observe"
+	"github.com/acpcompact/acpcompact/observe/internal/script"
+	"github.com/acpcompact/acpcompact/observe/otelobs"
+	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
@@ -17,11 +23,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
-
-	"github.com/acpcompact/acpcompact/emitter"
-	"github.com/acpcompact/acpcompact/observe/internal/script"
-	"github.com/acpcompact/acpcompact/observe/otelobs"
-	"github.com/acpcompact/acpcompact/protocol"
 )
 
 const (
@@ -64,9 +65,7 @@ func newFixture(t *testing.T, opts ...otelobs.Option) *fixture {
 		_ = mp.Shutdown(context.Background())
 	})
 	obs, err := otelobs.New(append([]otelobs.Option{otelobs.WithMeterProvider(mp), otelobs.WithTracerProvider(f.tp)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "otelobs.New")
 	f.obs = obs
 	return f
 }
@@ -76,34 +75,28 @@ func newFixture(t *testing.T, opts ...otelobs.Option) *fixture {
 func (f *fixture) metrics(t *testing.T) map[string]map[string]int64 {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
-	if err := f.reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.reader.Collect(context.Background(), &rm), "f.reader.Collect")
 	out := make(map[string]map[string]int64)
 	enc := attribute.DefaultEncoder()
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != otelobs.ScopeName {
-			t.Errorf("scope %q", sm.Scope.Name)
-		}
+		assert.Equal(t, otelobs.ScopeName, sm.Scope.Name, "scope %q", sm.Scope.Name)
 		for _, m := range sm.Metrics {
 			points := make(map[string]int64)
 			switch d := m.Data.(type) {
 			case metricdata.Sum[int64]:
-				if !d.IsMonotonic || d.Temporality != metricdata.CumulativeTemporality {
-					t.Errorf("%s: not a cumulative counter", m.Name)
+				if assert.True(t, d.IsMonotonic, "%s: not a cumulative counter", m.Name) {
+					assert.Equal(t, metricdata.CumulativeTemporality, d.Temporality, "%s: not a cumulative counter", m.Name)
 				}
 				for _, p := range d.DataPoints {
 					points[p.Attributes.Encoded(enc)] = p.Value
 				}
 			case metricdata.Histogram[float64]:
-				if m.Unit != "s" {
-					t.Errorf("%s: unit %q", m.Name, m.Unit)
-				}
+				assert.Equal(t, "s", m.Unit, "%s: unit %q", m.Name, m.Unit)
 				for _, p := range d.DataPoints {
 					points[p.Attributes.Encoded(enc)] = int64(p.Count)
 				}
 			default:
-				t.Errorf("%s: unexpected %T", m.Name, m.Data)
+				assert.Fail(t, fmt.Sprintf("%s: unexpected %T", m.Name, m.Data))
 			}
 			out[m.Name] = points
 		}
@@ -116,9 +109,7 @@ func (f *fixture) spanByID(t *testing.T) map[string]tracetest.SpanStub {
 	out := make(map[string]tracetest.SpanStub)
 	for _, s := range f.spans.GetSpans() {
 		id := attrs(s)["acpcompact.compaction.id"]
-		if _, dup := out[fmt.Sprint(id)]; dup {
-			t.Errorf("two spans for compaction %v", id)
-		}
+		assert.NotContains(t, out, fmt.Sprint(id), "two spans for compaction %v", id)
 		out[fmt.Sprint(id)] = s
 	}
 	return out
@@ -170,26 +161,21 @@ func TestScriptMetrics(t *testing.T) {
 	}
 	got := f.metrics(t)
 	for name, w := range want {
-		if !maps.Equal(got[name], w) {
-			t.Errorf("%s:\n got %v\nwant %v", name, got[name], w)
-		}
+		assert.Equal(t, w, got[name], "%s", name)
 	}
 	for name := range got {
-		if _, ok := want[name]; !ok {
-			t.Errorf("unexpected metric %s", name)
-		}
+		assert.Contains(t, want, name, "unexpected metric %s", name)
 	}
 }
 
 func TestScriptSpans(t *testing.T) {
 	f := newFixture(t)
-	ctx := emitter.WithTrace(context.Background(), emitter.TraceContext{
+	ctx := observe.WithTrace(context.Background(), observe.TraceContext{
 		Traceparent: traceparent, Tracestate: tracestate, Baggage: "tenant=acme",
 	})
 	script.Run(t, ctx, f.obs)
-	if n := f.obs.OpenSpans(); n != 0 {
-		t.Errorf("%d spans left open", n)
-	}
+	n := f.obs.OpenSpans()
+	assert.Equal(t, 0, n, "%d spans left open", n)
 
 	spans := f.spanByID(t)
 	type want struct {
@@ -214,23 +200,22 @@ func TestScriptSpans(t *testing.T) {
 		"u1": {"u", "auto", "completed", 0, 0, codes.Unset, "", "", nil},
 		"w1": {"w", "idle", "failed", 0, 0, codes.Error, "compaction timed out after 1ms", "timeout", nil},
 	}
-	if len(spans) != len(wants) {
-		t.Errorf("got %d spans, want %d", len(spans), len(wants))
-	}
+	assert.Len(t, spans, len(wants), "len")
 	for id, w := range wants {
 		s, ok := spans[id]
-		if !ok {
-			t.Errorf("no span for %s", id)
+		if !assert.True(t, ok, "no span for %s", id) {
 			continue
 		}
-		if s.Name != "compaction" || s.SpanKind.String() != "internal" {
-			t.Errorf("%s: span %q kind %v", id, s.Name, s.SpanKind)
+		if assert.Equal(t, "compaction", s.Name, "%s: span %q kind %v", id, s.Name, s.SpanKind) {
+			assert.Equal(t, "internal", s.SpanKind.String(), "%s: span %q kind %v", id, s.Name, s.SpanKind)
 		}
-		if s.Parent.TraceID().String() != traceID || s.Parent.SpanID().String() != parentSpan || !s.Parent.IsRemote() {
-			t.Errorf("%s: parent %v, want the traceparent's", id, s.Parent)
+		if assert.Equal(t, traceID, s.Parent.TraceID().String(), "%s: parent", id) {
+			if assert.Equal(t, parentSpan, s.Parent.SpanID().String(), "%s: parent", id) {
+				assert.True(t, s.Parent.IsRemote(), "%s: parent %v, want the traceparent's", id, s.Parent)
+			}
 		}
-		if s.SpanContext.TraceID().String() != traceID || s.SpanContext.TraceState().String() != tracestate {
-			t.Errorf("%s: span context %v", id, s.SpanContext)
+		if assert.Equal(t, traceID, s.SpanContext.TraceID().String(), "%s: span context %v", id, s.SpanContext) {
+			assert.Equal(t, tracestate, s.SpanContext.TraceState().String(), "%s: span context %v", id, s.SpanContext)
 		}
 		wantAttrs := map[string]any{
 			"gen_ai.conversation.compacted":      true,
@@ -247,23 +232,21 @@ func TestScriptSpans(t *testing.T) {
 			wantAttrs["error.type"] = w.abandon
 		}
 		maps.Copy(wantAttrs, w.extra)
-		if got := attrs(s); !reflect.DeepEqual(got, wantAttrs) {
-			t.Errorf("%s attributes:\n got %v\nwant %v", id, got, wantAttrs)
-		}
-		if s.Status.Code != w.code || s.Status.Description != w.desc {
-			t.Errorf("%s: status %v %q, want %v %q", id, s.Status.Code, s.Status.Description, w.code, w.desc)
+		assert.Equal(t, wantAttrs, attrs(s), "%s attributes", id)
+		if assert.Equal(t, w.code, s.Status.Code, "%s: status %v %q", id, s.Status.Code, w.desc) {
+			assert.Equal(t, w.desc, s.Status.Description, "%s: status %v %q", id, s.Status.Code, w.desc)
 		}
 	}
 	// u1's start was undeliverable before its span existed; its terminal
 	// update's failure is recorded on the span.
-	if ev := spans["u1"].Events; len(ev) != 1 || ev[0].Name != "undeliverable" {
-		t.Errorf("u1 events: %v", ev)
+	ev := spans["u1"].Events
+	if assert.Len(t, ev, 1, "u1 events") {
+		assert.Equal(t, "undeliverable", ev[0].Name, "u1 events")
 	}
 	f.spy.mu.Lock()
 	defer f.spy.mu.Unlock()
 	for _, v := range f.spy.seen {
-		if v != "acme" {
-			t.Errorf("baggage at span start: %v", f.spy.seen)
+		if !assert.Equal(t, "acme", v, "baggage at span start: %v", f.spy.seen) {
 			break
 		}
 	}
@@ -276,41 +259,19 @@ func TestParentFromContextSpan(t *testing.T) {
 	ctx, prompt := f.tp.Tracer("test").Start(context.Background(), "prompt")
 	em := emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error { return nil }),
 		emitter.WithNegotiation(script.Negotiation), emitter.WithObserver(f.obs))
-	for i, c := range []context.Context{ctx, emitter.WithTrace(ctx, emitter.TraceContext{Traceparent: "not-a-traceparent"})} {
+	for i, c := range []context.Context{ctx, observe.WithTrace(ctx, observe.TraceContext{Traceparent: "not-a-traceparent"})} {
 		cmp, err := em.Session("s").Start(c, emitter.WithID(protocol.ID(fmt.Sprint("p", i))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmp.Complete(c); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "em.Session(\"s\").Start")
+		require.NoError(t, cmp.Complete(c), "cmp.Complete")
 	}
 	prompt.End()
 	for id, s := range f.spanByID(t) {
 		if id == "<nil>" {
 			continue // the prompt span
 		}
-		if s.Parent.SpanID() != prompt.SpanContext().SpanID() || s.Parent.IsRemote() {
-			t.Errorf("%s: parent %v, want the prompt span", id, s.Parent)
+		if assert.Equal(t, prompt.SpanContext().SpanID(), s.Parent.SpanID(), "%s: parent", id) {
+			assert.False(t, s.Parent.IsRemote(), "%s: parent %v, want the prompt span", id, s.Parent)
 		}
-	}
-}
-
-func TestChildSessionSpan(t *testing.T) {
-	f := newFixture(t)
-	em := emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error { return nil }),
-		emitter.WithNegotiation(script.Negotiation), emitter.WithObserver(f.obs))
-	ctx := context.Background()
-	cmp, err := em.ChildSession("parent", "child").Start(ctx, emitter.WithID("k"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmp.Complete(ctx); err != nil {
-		t.Fatal(err)
-	}
-	got := attrs(f.spanByID(t)["k"])
-	if got["gen_ai.conversation.id"] != "child" || got["acpcompact.session.id"] != "parent" || got["acpcompact.child_session.id"] != "child" {
-		t.Errorf("attributes %v", got)
 	}
 }
 
@@ -325,52 +286,39 @@ func TestMaxOpenSpans(t *testing.T) {
 	var cs []*emitter.Compaction
 	for _, id := range []protocol.ID{"a", "b", "c"} {
 		c, err := s.Start(ctx, emitter.WithID(id))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "s.Start")
 		cs = append(cs, c)
 	}
-	if n := f.obs.OpenSpans(); n != 2 {
-		t.Errorf("OpenSpans = %d, want 2", n)
-	}
+	assert.Equal(t, 2, f.obs.OpenSpans(), "OpenSpans")
 	ended := f.spans.GetSpans()
-	if len(ended) != 1 {
-		t.Fatalf("%d spans ended, want 1", len(ended))
-	}
+	require.Len(t, ended, 1, "%d spans ended", len(ended))
 	a := ended[0]
-	if got := attrs(a); got["acpcompact.compaction.id"] != "a" || got["acpcompact.abandon.reason"] != "span_limit" {
-		t.Errorf("evicted span attributes %v", got)
+	got := attrs(a)
+	if assert.Equal(t, "a", got["acpcompact.compaction.id"], "evicted span attributes %v", got) {
+		assert.Equal(t, "span_limit", got["acpcompact.abandon.reason"], "evicted span attributes %v", got)
 	}
-	if a.Status.Code != codes.Error || a.Status.Description != "abandoned" {
-		t.Errorf("evicted span status %v", a.Status)
+	if assert.Equal(t, codes.Error, a.Status.Code, "evicted span status %v", a.Status) {
+		assert.Equal(t, "abandoned", a.Status.Description, "evicted span status %v", a.Status)
 	}
 	for _, c := range cs {
-		if err := c.Complete(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Complete(ctx), "c.Complete")
 	}
-	if n := len(f.spans.GetSpans()); n != 3 || f.obs.OpenSpans() != 0 {
-		t.Errorf("%d spans ended, %d open; want 3, 0", n, f.obs.OpenSpans())
+	n := len(f.spans.GetSpans())
+	if assert.Equal(t, 3, n, "%d spans ended, %d open", n, f.obs.OpenSpans()) {
+		assert.Equal(t, 0, f.obs.OpenSpans(), "%d spans ended, %d open", n, f.obs.OpenSpans())
 	}
-	if got := f.metrics(t)["acpcompact.compaction.settled"][st+"completed,"+tr+"manual"]; got != 3 {
-		t.Errorf("settled = %d, want 3", got)
-	}
+	assert.Equal(t, int64(3), f.metrics(t)["acpcompact.compaction.settled"][st+"completed,"+tr+"manual"], "settled")
 }
 
 // With tracing switched off nothing is recorded, so nothing is held.
 func TestNoopProviders(t *testing.T) {
 	obs, err := otelobs.New(otelobs.WithMeterProvider(metricnoop.NewMeterProvider()), otelobs.WithTracerProvider(tracenoop.NewTracerProvider()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "otelobs.New")
 	em := emitter.New(emitter.NotifierFunc(func(context.Context, string, any) error { return nil }),
 		emitter.WithNegotiation(script.Negotiation), emitter.WithObserver(obs))
-	if _, err := em.Session("s").Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if n := obs.OpenSpans(); n != 0 {
-		t.Errorf("OpenSpans = %d, want 0", n)
-	}
+	_, err = em.Session("s").Start(context.Background())
+	require.NoError(t, err, "Start")
+	assert.Equal(t, 0, obs.OpenSpans(), "OpenSpans")
 }
 
 func TestConcurrentSessions(t *testing.T) {
@@ -386,8 +334,7 @@ func TestConcurrentSessions(t *testing.T) {
 			s := em.Session(fmt.Sprint("s", i))
 			for range perSession {
 				c, err := s.Start(ctx, emitter.WithTrigger(protocol.Auto))
-				if err != nil {
-					t.Error(err)
+				if !assert.NoError(t, err, "s.Start") {
 					return
 				}
 				_ = c.Chunk(ctx, protocol.Text("ab"))
@@ -398,13 +345,10 @@ func TestConcurrentSessions(t *testing.T) {
 	wg.Wait()
 	const n = sessions * perSession
 	m := f.metrics(t)
-	if got := m["acpcompact.compaction.settled"][st+"completed,"+tr+"auto"]; got != n {
-		t.Errorf("settled = %d, want %d", got, n)
-	}
-	if got := m["acpcompact.compaction.summary.size"][""]; got != 2*n {
-		t.Errorf("summary bytes = %d, want %d", got, 2*n)
-	}
-	if got := len(f.spans.GetSpans()); got != n || f.obs.OpenSpans() != 0 {
-		t.Errorf("%d spans, %d open", got, f.obs.OpenSpans())
+	assert.Equal(t, int64(n), m["acpcompact.compaction.settled"][st+"completed,"+tr+"auto"], "settled")
+	assert.Equal(t, int64(2*n), m["acpcompact.compaction.summary.size"][""], "summary bytes")
+	got := len(f.spans.GetSpans())
+	if assert.Equal(t, n, got, "%d spans, %d open", got, f.obs.OpenSpans()) {
+		assert.Equal(t, 0, f.obs.OpenSpans(), "%d spans, %d open", got, f.obs.OpenSpans())
 	}
 }

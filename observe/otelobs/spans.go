@@ -21,7 +21,6 @@ const (
 	keyCompacted      = attribute.Key("gen_ai.conversation.compacted")
 	keyConversationID = attribute.Key("gen_ai.conversation.id")
 	keySessionID      = attribute.Key("acpcompact.session.id")
-	keyChildSessionID = attribute.Key("acpcompact.child_session.id")
 	keyCompactionID   = attribute.Key("acpcompact.compaction.id")
 	keyChunks         = attribute.Key("acpcompact.compaction.chunks")
 	keySummaryBytes   = attribute.Key("acpcompact.compaction.summary.size")
@@ -39,11 +38,10 @@ const (
 )
 
 // spanKey identifies a compaction across sessions: IDs are only unique
-// within a session, and a child's compactions reported on its parent's
-// stream share the parent's SessionID.
+// within a session.
 type spanKey struct {
-	session, child string
-	id             protocol.ID
+	session string
+	id      protocol.ID
 }
 
 type openSpan struct {
@@ -55,7 +53,7 @@ type openSpan struct {
 }
 
 func keyOf(ev emitter.Event) spanKey {
-	return spanKey{session: ev.SessionID, child: ev.ChildSessionID, id: ev.ID}
+	return spanKey{session: ev.SessionID, id: ev.ID}
 }
 
 // observeSpan updates the compaction's span for ev and returns ctx carrying
@@ -100,19 +98,12 @@ func (o *Observer) observeSpan(ctx context.Context, ev emitter.Event) context.Co
 }
 
 func (o *Observer) start(ctx context.Context, ev emitter.Event) context.Context {
-	conversation := ev.SessionID
-	if ev.ChildSessionID != "" {
-		conversation = ev.ChildSessionID // the child's history is what was compacted
-	}
 	attrs := []attribute.KeyValue{
 		keyCompacted.Bool(true),
-		keyConversationID.String(conversation),
+		keyConversationID.String(ev.SessionID),
 		keySessionID.String(ev.SessionID),
 		keyCompactionID.String(string(ev.ID)),
 		keyTrigger.String(string(ev.Trigger)),
-	}
-	if ev.ChildSessionID != "" {
-		attrs = append(attrs, keyChildSessionID.String(ev.ChildSessionID))
 	}
 	ctx, span := o.tracer.Start(parentContext(ctx), SpanName, trace.WithAttributes(attrs...))
 	if !span.IsRecording() {
@@ -206,7 +197,7 @@ func failureText(ev emitter.Event) string {
 // to, so it wins over whatever span the runtime's ctx happens to carry; an
 // unparsable traceparent leaves ctx as it is.
 func parentContext(ctx context.Context) context.Context {
-	tc, ok := emitter.TraceFrom(ctx)
+	tc, ok := observe.TraceFrom(ctx)
 	if !ok {
 		return ctx
 	}

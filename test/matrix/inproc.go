@@ -341,16 +341,7 @@ func (p *inprocPlay) steps(ctx context.Context, w agentWire, ti int) {
 		return em.Session(sessionID), nil
 	}
 	rt := &runtime{
-		start: sess.Start,
-		// A failure before any start, by ID: the emitter's, behind the
-		// same turn guard (the kit's gate) as the kit's Session.
-		fail: func(ctx context.Context, id protocol.ID, cause error, opts ...emitter.SettleOption) error {
-			s, err := session()
-			if err != nil {
-				return err
-			}
-			return s.Fail(ctx, id, cause, opts...)
-		},
+		start:   sess.Start,
 		replay:  sess.Replay,
 		session: session,
 		notify: func(ctx context.Context, u json.RawMessage) error {

@@ -156,8 +156,8 @@ const (
 	// OpComplete settles ID as completed; Summary decides the summary
 	// patch.
 	OpComplete
-	// OpFail reports the failure of ID with Err as the cause, started or
-	// not (emitter.Session.Fail).
+	// OpFail reports the failure of ID with Err as the cause; a runtime
+	// holding no handle of ID starts it first (a failure before any start).
 	OpFail
 	// OpCancel settles ID as cancelled: the runtime's report of a user
 	// cancel. Scenarios put an OpUserCancel before it.

@@ -20,10 +20,9 @@ const sessionID = "sess_1"
 // turn.
 type runtime struct {
 	start  func(ctx context.Context, opts ...emitter.StartOption) (*emitter.Compaction, error)
-	fail   func(ctx context.Context, id protocol.ID, cause error, opts ...emitter.SettleOption) error
 	replay func(ctx context.Context, rec emitter.Record) error
-	// session is the emitter session, for calls by ID on compactions this
-	// runtime holds no handle of (before the start, after a reconnect).
+	// session is the emitter session, for the handles of compactions this
+	// runtime holds none of (after a reconnect).
 	session func() (*emitter.Session, error)
 	// notify sends a session/update with a verbatim update.
 	notify func(ctx context.Context, update json.RawMessage) error
@@ -132,6 +131,19 @@ func (h *history) replaySteps() []Step {
 	return out
 }
 
+// handle is the runtime's handle of id, or the session's open compaction
+// of that ID when the runtime holds none.
+func (r *runtime) handle(id protocol.ID) (*emitter.Compaction, error) {
+	if c, ok := r.handles[id]; ok {
+		return c, nil
+	}
+	sess, err := r.session()
+	if err != nil {
+		return nil, err
+	}
+	return sess.Compaction(id)
+}
+
 // do runs one runtime step (not OpUserCancel or OpExpect, which belong to
 // the target) and returns the call's error.
 func (r *runtime) do(ctx context.Context, s Step) error {
@@ -154,37 +166,36 @@ func (r *runtime) do(ctx context.Context, s Step) error {
 		}
 		return err
 	case OpChunk:
-		if c, ok := r.handles[s.ID]; ok {
-			return c.Chunk(ctx, protocol.Text(s.Text))
-		}
-		sess, err := r.session()
+		c, err := r.handle(s.ID)
 		if err != nil {
 			return err
 		}
-		return sess.Chunk(ctx, s.ID, protocol.Text(s.Text))
+		return c.Chunk(ctx, protocol.Text(s.Text))
 	case OpComplete:
-		if c, ok := r.handles[s.ID]; ok {
-			return c.Complete(ctx, settleOptions(s)...)
-		}
-		sess, err := r.session()
+		c, err := r.handle(s.ID)
 		if err != nil {
 			return err
 		}
-		return sess.Complete(ctx, s.ID, settleOptions(s)...)
+		return c.Complete(ctx, settleOptions(s)...)
 	case OpCancel:
-		if c, ok := r.handles[s.ID]; ok {
-			return c.Cancel(ctx, settleOptions(s)...)
-		}
-		sess, err := r.session()
+		c, err := r.handle(s.ID)
 		if err != nil {
 			return err
 		}
-		return sess.Cancel(ctx, s.ID, settleOptions(s)...)
+		return c.Cancel(ctx, settleOptions(s)...)
 	case OpFail:
-		err := r.fail(ctx, s.ID, errors.New(s.Err), settleOptions(s)...)
+		c, ok := r.handles[s.ID]
+		if !ok {
+			// A failure before any start: the runtime opens the
+			// compaction to fail it, so the client still sees it begin.
+			var err error
+			if c, err = r.start(ctx, emitter.WithID(s.ID)); err != nil {
+				return err
+			}
+			r.handles[s.ID] = c
+		}
+		err := c.Fail(ctx, errors.New(s.Err), settleOptions(s)...)
 		if err == nil {
-			// Started or not (a failure before any start), the runtime
-			// reported it, and its final record is handed over.
 			r.hist.report(s.ID)
 		}
 		return err

@@ -122,7 +122,6 @@ func (p *emitterPlay) connect(first bool) error {
 	sess := p.em.Session(sessionID)
 	p.rt = &runtime{
 		start:   sess.Start,
-		fail:    sess.Fail,
 		replay:  sess.Replay,
 		session: func() (*emitter.Session, error) { return sess, nil },
 		notify: func(ctx context.Context, u json.RawMessage) error {

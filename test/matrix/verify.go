@@ -442,7 +442,7 @@ func VerifyLiveReplay(sc Scenario, r *Run, official Schema) (errs []error, skip 
 	for _, id := range reported {
 		key := "compaction " + id
 		if !sc.Client.Capable() {
-			key = "tool_call " + fallback.ToolCallID("", protocol.ID(id))
+			key = "tool_call " + fallback.ToolCallID(protocol.ID(id))
 		}
 		seen[key] = true
 		l, inLive := liveItems.m[key]

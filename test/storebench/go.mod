@@ -4,9 +4,13 @@ go 1.26.0
 
 require (
 	github.com/acpcompact/acpcompact v0.0.0
+	github.com/stretchr/testify v1.12.1
 	go.etcd.io/bbolt v1.5.0
 )
 
-require golang.org/x/sys v0.48.0 // indirect
+require (
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
 
 replace github.com/acpcompact/acpcompact => ../..

@@ -22,6 +22,7 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/acpcompact/acpcompact/sessionlog"
+	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -259,19 +260,17 @@ func BenchmarkAppend(b *testing.B) {
 		for _, c := range candidates {
 			b.Run(fmt.Sprintf("%s/sync=%v", c.name, sync), func(b *testing.B) {
 				st, err := c.open(b.TempDir(), sync)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				b.ResetTimer()
 				for i := 0; b.Loop(); i++ {
 					if err := st.append(items[i%len(items)]); err != nil {
-						b.Fatal(err)
+						require.NoError(b, err)
 					}
 				}
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
 				b.StopTimer()
 				if err := st.close(); err != nil {
-					b.Fatal(err)
+					require.NoError(b, err)
 				}
 			})
 		}
@@ -287,17 +286,15 @@ func BenchmarkLoad(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			dir := b.TempDir()
 			st, err := c.open(dir, false)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			for _, it := range items {
 				if err := st.append(it); err != nil {
-					b.Fatal(err)
+					require.NoError(b, err)
 				}
 			}
 			size := st.size()
 			if err := st.close(); err != nil {
-				b.Fatal(err)
+				require.NoError(b, err)
 			}
 			want := 0 // a start and its record are one entry
 			for _, it := range items {
@@ -308,12 +305,8 @@ func BenchmarkLoad(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				n, err := c.load(dir)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if n != want {
-					b.Fatalf("loaded %d entries, want %d", n, want)
-				}
+				require.NoError(b, err)
+				require.Equal(b, want, n, "entries loaded")
 			}
 			b.ReportMetric(float64(size), "file-bytes")
 		})

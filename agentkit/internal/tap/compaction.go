@@ -7,6 +7,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/turn"
+	"github.com/acpcompact/acpcompact/observe"
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
@@ -64,11 +65,11 @@ func (t *Tap) refused(sessionID string, err error) error {
 // observer of a compaction joins its prompt's trace whatever ctx the
 // runtime passed.
 func (t *Tap) turnContext(ctx context.Context, sessionID string) context.Context {
-	if _, ok := emitter.TraceFrom(ctx); ok {
+	if _, ok := observe.TraceFrom(ctx); ok {
 		return ctx
 	}
 	if tr, ok := t.e.Trace(sessionID); ok {
-		return emitter.WithTrace(ctx, tr)
+		return observe.WithTrace(ctx, tr)
 	}
 	return ctx
 }

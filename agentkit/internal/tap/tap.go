@@ -41,6 +41,7 @@ import (
 	"github.com/acpcompact/acpcompact/history"
 	"github.com/acpcompact/acpcompact/internal/host"
 	"github.com/acpcompact/acpcompact/internal/turn"
+	"github.com/acpcompact/acpcompact/observe"
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
@@ -59,8 +60,7 @@ type Config struct {
 	ErrNotInitialized, ErrClosed error
 	EmitterOptions               []emitter.Option
 	// Fallback renders compaction for v1 clients without the capability.
-	// nil means fallback.ToolCall(); emitter.None (fallback.None) means
-	// nothing at all.
+	// nil means fallback.ToolCall(); fallback.None means nothing at all.
 	Fallback emitter.Renderer
 	// CancelGrace is the engine's turn.Config.CancelGrace.
 	CancelGrace time.Duration
@@ -223,7 +223,7 @@ func (t *Tap) Receive(msg []byte) Inbound {
 func (t *Tap) BindPrompt(ctx context.Context, key string) context.Context {
 	ctx, cancel := context.WithCancelCause(ctx)
 	if tr := t.e.Bind(key, cancel); tr.Traceparent != "" {
-		ctx = emitter.WithTrace(ctx, tr)
+		ctx = observe.WithTrace(ctx, tr)
 	}
 	return ctx
 }
@@ -289,12 +289,12 @@ func (t *Tap) negotiated(n capability.Negotiation, em *emitter.Emitter, _ json.R
 }
 
 // fallback returns the renderer for clients without the capability: the
-// configured one, fallback.ToolCall() by default, nil for emitter.None.
+// configured one, fallback.ToolCall() by default, nil for fallback.None.
 func (t *Tap) fallback() emitter.Renderer {
 	switch r := t.cfg.Fallback.(type) {
 	case nil:
 		return fallback.ToolCall()
-	case emitter.None, *emitter.None:
+	case fallback.None, *fallback.None:
 		return nil // the client sees nothing: the emitter's mode is Off
 	default:
 		return r

@@ -16,13 +16,13 @@
 package schematest
 
 import (
-	"errors"
 	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/internal/acpschema"
+	"github.com/stretchr/testify/require"
 )
 
 // EnvRequire names the environment variable that makes a missing schema (or
@@ -87,13 +87,9 @@ func Require(tb testing.TB, version int) *acpschema.Validator {
 // skipped.
 func fatalUnlessSkippable(tb testing.TB, version int, err error) {
 	tb.Helper()
-	switch {
-	case !errors.Is(err, acpschema.ErrSchemaMissing):
-		tb.Fatalf("official ACP v%d schema: %v", version, err)
-	case Required():
-		tb.Fatalf("official ACP v%d schema required (%s is set): %v; run `make test-deps` (or set %s)",
-			version, EnvRequire, err, acpschema.EnvDir)
-	}
+	require.ErrorIs(tb, err, acpschema.ErrSchemaMissing, "official ACP v%d schema", version)
+	require.False(tb, Required(), "official ACP v%d schema required (%s is set): %v; run `make test-deps` (or set %s)",
+		version, EnvRequire, err, acpschema.EnvDir)
 }
 
 // Node skips tb, loudly, because what it needs from Node.js (the node
@@ -102,8 +98,6 @@ func fatalUnlessSkippable(tb testing.TB, version int, err error) {
 // instead.
 func Node(tb testing.TB, why error) {
 	tb.Helper()
-	if Required() {
-		tb.Fatalf("%v (required: %s is set)", why, EnvRequire)
-	}
+	require.False(tb, Required(), "%v (required: %s is set)", why, EnvRequire)
 	tb.Skipf("SKIPPED: %v; set %s=1 to make this a failure", why, EnvRequire)
 }

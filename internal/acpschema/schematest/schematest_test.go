@@ -4,15 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/internal/acpschema"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // recorder is a testing.TB that records what a helper did to it. Its
-// Fatalf and Skipf end the calling goroutine, as the real ones do.
+// FailNow and Skipf end the calling goroutine, as the real ones do; a
+// require assertion reports through Errorf and then calls FailNow.
 type recorder struct {
 	testing.TB
 	logs            []string
@@ -24,8 +26,12 @@ func (r *recorder) Helper() {}
 func (r *recorder) Logf(format string, args ...any) {
 	r.logs = append(r.logs, fmt.Sprintf(format, args...))
 }
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.fatal, r.failed = fmt.Sprintf(format, args...), true
+func (r *recorder) Name() string { return "recorder" }
+func (r *recorder) Errorf(format string, args ...any) {
+	r.fatal, r.failed = r.fatal+fmt.Sprintf(format, args...), true
+}
+func (r *recorder) FailNow() {
+	r.failed = true
 	runtime.Goexit()
 }
 func (r *recorder) Skipf(format string, args ...any) {
@@ -63,20 +69,27 @@ func TestWithoutTheSchemaForReturnsNilAndLogsOnceAndRequireSkips(t *testing.T) {
 	schematest.ResetNote()
 	for i := range 2 {
 		r, v, returned := call(func(tb testing.TB) *acpschema.Validator { return schematest.For(tb, 1) })
-		if !returned || v != nil || r.failed || r.skipped {
-			t.Fatalf("For: returned %v, validator %v, recorder %+v", returned, v, r)
+		require.True(t, returned, "For: returned %v, validator %v, recorder %+v", returned, v, r)
+		require.Nil(t, v, "For: returned %v, validator %v, recorder %+v", returned, v, r)
+		require.False(t, r.failed, "For: returned %v, validator %v, recorder %+v", returned, v, r)
+		require.False(t, r.skipped, "For: returned %v, validator %v, recorder %+v", returned, v, r)
+		if i == 0 && assert.Len(t, r.logs, 1, "first For's logs") {
+			assert.Contains(t, r.logs[0], "SCHEMA CHECKS SKIPPED", "first For's log")
+			assert.Contains(t, r.logs[0], dir, "first For's log")
+			assert.Contains(t, r.logs[0], "make test-deps", "first For's log")
 		}
-		if i == 0 && (len(r.logs) != 1 || !strings.Contains(r.logs[0], "SCHEMA CHECKS SKIPPED") ||
-			!strings.Contains(r.logs[0], dir) || !strings.Contains(r.logs[0], "make test-deps")) {
-			t.Errorf("first For logged %q", r.logs)
+		if i == 1 {
+			assert.Empty(t, r.logs, "second For logged again")
 		}
-		if i == 1 && len(r.logs) != 0 {
-			t.Errorf("second For logged again: %q", r.logs)
-		}
+
 	}
 	r, _, returned := call(func(tb testing.TB) *acpschema.Validator { return schematest.Require(tb, 2) })
-	if returned || !r.skipped || !strings.Contains(r.skip, dir) || !strings.Contains(r.skip, "make test-deps") {
-		t.Errorf("Require: returned %v, recorder %+v", returned, r)
+	if assert.False(t, returned, "Require: returned %v, recorder %+v", returned, r) {
+		if assert.True(t, r.skipped, "Require: returned %v, recorder %+v", returned, r) {
+			if assert.Contains(t, r.skip, dir, "Require: returned %v, recorder %+v", returned, r) {
+				assert.Contains(t, r.skip, "make test-deps", "Require: returned %v, recorder %+v", returned, r)
+			}
+		}
 	}
 }
 
@@ -88,24 +101,28 @@ func TestWithoutTheSchemaRequiredFailsNamingWhereItLooked(t *testing.T) {
 		"Require": func(tb testing.TB) *acpschema.Validator { return schematest.Require(tb, 1) },
 	} {
 		r, _, returned := call(f)
-		if returned || !r.failed || !strings.Contains(r.fatal, dir) || !strings.Contains(r.fatal, schematest.EnvRequire) {
-			t.Errorf("%s: returned %v, recorder %+v", name, returned, r)
+		if assert.False(t, returned, "%s: returned %v, recorder %+v", name, returned, r) {
+			if assert.True(t, r.failed, "%s: returned %v, recorder %+v", name, returned, r) {
+				if assert.Contains(t, r.fatal, dir, "%s: returned %v, recorder %+v", name, returned, r) {
+					assert.Contains(t, r.fatal, schematest.EnvRequire, "%s: returned %v, recorder %+v", name, returned, r)
+				}
+			}
 		}
 	}
 	r := &recorder{}
 	done := make(chan struct{})
 	go func() { defer close(done); schematest.Node(r, errors.New("node is not on PATH")) }()
 	<-done
-	if !r.failed || r.skipped || !strings.Contains(r.fatal, "node is not on PATH") {
-		t.Errorf("Node: recorder %+v", r)
+	if assert.True(t, r.failed, "Node: recorder %+v", r) {
+		if assert.False(t, r.skipped, "Node: recorder %+v", r) {
+			assert.Contains(t, r.fatal, "node is not on PATH", "Node: recorder %+v", r)
+		}
 	}
 }
 
 func TestRequiredReadsTheVariableFailSafe(t *testing.T) {
 	for value, want := range map[string]bool{"": false, "0": false, "false": false, "1": true, "true": true, "yes": true} {
 		t.Setenv(schematest.EnvRequire, value)
-		if got := schematest.Required(); got != want {
-			t.Errorf("%s=%q: Required() = %v, want %v", schematest.EnvRequire, value, got, want)
-		}
+		assert.Equal(t, want, schematest.Required(), "%s=%q: Required()", schematest.EnvRequire, value)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/stretchr/testify/require"
 )
 
 // Expected results of Run, by compaction (session/ID, trigger, outcome):
@@ -25,7 +26,7 @@ import (
 //	s1/c4  auto    failed by Emitter.SettleAll(ErrConnectionClosed): abandoned
 //	s2/c5  auto    cancelled by Session.SettleAll(ErrCancelled): abandoned (cancel_unreported)
 //	s1/c6  manual  failed by Session.SettleAll(nil), i.e. ErrTurnEnded: abandoned
-//	s1/c7  manual  Session.Fail before any start with ErrAgentCrashed: abandoned
+//	s1/c7  manual  failed right after its start with ErrAgentCrashed: abandoned
 //	s3/old auto    replayed completed; s3/run (in progress) skipped
 //	u/u1   auto    completed, both updates undeliverable
 //	w/w1   idle    failed by the watchdog (ErrTimeout): abandoned
@@ -45,15 +46,11 @@ func Run(t testing.TB, ctx context.Context, obs emitter.Observer) {
 	t.Helper()
 	must := func(err error) {
 		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "a step of the scripted run")
 	}
 	mustFail := func(err error, target error) {
 		t.Helper()
-		if !errors.Is(err, target) {
-			t.Fatalf("got %v, want %v", err, target)
-		}
+		require.ErrorIs(t, err, target, "a step of the scripted run that must be refused")
 	}
 
 	em := emitter.New(emitter.NotifierFunc(nop), emitter.WithNegotiation(Negotiation), emitter.WithObserver(obs))
@@ -83,20 +80,22 @@ func Run(t testing.TB, ctx context.Context, obs emitter.Observer) {
 	must(err)
 	_, err = s2.Start(ctx, emitter.WithID("c5"), emitter.WithTrigger(protocol.Auto))
 	must(err)
-	if n, err := s2.SettleAll(ctx, emitter.ErrCancelled); n != 1 || err != nil {
-		t.Fatalf("s2.SettleAll = %d, %v", n, err)
-	}
-	if n, err := em.SettleAll(ctx, emitter.ErrConnectionClosed); n != 1 || err != nil {
-		t.Fatalf("em.SettleAll = %d, %v", n, err)
-	}
+	n, err := s2.SettleAll(ctx, emitter.ErrCancelled)
+	require.NoError(t, err, "s2.SettleAll")
+	require.Equal(t, 1, n, "s2.SettleAll settled")
+	n, err = em.SettleAll(ctx, emitter.ErrConnectionClosed)
+	require.NoError(t, err, "em.SettleAll")
+	require.Equal(t, 1, n, "em.SettleAll settled")
 
 	_, err = s1.Start(ctx, emitter.WithID("c6"))
 	must(err)
-	if n, err := s1.SettleAll(ctx, nil); n != 1 || err != nil {
-		t.Fatalf("s1.SettleAll = %d, %v", n, err)
-	}
+	n, err = s1.SettleAll(ctx, nil)
+	require.NoError(t, err, "s1.SettleAll")
+	require.Equal(t, 1, n, "s1.SettleAll settled")
 
-	must(s1.Fail(ctx, "c7", emitter.ErrAgentCrashed))
+	c7, err := s1.Start(ctx, emitter.WithID("c7"))
+	must(err)
+	must(c7.Fail(ctx, emitter.ErrAgentCrashed))
 
 	must(s3.Replay(ctx, emitter.Record{ID: "old", Status: protocol.Completed, Trigger: protocol.Auto, Summary: []protocol.ContentBlock{protocol.Text("x")}, Displayable: true}))
 	must(s3.Replay(ctx, emitter.Record{ID: "run", Status: protocol.InProgress}))
@@ -123,13 +122,12 @@ func RunWatchdog(t testing.TB, ctx context.Context, obs emitter.Observer) {
 		}
 	})
 	ew := emitter.New(emitter.NotifierFunc(nop), emitter.WithNegotiation(Negotiation),
-		emitter.WithObserver(emitter.Observers(obs, signal)), emitter.WithMaxDuration(time.Millisecond))
-	if _, err := ew.Session("w").Start(ctx, emitter.WithID("w1"), emitter.WithTrigger(protocol.Idle)); err != nil {
-		t.Fatal(err)
-	}
+		emitter.WithObserver(obs, signal), emitter.WithMaxDuration(time.Millisecond))
+	_, err := ew.Session("w").Start(ctx, emitter.WithID("w1"), emitter.WithTrigger(protocol.Idle))
+	require.NoError(t, err, "Start w1")
 	select {
 	case <-done:
 	case <-time.After(time.Minute): // a hang guard, not a timing assertion
-		t.Fatal("the watchdog never settled w1")
+		require.Fail(t, "the watchdog never settled w1")
 	}
 }

@@ -62,6 +62,7 @@ func main() {
 		{pkg: "./emitter", bench: "^BenchmarkOpenCompactionMemory$", extra: []string{"-test.benchtime", "1x"}, once: true},
 		{pkg: "./agentkit", bench: "^Benchmark(Notify|Chunk)$", extra: []string{"-test.benchtime", *benchtime}},
 		{pkg: "./proxy", bench: "^BenchmarkProxy$", extra: []string{"-test.benchtime", *benchtime}},
+		{pkg: "./audit", bench: "^BenchmarkAudit$", extra: []string{"-test.benchtime", "2x"}},
 		{pkg: "./test/bench", bench: "^BenchmarkFlood$", extra: []string{"-test.benchtime", *floodTime, "-flood.n", strconv.Itoa(*floodN)}},
 		// The kit's two stores side by side (docs/records.md).
 		{pkg: "./sqlstore", bench: "^BenchmarkStore$", extra: []string{"-test.benchtime", *benchtime}},
@@ -300,6 +301,18 @@ func (r *results) print(w io.Writer, missing []string, floodN int) {
 	row(fmt.Sprintf("Flood chunks/s TypeScript SDK agent (N=%d)", floodN), r.values("test/bench BenchmarkFlood/tsagent", "chunks/s"), "", nil)
 	row("Flood scenario/tsagent chunks/s",
 		r.ratio("test/bench BenchmarkFlood/scenario", "chunks/s", "test/bench BenchmarkFlood/tsagent", "chunks/s"), ">= 5", atLeast(5))
+	row("Audit MB/s of history: add (extract every reference)",
+		r.values("audit BenchmarkAudit/add", "MB/s"), "", nil)
+	row("Audit cost: add / JSON decode of the same history (ns/ns)",
+		r.ratio("audit BenchmarkAudit/add", "ns/op", "audit BenchmarkAudit/decode", "ns/op"), "", nil)
+	row("Audit cost: check a 2% summary / add (ns/ns)",
+		r.ratio("audit BenchmarkAudit/check", "ns/op", "audit BenchmarkAudit/add", "ns/op"), "", nil)
+	row("Audit cost: follow the wire lines / JSON decode (ns/ns)",
+		r.ratio("audit BenchmarkAudit/follow", "ns/op", "audit BenchmarkAudit/decode", "ns/op"), "", nil)
+	row("Audit cost: add / a tokenizer loop over the same bytes (ns/ns)",
+		r.ratio("audit BenchmarkAudit/add", "ns/op", "audit BenchmarkAudit/tokens", "ns/op"), "", nil)
+	row("Audit cost: add / bytes.Count over the same bytes (ns/ns)",
+		r.ratio("audit BenchmarkAudit/add", "ns/op", "audit BenchmarkAudit/scan", "ns/op"), "", nil)
 	row("Store append sqlite/sessionlog time (default durability)",
 		r.ratio("sqlstore BenchmarkStore/append/sqlite", "ns/op", "sqlstore BenchmarkStore/append/sessionlog", "ns/op"), "", nil)
 	row("Store append sqlite-syncFull/sessionlog-syncEach time (a sync an append)",
