@@ -65,7 +65,10 @@ func SessionFrom(ctx context.Context, sessionID string) *Session {
 // summary is fit to show the user; without it the summary is withheld (see
 // the package documentation). When ctx carries no trace context, the
 // turn's prompt `_meta` trace context is attached for the emitter's
-// observer.
+// observer. With a store (WithStore) the compaction's start is written to
+// the session's history before it opens: a start the store cannot take
+// is refused (no handle, an error wrapping ErrStore), so the client never
+// sees a compaction the history lacks.
 func (s *Session) Start(ctx context.Context, opts ...emitter.StartOption) (*emitter.Compaction, error) {
 	if s.err != nil {
 		return nil, s.err

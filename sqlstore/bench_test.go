@@ -46,7 +46,7 @@ func BenchmarkStore(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := l.Append(ctx, upd); err != nil {
-					b.Fatal(err)
+					require.NoError(b, err)
 				}
 			}
 		})
@@ -63,13 +63,11 @@ func BenchmarkStore(b *testing.B) {
 				n := 0
 				for _, err := range l.Entries(ctx) {
 					if err != nil {
-						b.Fatal(err)
+						require.NoError(b, err)
 					}
 					n++
 				}
-				if n != 9_900 {
-					b.Fatalf("read %d entries, want 9,900", n)
-				}
+				require.Equal(b, 9_900, n, "entries read")
 			}
 		})
 	}

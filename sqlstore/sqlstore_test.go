@@ -117,9 +117,7 @@ func startPostgres(t *testing.T) string {
 	skip := func(format string, args ...any) {
 		t.Helper()
 		msg := fmt.Sprintf(format, args...)
-		if os.Getenv("ACPCOMPACT_REQUIRE_POSTGRES") == "1" {
-			t.Fatalf("PostgreSQL is required (ACPCOMPACT_REQUIRE_POSTGRES=1) but cannot be started: %s", msg)
-		}
+		require.NotEqual(t, "1", os.Getenv("ACPCOMPACT_REQUIRE_POSTGRES"), "PostgreSQL is required (ACPCOMPACT_REQUIRE_POSTGRES=1) but cannot be started: %s", msg)
 		t.Skipf("PostgreSQL not started, test skipped (set ACPCOMPACT_REQUIRE_POSTGRES=1 to fail instead): %s", msg)
 	}
 	bin := postgresBin()
