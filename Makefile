@@ -57,7 +57,8 @@ fuzz-smoke:
 	done
 
 # Benchmarks (test/bench/README.md): every benchmark of emitter, agentkit,
-# proxy and the whole-agent flood (scenario agent vs the TypeScript SDK
+# proxy, the two history stores (sessionlog and sqlstore on SQLite: append
+# and load) and the whole-agent flood (scenario agent vs the TypeScript SDK
 # agent; the latter is skipped, loudly, without node or `make test-deps`),
 # run BENCH_ROUNDS times round-robin so that load changes hit baseline and
 # candidate alike, then a benchstat summary of the raw output and the table

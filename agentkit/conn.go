@@ -20,7 +20,8 @@ import (
 // a foreign stream as bytes written back through its WriteObject as a
 // json.RawMessage, except for a notification that changes no turn, which
 // is queued as jsonrpc2's own message object, so that the stream marshals
-// it once, as it would without the kit.
+// it once, as it would without the kit (not with a store: the kit reads
+// every session update it records).
 type tapStream struct {
 	inner jsonrpc2.ObjectStream
 	t     *tap.Tap
@@ -77,7 +78,7 @@ func (s *tapStream) ReadObject(v any) error {
 func (s *tapStream) WriteObject(v any) error {
 	req := s.next
 	s.next = nil
-	if s.pass && passable(req) {
+	if s.pass && !s.t.Records() && passable(req) {
 		return s.t.Pass(v)
 	}
 	raw, err := marshal(v)

@@ -2,11 +2,13 @@
 // and guarantees that no compaction outlives its turn. It is the kit's one
 // surface, and its adapter for agents built on sourcegraph/jsonrpc2.
 //
-// The surface, shared by every adapter and written here once: Session,
-// SessionFrom, Recover, the options (Option, WithFallback,
-// WithCancelGrace, WithEmitterOptions, WithLogger), DefaultCancelGrace,
+// The surface, shared by every adapter and written here once: Session
+// (Start, Compaction, Replay, Send, Keep, ReplayHistory), SessionFrom,
+// Recover, the options (Option, WithFallback, WithCancelGrace,
+// WithEmitterOptions, WithLogger, WithStore), DefaultCancelGrace,
 // CloseTimeout and the sentinel errors. What the jsonrpc2 adapter adds:
-// Kit (NewConn, Shutdown, CloseConn, Emitter), NewStream and AsyncHandler.
+// Kit (NewConn, Shutdown, CloseConn, Emitter, Record), NewStream and
+// AsyncHandler.
 // Agents on coder/acp-go-sdk use the adapter agentkit/acpsdk, whose Kit
 // creates the SDK's connections; its Session, Option and errors are this
 // package's (aliases), so a runtime reports through the same Session on
@@ -41,6 +43,21 @@
 // handler derived, Session's methods fail with ErrUnknownConn. Outside a turn a start is
 // refused with emitter.ErrOutsideTurn unless it was started with
 // emitter.Background.
+//
+// # The session's history
+//
+// With WithStore the kit keeps every session's history itself, in a
+// history.Store (sessionlog's files, or sqlstore's database): each session
+// update the agent writes (Session.Send, or its own connection), before
+// it is written; a v1 client's prompts; each compaction's start, before
+// the client sees it, and its final record, whoever settles it; the
+// runtime's data (Session.Keep). On session/load, Session.ReplayHistory
+// replays it as the client saw it live (an interrupted compaction failed)
+// and hands the runtime every entry to restore its own state; Kit.Record
+// records a compaction applied with no client connected. What cannot be
+// written is not shown: a start or an update the store refuses is refused
+// (ErrStore). docs/records.md ("The kit keeps the history") has the rules,
+// and what a store failure leaves.
 //
 // A summary is sent only for a compaction started with
 // emitter.UserDisplayable(); otherwise Chunk returns emitter.ErrWithheld

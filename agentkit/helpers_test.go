@@ -84,6 +84,8 @@ func (a *agent) handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.R
 			return map[string]any{"stopReason": "end_turn"}, nil
 		}
 		return a.prompt(ctx, conn, p.SessionID)
+	case "session/new":
+		return map[string]any{"sessionId": session}, nil
 	case "session/load":
 		if a.load != nil {
 			if err := a.load(ctx, conn, p.SessionID); err != nil {
@@ -190,7 +192,7 @@ func (s stack) Serve(cfg kittest.Config, ka *kittest.Agent) kittest.Served {
 			return ka.Load(ctx, jconn{a.kit, conn}, sid)
 		}
 	}
-	opts := kittest.Options(cfg, agentkit.WithCancelGrace, agentkit.WithFallback, agentkit.WithEmitterOptions)
+	opts := kittest.Options(cfg, agentkit.WithCancelGrace, agentkit.WithFallback, agentkit.WithEmitterOptions, agentkit.WithStore)
 	return a.serve(opts...)
 }
 
@@ -199,7 +201,7 @@ func (stack) SessionFrom(ctx context.Context, sessionID string) kittest.Session 
 }
 
 func (stack) Errors() kittest.Errors {
-	return kittest.Errors{NotInitialized: agentkit.ErrNotInitialized, UnknownConn: agentkit.ErrUnknownConn, Closed: agentkit.ErrClosed}
+	return kittest.Errors{NotInitialized: agentkit.ErrNotInitialized, UnknownConn: agentkit.ErrUnknownConn, Closed: agentkit.ErrClosed, Store: agentkit.ErrStore}
 }
 
 // rpcError turns a runtime's error into the agent's JSON-RPC error.

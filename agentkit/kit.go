@@ -3,6 +3,7 @@ package agentkit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"sync"
 
@@ -178,7 +179,33 @@ func (k *Kit) Shutdown(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
+	if b := k.cfg.Book; b != nil {
+		b.Close() // the connections' settlements are recorded
+	}
 	return errors.Join(errs...)
+}
+
+// Record writes the final record of a compaction to sessionID's history
+// (WithStore) without a connection: for a compaction the runtime applies
+// while no client is connected, or after Shutdown (a late summary), which
+// the session's next ReplayHistory replays at the end of the history as
+// it stood. rec must be settled (completed, failed or cancelled); without
+// an ID it gets a new one (an ID the history holds already keeps its
+// first final record: see package history). It opens the session's
+// history for the write and closes it again, unless a connection of the
+// kit holds it. It returns an error wrapping ErrStore when the kit has no
+// store or the record cannot be written (the store's error is wrapped
+// too: another process serving the session is history.ErrLocked).
+func (k *Kit) Record(ctx context.Context, sessionID string, rec emitter.Record) error {
+	return record(ctx, k.config(), sessionID, rec)
+}
+
+// record is Kit.Record for either kit's settings.
+func record(ctx context.Context, cfg settings, sessionID string, rec emitter.Record) error {
+	if cfg.Book == nil {
+		return fmt.Errorf("%w: session %s: %w", ErrStore, sessionID, tap.ErrNoStore)
+	}
+	return cfg.Book.Record(ctx, sessionID, rec)
 }
 
 // CloseConn is Shutdown for one connection. It also waits for a close

@@ -7,6 +7,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/agentkit/internal/tap"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/history"
 )
 
 // Sentinel errors of both kits (agentkit/acpsdk's are the same values);
@@ -24,6 +25,11 @@ var (
 	// the Kit does not serve the connection given to it (another Kit
 	// created it, or it has closed and the Kit forgot it).
 	ErrUnknownConn = errors.New("agentkit: no connection of this kit (not a kit handler's context, another kit's connection, or a closed one)")
+	// ErrStore: the session's history could not be written or read (the
+	// store's error is wrapped too: history.ErrNotFound, ErrLocked, a
+	// store's own), or the kit has no store (WithStore). What it refused
+	// did not reach the client: a compaction's start, an update.
+	ErrStore = errors.New("agentkit: the session's history could not be written or read")
 )
 
 // DefaultCancelGrace is the cancel grace when WithCancelGrace is not
@@ -75,6 +81,20 @@ func WithEmitterOptions(opts ...emitter.Option) Option {
 	return func(s *settings) { s.EmitterOptions = append(s.EmitterOptions, opts...) }
 }
 
+// WithStore makes the kit keep every session's history in store, by
+// itself: each session update the agent sends (before it is sent), a v1
+// client's prompts, each compaction's start (before the client sees it)
+// and final record, at their places, so that Session.ReplayHistory
+// replays, in a later process too, what the client saw live, an
+// interrupted compaction failed. The runtime writes no record code. store
+// is sessionlog's (sessionlog.Store.History, files: the embedded default)
+// or sqlstore's (a SQL database), or any history.Store. With it, an
+// emitter.OnFinalRecord among WithEmitterOptions is not called: the store
+// is the sink of the final records (wrap the store to see them). See
+// docs/records.md ("The kit keeps the history") for what is written when,
+// and what happens when the store fails.
+func WithStore(store history.Store) Option { return func(s *settings) { s.Store = store } }
+
 // WithLogger sets where the kit logs negotiation diagnostics, settlements it
 // performs and panics it sees (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *settings) { s.Logger = l } }
@@ -88,6 +108,9 @@ func newSettings(opts ...Option) settings {
 			o(&cfg)
 		}
 	}
-	cfg.Name, cfg.ErrNotInitialized, cfg.ErrClosed = "agentkit", ErrNotInitialized, ErrClosed
+	cfg.Name, cfg.ErrNotInitialized, cfg.ErrClosed, cfg.ErrStore = "agentkit", ErrNotInitialized, ErrClosed, ErrStore
+	if cfg.Store != nil {
+		cfg.Book = tap.NewBook(cfg.Store, cfg.Logger, ErrStore)
+	}
 	return cfg
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/agentkit/internal/tap"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/history"
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
@@ -64,7 +65,10 @@ func SessionFrom(ctx context.Context, sessionID string) *Session {
 // summary is fit to show the user; without it the summary is withheld (see
 // the package documentation). When ctx carries no trace context, the
 // turn's prompt `_meta` trace context is attached for the emitter's
-// observer.
+// observer. With a store (WithStore) the compaction's start is written to
+// the session's history before it opens: a start the store cannot take
+// is refused (no handle, an error wrapping ErrStore), so the client never
+// sees a compaction the history lacks.
 func (s *Session) Start(ctx context.Context, opts ...emitter.StartOption) (*emitter.Compaction, error) {
 	if s.err != nil {
 		return nil, s.err
@@ -93,6 +97,57 @@ func (s *Session) Replay(ctx context.Context, rec emitter.Record) error {
 		return s.err
 	}
 	return s.t.Replay(ctx, s.id, rec)
+}
+
+// Send sends one of the session's own updates (update marshals to the
+// `update` object of session/update: an agent_message_chunk, a tool_call,
+// a plan, ...) through the kit, so that a runtime never holds the
+// connection. It is written as any notification of the agent's: in call
+// order with the kit's compaction updates, after the turn guard's rules
+// for a message that ends a turn (a v2 idle state_update). With a store
+// (WithStore) it is recorded first, as every session update the agent
+// writes is: when it cannot be, it is not sent, and the error wraps
+// ErrStore. It returns before the update is written (a write error shows
+// in a later call); with ErrClosed once the connection has closed.
+func (s *Session) Send(ctx context.Context, update any) error {
+	if s.err != nil {
+		return s.err
+	}
+	return s.t.SendUpdate(ctx, s.id, update)
+}
+
+// Keep writes the runtime's own data (data marshals to JSON: token
+// counts, its model's messages, what it needs to restore its state) to the
+// session's history (WithStore), where it is never sent to the client:
+// ReplayHistory hands it back, in its place among the rest. An error
+// wraps ErrStore: no store, or the history could not be written.
+func (s *Session) Keep(ctx context.Context, data any) error {
+	if s.err != nil {
+		return s.err
+	}
+	return s.t.Keep(ctx, s.id, data)
+}
+
+// ReplayHistory replays the session's history from the kit's store
+// (WithStore) as the client saw it live: each update the agent sent, a v1
+// client's prompts, each compaction at its place (interrupted ones
+// failed), through Replay, so a client without the capability gets the
+// fallback form. Call it in the session/load handler (or a v2
+// session/resume's), before its response. It replays only when the client
+// asked for a replay (a session/load, or a v2 session/resume with
+// replayFrom, is in flight); otherwise it only restores. Either way it
+// opens the history for appending (another process serving the session:
+// an error wrapping ErrStore and history.ErrLocked; a session the store
+// does not have: ErrStore and history.ErrNotFound), and hands restore, when
+// not nil, every entry in order (updates, data kept with Keep, final
+// records), for the runtime to restore its own state; an error of
+// restore's stops it and is returned. A history the store cannot read is
+// reported before anything is sent.
+func (s *Session) ReplayHistory(ctx context.Context, restore func(history.Entry) error) error {
+	if s.err != nil {
+		return s.err
+	}
+	return s.t.ReplayHistory(ctx, s.id, restore)
 }
 
 // Recover settles the connection's open compactions as failed

@@ -3,6 +3,8 @@ package sessionlog
 import (
 	"errors"
 	"fmt"
+
+	"github.com/acpcompact/acpcompact/history"
 )
 
 // Sentinel errors, for errors.Is. The errors about a file's content are
@@ -21,25 +23,38 @@ var (
 	ErrCorrupt = errors.New("corrupt session log")
 
 	// ErrNotFound: the session has no log in the store. It wraps
-	// fs.ErrNotExist's meaning; errors.Is(err, fs.ErrNotExist) holds too.
-	ErrNotFound = errors.New("no log for this session")
-	// ErrExist: Create found a log for the session already.
-	ErrExist = errors.New("the session has a log already")
+	// fs.ErrNotExist's meaning; errors.Is(err, fs.ErrNotExist) holds too,
+	// and so does errors.Is(err, history.ErrNotFound).
+	ErrNotFound error = &also{"no log for this session", history.ErrNotFound}
+	// ErrExist: Create found a log for the session already (it wraps
+	// history.ErrExist).
+	ErrExist error = &also{"the session has a log already", history.ErrExist}
 	// ErrSessionID: the session ID cannot name a file (see Store.Path).
 	ErrSessionID = errors.New("session ID not usable as a file name")
 	// ErrLocked: another Log holds the session's log open for writing, in
 	// this process or another (see the package doc, "One writer a log").
 	// Append and Create return it at once, never waiting; the error names
-	// the file.
-	ErrLocked = errors.New("session log in use by another writer")
+	// the file. It wraps history.ErrLocked.
+	ErrLocked error = &also{"session log in use by another writer", history.ErrLocked}
 	// ErrClosed: the Log was closed, or failed earlier in a way that leaves
 	// its end unknown (a write that could not be undone).
 	ErrClosed = errors.New("session log closed")
 	// ErrInterrupted is the error of a compaction whose process died
 	// before it settled: reading its log yields it as failed with this
-	// text (see the package doc, "Crash safety").
-	ErrInterrupted = errors.New("the agent stopped before the compaction finished")
+	// text (see the package doc, "Crash safety"). It is
+	// history.ErrInterrupted.
+	ErrInterrupted = history.ErrInterrupted
 )
+
+// also is a sentinel of this package that is also one of package
+// history's: its own text, and errors.Is finds either.
+type also struct {
+	msg string
+	is  error
+}
+
+func (e *also) Error() string { return e.msg }
+func (e *also) Unwrap() error { return e.is }
 
 // Error is a problem with a log file's content: what (one of ErrForeign,
 // ErrVersion, ErrCorrupt), where (the file and the 1-based line; 0 for the

@@ -14,11 +14,16 @@ import (
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
-// Line kinds after the header.
+// Line kinds after the header. update, data and void are the kit's
+// (history.Store, Store.History); a reader of an earlier version skips
+// them.
 const (
 	kindMessage = "message"
 	kindStart   = "start"
 	kindRecord  = "record"
+	kindUpdate  = "update"
+	kindData    = "data"
+	kindVoid    = "void"
 )
 
 // crcPrefix opens every line; the checksum's eight hex digits follow, then
@@ -65,6 +70,36 @@ func (l *Log) AppendMessage(id string, data any) error {
 	}
 	line = append(line, `,"data":`...)
 	line = append(line, raw...)
+	return l.write(finishLine(line))
+}
+
+// appendPayload appends a line of kind (kindUpdate, kindData) whose
+// payload, raw JSON, goes under "data", on one line.
+func (l *Log) appendPayload(kind string, raw []byte) error {
+	if len(raw) == 0 {
+		return fmt.Errorf("sessionlog: a %s entry without data", kind)
+	}
+	raw, err := oneLine(raw)
+	if err != nil {
+		return fmt.Errorf("sessionlog: %s entry: %w", kind, err)
+	}
+	line := newLine(len(raw) + 32)
+	line = append(line, `"kind":"`...)
+	line = append(line, kind...)
+	line = append(line, `","data":`...)
+	line = append(line, raw...)
+	return l.write(finishLine(line))
+}
+
+// appendVoid appends a void line: the start of compaction id opened
+// nothing (see history.Void).
+func (l *Log) appendVoid(id string) error {
+	if id == "" {
+		return errors.New("sessionlog: a void entry without an ID")
+	}
+	line := newLine(len(id) + 32)
+	line = append(line, `"kind":"void","id":`...)
+	line = protocol.AppendJSONString(line, id)
 	return l.write(finishLine(line))
 }
 

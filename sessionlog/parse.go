@@ -32,7 +32,9 @@ func parseEntry(line []byte) (fields, error) {
 		return fields{}, err
 	}
 	f := fields{kind: []byte(env.Kind), id: []byte(env.ID), after: []byte(env.After), payload: env.Data}
-	if env.Kind != kindMessage {
+	switch env.Kind {
+	case kindMessage, kindUpdate, kindData:
+	default:
 		f.payload = env.Record
 	}
 	return f, nil

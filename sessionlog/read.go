@@ -22,6 +22,12 @@ const (
 	KindMessage Kind = iota + 1
 	// KindCompaction is a compaction's record (AppendRecord).
 	KindCompaction
+	// KindUpdate is a session update a kit recorded as the client saw it
+	// (history.Update, through Store.History): Data holds it.
+	KindUpdate
+	// KindData is the runtime's own data a kit recorded (history.Data,
+	// through Store.History): Data holds it.
+	KindData
 )
 
 // String names the kind.
@@ -31,6 +37,10 @@ func (k Kind) String() string {
 		return "message"
 	case KindCompaction:
 		return "compaction"
+	case KindUpdate:
+		return "update"
+	case KindData:
+		return "data"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -41,7 +51,8 @@ type Entry struct {
 	// Line is the line of the log the entry was read from: a message's
 	// own, a compaction's final record's, or, Interrupted, its start's.
 	Line int
-	// MessageID and Data are a message's ID and data (KindMessage).
+	// MessageID and Data are a message's ID and data (KindMessage); Data
+	// is also the update of KindUpdate and the data of KindData.
 	MessageID string
 	Data      json.RawMessage
 	// Record is a compaction's final record (KindCompaction): settled, to
@@ -81,6 +92,9 @@ type comp struct {
 	// after its first entry, so it waits for that message.
 	anchorLater  bool
 	start, final span
+	// void: a void line cancels the start (history.Void): without a
+	// final record the compaction is not yielded.
+	void bool
 }
 
 // span is one line: offset, length without the newline, 1-based number.
@@ -275,6 +289,22 @@ func (r *Reader) indexLine(line []byte, sp span) error {
 		for _, c := range r.afters[string(f.id)] {
 			c.anchorLater = true
 		}
+	case kindUpdate, kindData:
+		if len(f.payload) == 0 {
+			return fileError(r.path, sp.line, ErrCorrupt, nil, "a %s entry without its data", kind)
+		}
+	case kindVoid:
+		id := string(f.id)
+		if id == "" {
+			return fileError(r.path, sp.line, ErrCorrupt, nil, "a void entry without an ID")
+		}
+		c := r.byID[id]
+		if c == nil {
+			c = &comp{idx: len(r.comps), id: id, first: sp.off}
+			r.comps = append(r.comps, c)
+			r.byID[id] = c
+		}
+		c.void = true
 	case kindStart, kindRecord:
 		id := string(f.id)
 		if id == "" {
@@ -331,11 +361,12 @@ func (r *Reader) decodeRecord(raw json.RawMessage, line int) (emitter.Record, er
 	return rec, nil
 }
 
-// Entries yields the session's history: each message in the order it was
-// appended, and each compaction once, as its final record, right after
-// the message its Record.After names (or where its first entry is; see the
-// package doc). A compaction that started and never settled is yielded
-// failed, Interrupted. It stops at the end the log had when Read checked
+// Entries yields the session's history: each message, update and data
+// entry in the order it was appended, and each compaction once, as its
+// final record, right after the message its Record.After names (or where
+// its first entry is; see the package doc). A compaction that started and
+// never settled is yielded failed, Interrupted; one whose start a void
+// line cancelled (it opened nothing) is not yielded. It stops at the end the log had when Read checked
 // it: lines appended since are not read. An error (the file changed
 // under it, an I/O error) is yielded once, last.
 func (r *Reader) Entries() iter.Seq2[Entry, error] {
@@ -343,6 +374,9 @@ func (r *Reader) Entries() iter.Seq2[Entry, error] {
 		yielded := make([]bool, len(r.comps))
 		emit := func(c *comp) bool {
 			yielded[c.idx] = true
+			if !c.final.ok() && (c.void || !c.start.ok()) {
+				return true // a void start: it opened nothing
+			}
 			e, err := r.compaction(c)
 			return yield(e, err) && err == nil
 		}
@@ -378,7 +412,15 @@ func (r *Reader) Entries() iter.Seq2[Entry, error] {
 						return
 					}
 				}
-			case kindStart, kindRecord:
+			case kindUpdate, kindData:
+				kind := KindUpdate
+				if string(f.kind) == kindData {
+					kind = KindData
+				}
+				if !yield(Entry{Kind: kind, Line: n, Data: json.RawMessage(bytes.Clone(f.payload))}, nil) {
+					return
+				}
+			case kindStart, kindRecord, kindVoid:
 				c := r.byID[string(f.id)]
 				if c == nil || c.first != off || yielded[c.idx] {
 					continue // not its first entry, or placed already

@@ -11,7 +11,7 @@
 // whole agent of that guide.
 //
 // What this adapter adds: Kit (NewAgentSideConnection, NewConnection,
-// Shutdown, CloseConn, Emitter) and Conn, the kit's reader and writer
+// Shutdown, CloseConn, Emitter, Record) and Conn, the kit's reader and writer
 // around the SDK's, the prompt's context, and the panic guard around every
 // method of the agent. (It links package agentkit but none of
 // sourcegraph/jsonrpc2's code: the linker drops what the jsonrpc2 adapter
@@ -51,8 +51,10 @@
 // agent before the constructor returns); with a context no kit handler
 // derived, Session's methods fail with ErrUnknownConn. The *Conn the
 // constructors return is for the agent's own sending, Done, Kit.CloseConn
-// and Kit.Emitter. Start, Compaction, the turn guard, withheld summaries
-// (emitter.UserDisplayable), the cancel grace (WithCancelGrace) and
+// and Kit.Emitter; a runtime sends its session's updates through
+// Session.Send. Start, Compaction, the turn guard, withheld summaries
+// (emitter.UserDisplayable), the cancel grace (WithCancelGrace), the
+// session's history (WithStore, Session.ReplayHistory, Kit.Record) and
 // Kit.Shutdown behave as in package agentkit.
 //
 // # The reader and the writer

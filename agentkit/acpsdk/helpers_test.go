@@ -252,7 +252,7 @@ func (r *rig) serve(a *agent) {
 type stack struct{}
 
 func (stack) Serve(cfg kittest.Config, ka *kittest.Agent) kittest.Served {
-	opts := kittest.Options(cfg, acpsdk.WithCancelGrace, acpsdk.WithFallback, acpsdk.WithEmitterOptions)
+	opts := kittest.Options(cfg, acpsdk.WithCancelGrace, acpsdk.WithFallback, acpsdk.WithEmitterOptions, acpsdk.WithStore)
 	l := newLink(opts...)
 	l.wrapOut = cfg.WrapOutput
 	a := &agent{}
@@ -283,7 +283,7 @@ func (stack) SessionFrom(ctx context.Context, sessionID string) kittest.Session 
 }
 
 func (stack) Errors() kittest.Errors {
-	return kittest.Errors{NotInitialized: acpsdk.ErrNotInitialized, UnknownConn: acpsdk.ErrUnknownConn, Closed: acpsdk.ErrClosed}
+	return kittest.Errors{NotInitialized: acpsdk.ErrNotInitialized, UnknownConn: acpsdk.ErrUnknownConn, Closed: acpsdk.ErrClosed, Store: acpsdk.ErrStore}
 }
 
 // stdio is the stand-in stdin and stdout of the examples, and the client

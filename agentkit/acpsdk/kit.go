@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -225,7 +226,22 @@ func (k *Kit) Shutdown(ctx context.Context) error {
 		wg.Go(func() { errs[i] = c.shutdown(ctx) })
 	}
 	wg.Wait()
+	if b := k.cfg.Book; b != nil {
+		b.Close() // the connections' settlements are recorded
+	}
 	return errors.Join(errs...)
+}
+
+// Record is agentkit's Kit.Record: it writes the final record of a
+// compaction the runtime applied without a connection (while no client is
+// connected, or after Shutdown) to sessionID's history, for its next
+// ReplayHistory.
+func (k *Kit) Record(ctx context.Context, sessionID string, rec emitter.Record) error {
+	b := k.config().Book
+	if b == nil {
+		return fmt.Errorf("%w: session %s: %w", ErrStore, sessionID, tap.ErrNoStore)
+	}
+	return b.Record(ctx, sessionID, rec)
 }
 
 // CloseConn is Shutdown for one connection. It also waits, within ctx, for

@@ -8,6 +8,7 @@ import (
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/agentkit/internal/tap"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/history"
 )
 
 // The reporting surface is package agentkit's, written there once: the
@@ -56,6 +57,8 @@ var (
 	ErrClosed = agentkit.ErrClosed
 	// ErrUnknownConn is agentkit.ErrUnknownConn.
 	ErrUnknownConn = agentkit.ErrUnknownConn
+	// ErrStore is agentkit.ErrStore.
+	ErrStore = agentkit.ErrStore
 )
 
 // DefaultCancelGrace is agentkit.DefaultCancelGrace.
@@ -80,6 +83,10 @@ func WithEmitterOptions(opts ...emitter.Option) Option {
 	return agentkit.WithEmitterOptions(opts...)
 }
 
+// WithStore is agentkit.WithStore: the kit keeps every session's history
+// in store by itself (Session.ReplayHistory replays it).
+func WithStore(store history.Store) Option { return agentkit.WithStore(store) }
+
 // WithLogger is agentkit.WithLogger: where the kit logs (default
 // slog.Default()).
 func WithLogger(l *slog.Logger) Option { return agentkit.WithLogger(l) }
@@ -96,6 +103,9 @@ func newSettings(opts ...Option) tap.Config {
 			o(&cfg)
 		}
 	}
-	cfg.Name, cfg.ErrNotInitialized, cfg.ErrClosed = "agentkit", ErrNotInitialized, ErrClosed
+	cfg.Name, cfg.ErrNotInitialized, cfg.ErrClosed, cfg.ErrStore = "agentkit", ErrNotInitialized, ErrClosed, ErrStore
+	if cfg.Store != nil {
+		cfg.Book = tap.NewBook(cfg.Store, cfg.Logger, ErrStore)
+	}
 	return cfg
 }

@@ -86,9 +86,11 @@ func TestImportsAreOneWay(t *testing.T) {
 		"observe": {"protocol", "emitter"},
 		// The turn engine reads a prompt's trace context (observe's type).
 		"internal/turn": {"protocol", "capability", "emitter", "observe", "internal/skim"},
-		// A store of what a runtime replays: records, never the wire.
-		"sessionlog": {"protocol", "emitter", "internal/lines"},
-
+		// The contract between the kits and a store of histories.
+		"history": {"protocol", "emitter"},
+		// Stores of what a runtime replays: records, never the wire.
+		"sessionlog": {"protocol", "emitter", "history", "internal/lines"},
+		"sqlstore":   {"protocol", "emitter", "history"},
 		// The oracle is an independent implementation on purpose.
 		"conformance": nil,
 	}

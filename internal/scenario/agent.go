@@ -15,6 +15,7 @@ import (
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/history"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/acpcompact/acpcompact/sessionlog"
 	"github.com/sourcegraph/jsonrpc2"
@@ -72,16 +73,16 @@ type Config struct {
 	// slog.Default(). Nothing but protocol messages is ever written to the
 	// connection.
 	Logger *slog.Logger
-	// StateDir, when set, keeps each session in a file of that directory
-	// (package sessionlog, one <session ID>.jsonl a session): its messages
-	// and its compactions' records, appended as they happen, so that
-	// session/load and session/resume in a later process replay what the
-	// client saw live. A compaction the process did not live to settle
-	// reads back failed (sessionlog's "Crash safety"). A session is served
-	// by one process at a time: its file's writer lock is held while the
-	// process holds the session, and another process's load of it fails
-	// at once. Empty: sessions live in memory only, and end with the
-	// process.
+	// StateDir, when set, is where the kit keeps each session's history
+	// (agentkit.WithStore with package sessionlog: one <session ID>.jsonl
+	// a session): what the client saw, appended as it happens, so that
+	// session/load and session/resume in a later process replay it. A
+	// compaction the process did not live to settle reads back failed. A
+	// session is served by one process at a time: its file's writer lock
+	// is held while a connection of the process holds the session, and
+	// another process's load of it fails at once. Empty: the kit keeps the
+	// histories in memory, and they end with the process (or the
+	// session's close).
 	StateDir string
 }
 
@@ -92,17 +93,14 @@ type Agent struct {
 	log     *slog.Logger
 	kit     *agentkit.Kit
 	settled *settlements
-	store   *sessionlog.Store // nil without a state directory
+	// mem is the kit's store without a state directory (nil with one).
+	mem *history.Memory
 
 	mu       sync.Mutex
 	sessions map[string]*session
 	order    []*session
-	// closing are the sessions closed (session/close) while a handler
-	// still writes to their log: the turn the close stopped, whose final
-	// records must reach the file.
-	closing map[string]*session
 
-	restoring sync.Mutex // one session read from the state directory at a time
+	restoring sync.Mutex // one session restored from its history at a time
 }
 
 // New returns an agent configured by cfg. It fails for an unknown fallback
@@ -129,11 +127,19 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger, settled: newSettlements(), sessions: map[string]*session{}, closing: map[string]*session{}}
+	a := &Agent{cfg: cfg, log: cfg.Logger, settled: newSettlements(), sessions: map[string]*session{}}
+	// The kit keeps every session's history (agentkit.WithStore): the
+	// agent writes no record code.
+	var store history.Store
 	if cfg.StateDir != "" {
-		if a.store, err = sessionlog.Open(cfg.StateDir, sessionlog.WithLogger(a.log)); err != nil {
+		st, err := sessionlog.Open(cfg.StateDir, sessionlog.WithLogger(a.log))
+		if err != nil {
 			return nil, fmt.Errorf("scenario: state directory: %w", err)
 		}
+		store = st.History()
+	} else {
+		a.mem = history.NewMemory()
+		store = a.mem
 	}
 
 	eopts := []emitter.Option{
@@ -142,9 +148,6 @@ func New(cfg Config) (*Agent, error) {
 		emitter.WithRecords(emitter.DefaultRecordKey),
 		emitter.WithUsageUpdates(),
 		emitter.WithObserver(a.settled, emitter.NewSlogObserver(a.log)),
-		// Every compaction's final record, whoever settles it, for the
-		// session's history (what session/load replays).
-		emitter.OnFinalRecord(a.final),
 	}
 	if cfg.CompactionTimeout > 0 {
 		eopts = append(eopts, emitter.WithMaxDuration(cfg.CompactionTimeout))
@@ -157,25 +160,9 @@ func New(cfg Config) (*Agent, error) {
 		agentkit.WithCancelGrace(grace),
 		agentkit.WithEmitterOptions(eopts...),
 		agentkit.WithLogger(a.log),
+		agentkit.WithStore(store),
 	)
 	return a, nil
-}
-
-// final keeps a compaction's final record in its session's history, and
-// in its log with a state directory; it is the emitter's OnFinalRecord sink
-// for every connection. A session closed meanwhile (session/close) is
-// forgotten, and so is its record, unless its log is still open for the
-// turn the close stopped: the record goes to the file.
-func (a *Agent) final(_ context.Context, sessionID string, rec emitter.Record) {
-	a.mu.Lock()
-	s := a.sessions[sessionID]
-	if s == nil {
-		s = a.closing[sessionID]
-	}
-	a.mu.Unlock()
-	if s != nil {
-		s.settled(rec)
-	}
 }
 
 // orDefault maps zero to def; it keeps negative values, which mean off.
@@ -226,28 +213,10 @@ func (a *Agent) Serve(ctx context.Context, rwc io.ReadWriteCloser) error {
 // Serve then returns once its handlers have.
 func (a *Agent) Shutdown(ctx context.Context) error { return a.kit.Shutdown(ctx) }
 
-// Close closes the sessions' files in the state directory; everything
-// was written as it happened. Call it after the last Serve has returned;
-// the agent must not be used after. Without a state directory it does
-// nothing.
-func (a *Agent) Close() error {
-	a.mu.Lock()
-	sessions := slices.Clone(a.order)
-	for _, s := range a.closing {
-		sessions = append(sessions, s)
-	}
-	a.mu.Unlock()
-	var errs []error
-	for _, s := range sessions {
-		s.mu.Lock()
-		if s.log != nil {
-			errs = append(errs, s.log.Close())
-			s.log = nil
-		}
-		s.mu.Unlock()
-	}
-	return errors.Join(errs...)
-}
+// Close closes the sessions' histories the kit still holds (their files
+// in the state directory); everything was written as it happened. Call it
+// after the last Serve has returned; the agent must not be used after.
+func (a *Agent) Close() error { return a.kit.Shutdown(context.Background()) }
 
 // DrainTimeout bounds how long Serve keeps a connection open for the
 // requests in flight when its input ends.
@@ -356,7 +325,7 @@ func (c *conn) Handle(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 	case "initialize":
 		result, err = c.initialize(req)
 	case "session/new":
-		result, err = c.newSession(req)
+		result, err = c.newSession(ctx, req)
 		if err == nil && !c.v2() {
 			// v1 advertises commands by notification, after the session
 			// exists on the client's side.
@@ -418,10 +387,10 @@ func (c *conn) reply(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Requ
 	}
 }
 
-// notify sends one session/update.
-func (c *conn) notify(ctx context.Context, rpc *jsonrpc2.Conn, sessionID string, update any) {
-	err := rpc.Notify(context.WithoutCancel(ctx), "session/update", sessionNotification{SessionID: sessionID, Update: update})
-	if err != nil {
+// notify sends one of the session's updates through the kit, which
+// records it in the session's history.
+func (c *conn) notify(ctx context.Context, _ *jsonrpc2.Conn, sessionID string, update any) {
+	if err := agentkit.SessionFrom(ctx, sessionID).Send(context.WithoutCancel(ctx), update); err != nil {
 		c.a.log.Debug("session/update not sent", "session", sessionID, "error", err)
 	}
 }
@@ -472,14 +441,14 @@ func (c *conn) initialize(req *jsonrpc2.Request) (any, error) {
 	}, nil
 }
 
-func (c *conn) newSession(req *jsonrpc2.Request) (any, error) {
+func (c *conn) newSession(ctx context.Context, req *jsonrpc2.Request) (any, error) {
 	var p struct {
 		Cwd string `json:"cwd"`
 	}
 	if err := decode(req, &p); err != nil {
 		return nil, err
 	}
-	s, err := c.a.newSession(p.Cwd)
+	s, err := c.a.newSession(ctx, p.Cwd)
 	if err != nil {
 		c.a.log.Error("session not created", "error", err)
 		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: "session not created: " + err.Error()}
@@ -526,31 +495,24 @@ func (c *conn) closeSession(req *jsonrpc2.Request) (any, error) {
 	// Closing a session stops its work as a cancel does, and ends it: the
 	// agent forgets it, so that memory is bounded by the sessions that are
 	// open. Without a state directory a later load or resume does not find
-	// it; with one, it reads the session back from its file, which is
-	// closed once the turn it stopped has written its end.
+	// it (its history ends too); with one, the kit closes its file once
+	// the close is answered, and a later load reads the session back.
 	s.cancelTurn()
-	s.mu.Lock()
-	s.closed = true
-	s.closeLogLocked()
-	s.mu.Unlock()
 	c.a.forget(s)
 	return struct{}{}, nil
 }
 
-// forget drops a closed session; one whose log is still open waits in
-// closing until the last handler closes it (session.leave).
+// forget drops a closed session, and its history when it is in memory.
 func (a *Agent) forget(s *session) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s.mu.Lock()
-	if s.log != nil {
-		a.closing[s.id] = s
-	}
-	s.mu.Unlock()
 	if a.sessions[s.id] == s {
 		delete(a.sessions, s.id)
 	}
 	a.order = slices.DeleteFunc(a.order, func(x *session) bool { return x == s })
+	if a.mem != nil {
+		a.mem.Remove(s.id)
+	}
 }
 
 // load answers v1 session/load: the replay, then the response. A session
@@ -562,11 +524,7 @@ func (c *conn) load(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Reque
 	if err := decode(req, &p); err != nil {
 		return nil, err
 	}
-	s, err := c.a.restored(p.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.replay(ctx, rpc, s); err != nil {
+	if _, err := c.a.replay(ctx, p.SessionID); err != nil {
 		return nil, err
 	}
 	return struct{}{}, nil
@@ -582,10 +540,6 @@ func (c *conn) resume(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 	if err := decode(req, &p); err != nil {
 		return nil, err
 	}
-	s, err := c.a.restored(p.SessionID)
-	if err != nil {
-		return nil, err
-	}
 	if len(p.ReplayFrom) > 0 && string(p.ReplayFrom) != "null" {
 		var cursor struct {
 			Type string `json:"type"`
@@ -593,9 +547,11 @@ func (c *conn) resume(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 		if json.Unmarshal(p.ReplayFrom, &cursor) != nil || cursor.Type != "start" {
 			return nil, errInvalidParams(`unsupported replayFrom cursor; this agent replays from {"type":"start"} only`)
 		}
-		if err := c.replay(ctx, rpc, s); err != nil {
-			return nil, err
-		}
+	}
+	// The kit replays the history only when replayFrom asks for it.
+	s, err := c.a.replay(ctx, p.SessionID)
+	if err != nil {
+		return nil, err
 	}
 	state := stateUpdate{SessionUpdate: protocol.KindStateUpdate, State: "idle"}
 	if s.busy() {
@@ -603,36 +559,4 @@ func (c *conn) resume(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 	}
 	c.notify(ctx, rpc, s.id, state)
 	return struct{}{}, nil
-}
-
-// replay sends the session's history in order: messages, and each settled
-// compaction as one terminal update through agentkit (fallback form for a
-// v1 client without the capability; a running one is skipped).
-func (c *conn) replay(ctx context.Context, rpc *jsonrpc2.Conn, s *session) error {
-	ks := agentkit.SessionFrom(ctx, s.id)
-	v2 := c.v2()
-	for _, e := range s.snapshot() {
-		switch {
-		case e.comp != nil:
-			rec := e.comp.record() // in_progress while it runs: skipped
-			if err := ks.Replay(ctx, rec); err != nil {
-				return fmt.Errorf("replay compaction %s: %w", rec.ID, err)
-			}
-		case v2:
-			kind := "agent_message"
-			if e.role == roleUser {
-				kind = "user_message"
-			}
-			c.notify(ctx, rpc, s.id, messageUpsert{SessionUpdate: kind, MessageID: e.messageID, Content: e.content})
-		default:
-			kind := "agent_message_chunk"
-			if e.role == roleUser {
-				kind = "user_message_chunk"
-			}
-			for _, b := range e.content {
-				c.notify(ctx, rpc, s.id, messageChunk{SessionUpdate: kind, MessageID: e.messageID, Content: b})
-			}
-		}
-	}
-	return nil
 }

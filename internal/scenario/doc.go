@@ -56,29 +56,33 @@
 // run from `running` to `idle`; messages carry IDs; replayed messages are
 // upserts), and version 1 otherwise, advertising loadSession. session/load
 // (v1) and session/resume with replayFrom {"type":"start"} (v2) replay the
-// session: its messages, and each settled compaction as one terminal
-// update at its position (Session.Replay of the final record OnFinalRecord
-// handed over, so the replay holds what the live client held). A running
-// compaction is skipped. session/close stops a running turn as
+// session from the kit's history (Session.ReplayHistory): its messages, and
+// each settled compaction as one terminal update at its position, so the
+// replay holds what the live client held. A running compaction is skipped. session/close stops a running turn as
 // session/cancel does and forgets the session; session/list lists the open
 // ones. Agent.Shutdown settles and writes what is open before the process
 // exits.
 //
 // # Sessions that survive a restart
 //
-// Without a state directory (Config.StateDir empty) history lives in the
-// Agent's memory. With one, every session is also a file there, <session
-// ID>.jsonl (package sessionlog): messages, and each compaction's start and
-// final record, are appended as they happen; session/load and
-// session/resume of a session this process does not hold read it back,
-// replay it, and the session goes on. What a client sees after a restart,
-// after a SIGKILL (an interrupted compaction replays failed, never
-// in_progress) and for a corrupt, foreign or newer file (a JSON-RPC error
-// naming the file and the line) is in docs/records.md ("Sessions that
-// survive a restart"). One process at a time serves a session: the
-// process that holds a session's file holds its writer lock
-// (sessionlog.ErrLocked), and another process's session/load or
-// session/resume of it fails at once with a JSON-RPC error naming the
+// The agent writes no record code: its kit keeps each session's history
+// (agentkit.WithStore), every update it sends (through Session.Send), the
+// client's prompts, each compaction's start and final record at their
+// places, and session/load and session/resume replay it with one
+// Session.ReplayHistory call, which also hands the agent the entries it
+// restores its own state from (its messages, the token count, the ID
+// counters; its working directory, kept with Session.Keep). With a state
+// directory (Config.StateDir) the history is a file there, <session
+// ID>.jsonl (package sessionlog), and a session this process does not
+// hold is read back, replayed, and goes on; without one it is kept in
+// memory, and ends with the session's close or the process. What a client
+// sees after a restart, after a SIGKILL (an interrupted compaction replays
+// failed, never in_progress) and for a corrupt, foreign or newer file (a
+// JSON-RPC error naming the file and the line) is in docs/records.md
+// ("Sessions that survive a restart"). One process at a time serves a
+// session: the process whose connection holds a session's file holds its
+// writer lock (sessionlog.ErrLocked), and another process's session/load
+// or session/resume of it fails at once with a JSON-RPC error naming the
 // file; that process serves its other sessions. The process that created
 // a session numbers its IDs plainly (cmp_1, msg_user_2); a process that
 // reopens it adds a random mark of its own (cmp_3f9a2c1b_4), so that no

@@ -6,13 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
+	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
-	"github.com/acpcompact/acpcompact/sessionlog"
 )
 
 // Simulated context accounting, for plausible records and usage updates.
@@ -30,37 +29,13 @@ const (
 	roleAgent
 )
 
-// entry is one item of a session's history, in timeline order.
+// entry is one message of a session, in the order of the history: what
+// the scripts summarize. (The history itself, compactions included, is
+// the kit's: see store.go.)
 type entry struct {
-	role      role              // for a message
-	messageID string            // for a message
-	content   []json.RawMessage // a message's content blocks
-	comp      *compEntry        // for a compaction
-}
-
-// compEntry is a compaction in history, at the place it began. Its record
-// is the final record the emitter handed over when the compaction settled
-// (emitter.OnFinalRecord: Agent.final), whoever settled it (the runtime,
-// the kit at the turn's end, the cancel grace or the connection's close,
-// the watchdog), with the summary the client was left holding, streamed
-// or given at settlement. Until then it is in_progress, which a replay
-// skips.
-type compEntry struct {
-	id protocol.ID
-	mu sync.Mutex
-	r  emitter.Record
-}
-
-func (c *compEntry) record() emitter.Record {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.r
-}
-
-func (c *compEntry) set(rec emitter.Record) {
-	c.mu.Lock()
-	c.r = rec
-	c.mu.Unlock()
+	role      role
+	messageID string
+	content   []json.RawMessage // its content blocks
 }
 
 // session is one ACP session's state, shared by every connection of the
@@ -83,13 +58,6 @@ type session struct {
 	tokens   int64 // simulated context size
 	updated  time.Time
 	turn     *running // the running turn, nil when idle
-
-	// With a state directory: the session's log. active counts the
-	// handlers that may still write to it; closed is session/close, after
-	// which the last of them closes it.
-	log    *sessionlog.Log
-	active int
-	closed bool
 }
 
 func newSessionID() string {
@@ -120,20 +88,17 @@ func (s *session) mintID(prefix string, n int) string {
 	return fmt.Sprintf("%s%s%d", prefix, s.mark, n)
 }
 
-// newSession creates a session, and its log in the state directory if the
-// agent has one.
-func (a *Agent) newSession(cwd string) (*session, error) {
+// newSession creates a session; its history begins with its working
+// directory (kept by the kit with Session.Keep, in the state directory if
+// the agent has one).
+func (a *Agent) newSession(ctx context.Context, cwd string) (*session, error) {
 	if cwd == "" {
 		cwd = "/"
 	}
 	now := time.Now()
 	s := &session{a: a, id: newSessionID(), cwd: cwd, created: now, updated: now, tokens: startTokens}
-	if a.store != nil {
-		l, err := a.store.Create(s.id, storedInfo{Cwd: cwd})
-		if err != nil {
-			return nil, fmt.Errorf("the session's state file: %w", err)
-		}
-		s.log = l
+	if err := agentkit.SessionFrom(ctx, s.id).Keep(ctx, storedInfo{Cwd: cwd}); err != nil {
+		return nil, fmt.Errorf("the session's history: %w", err)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -219,7 +184,6 @@ func (s *session) addMessage(r role, content []json.RawMessage) string {
 	}
 	id := s.mintID(prefix, s.nextMessage)
 	s.entries = append(s.entries, entry{role: r, messageID: id, content: content})
-	s.appendMessageLocked(r, id, content)
 	for _, b := range content {
 		s.tokens += tokensPerEntry + int64(len(b))/4
 	}
@@ -237,51 +201,6 @@ func (s *session) nextCompactionID() protocol.ID {
 	return protocol.ID(s.mintID("cmp_", s.nextCmp))
 }
 
-// addCompaction places compaction id in the history, before the runtime
-// reports it, so that its final record, which may be handed over as soon
-// as it starts (a cancel grace of 0), finds its place.
-func (s *session) addCompaction(id protocol.ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.entries = append(s.entries, entry{comp: &compEntry{id: id, r: emitter.Record{ID: id, Status: protocol.InProgress}}})
-	s.updated = time.Now()
-}
-
-// dropCompaction removes compaction id, which never reached the client.
-func (s *session) dropCompaction(id protocol.ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.entries = slices.DeleteFunc(s.entries, func(e entry) bool { return e.comp != nil && e.comp.id == id })
-}
-
-// started writes a compaction's start to the session's log: its record
-// while in_progress, so that if the process dies before it settles, a
-// later process replays it failed (sessionlog's "Crash safety").
-func (s *session) started(rec emitter.Record) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !rec.Status.Terminal() {
-		s.appendRecordLocked(rec)
-	}
-}
-
-// settled keeps the final record of a compaction of the session, at the
-// place the compaction began, and writes it to the session's log.
-func (s *session) settled(rec emitter.Record) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.appendRecordLocked(rec)
-	for _, e := range s.entries {
-		if e.comp != nil && e.comp.id == rec.ID {
-			e.comp.set(rec)
-			return
-		}
-	}
-	// Not placed by the runtime: it goes where it ended, now.
-	s.entries = append(s.entries, entry{comp: &compEntry{id: rec.ID, r: rec}})
-	s.updated = time.Now()
-}
-
 // lastMessageID returns the ID of the history's latest message, the
 // position a compaction starting now follows (emitter.After).
 func (s *session) lastMessageID() string {
@@ -293,12 +212,6 @@ func (s *session) lastMessageID() string {
 		}
 	}
 	return ""
-}
-
-func (s *session) snapshot() []entry {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]entry(nil), s.entries...)
 }
 
 // userTexts returns the text of the user messages so far.

@@ -180,7 +180,7 @@ func TestScenarioUnreadableStateFiles(t *testing.T) {
 	data, err := os.ReadFile(corruptPath)
 	require.NoError(t, err, "os.ReadFile")
 	i := strings.Index(string(data), "hello")
-	data[i] = 'j' // in a message: line 2
+	data[i] = 'j' // in the prompt's record: line 3 (line 2 keeps the working directory)
 	require.NoError(t, os.WriteFile(corruptPath, data, 0o600), "os.WriteFile")
 	foreignPath := filepath.Join(dir, foreign+".jsonl")
 	require.NoError(t, os.WriteFile(foreignPath, []byte("{\"role\":\"user\",\"content\":\"a chat log of another tool\"}\n"), 0o600), "os.WriteFile")
@@ -191,7 +191,7 @@ func TestScenarioUnreadableStateFiles(t *testing.T) {
 	for _, tc := range []struct {
 		sid, path, what string
 		line            int
-	}{{corrupt, corruptPath, "corrupt session log: checksum mismatch", 2}, {foreign, foreignPath, "not a session log", 1}} {
+	}{{corrupt, corruptPath, "corrupt session log: checksum mismatch", 3}, {foreign, foreignPath, "not a session log", 1}} {
 		err := l.cl.Load(l.ctx, tc.sid, "/work")
 		var rpcErr *jsonrpc2.Error
 		if !assert.ErrorAs(t, err, &rpcErr, "session/load of %s", tc.sid) ||

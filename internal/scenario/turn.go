@@ -78,10 +78,6 @@ func (c *conn) prompt(ctx context.Context, rpc *jsonrpc2.Conn, req *jsonrpc2.Req
 		c.reply(ctx, rpc, req, nil, errInvalidParams("prompt must not be empty"))
 		return
 	}
-	// The turn's messages and records go to the session's log until the
-	// response is written (the kit settles what is open before it).
-	s.enter()
-	defer s.leave()
 	ctx, run, ok := s.beginTurn(ctx)
 	if !ok {
 		c.reply(ctx, rpc, req, nil, &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidRequest, Message: "a prompt is already running in this session"})
@@ -223,21 +219,18 @@ type compaction struct {
 	streamed int
 }
 
-// start opens a compaction in the session's history and on the wire. Its
-// record reaches the history when it settles (Agent.final).
+// start opens a compaction; the kit records its start, and its final
+// record when it settles, at its place in the session's history.
 func (t *turn) start(trigger protocol.Trigger) (*compaction, error) {
 	id := t.s.nextCompactionID()
 	settled := t.c.a.settled.register(t.s.id, id)
 	after := t.s.lastMessageID()
-	t.s.addCompaction(id)
 	h, err := t.ks.Start(t.ctx, emitter.WithID(id), emitter.WithTrigger(trigger), emitter.UserDisplayable(), emitter.After(after))
 	if h == nil {
 		t.c.a.settled.forget(t.s.id, id)
-		t.s.dropCompaction(id)
 		return nil, fmt.Errorf("start compaction %s: %w", id, err)
 	}
 	t.opened = append(t.opened, h)
-	t.s.started(h.Record())
 	if err != nil {
 		t.c.a.log.Warn("compaction start not delivered", "session", t.s.id, "compaction", id, "error", err)
 	}
@@ -356,13 +349,10 @@ func (t *turn) fail() (string, error) {
 func (t *turn) failEarly() (string, error) {
 	id := t.s.nextCompactionID()
 	after := t.s.lastMessageID()
-	t.s.addCompaction(id)
 	h, err := t.ks.Start(t.ctx, emitter.WithID(id), emitter.After(after))
 	if h == nil {
-		t.s.dropCompaction(id)
 		return "", fmt.Errorf("report compaction %s failed: %w", id, err)
 	}
-	t.s.started(h.Record())
 	if err := h.Fail(t.ctx, ErrSummarizerUnavailable, emitter.WithDetails(t.s.details(0, false))); err != nil {
 		t.c.a.log.Warn("compaction failure not delivered", "session", t.s.id, "compaction", id, "error", err)
 	}

@@ -5,11 +5,6 @@ import "encoding/json"
 // The ACP shapes the agent writes itself (agentkit writes the compaction
 // updates). Field order follows the schemas, which keeps the wire readable.
 
-type sessionNotification struct {
-	SessionID string `json:"sessionId"`
-	Update    any    `json:"update"`
-}
-
 type implementation struct {
 	Name    string `json:"name"`
 	Title   string `json:"title,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/history"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 	"github.com/stretchr/testify/assert"
@@ -29,6 +30,9 @@ type Session interface {
 	Starter
 	Compaction(id protocol.ID) (*emitter.Compaction, error)
 	Replay(ctx context.Context, rec emitter.Record) error
+	Send(ctx context.Context, update any) error
+	Keep(ctx context.Context, data any) error
+	ReplayHistory(ctx context.Context, restore func(history.Entry) error) error
 }
 
 // Errors are a kit's sentinel errors.
@@ -36,6 +40,7 @@ type Errors struct {
 	NotInitialized error
 	UnknownConn    error
 	Closed         error
+	Store          error
 }
 
 // Stack is one kit's half of the shared tests: it serves an Agent on a
@@ -65,14 +70,16 @@ type Config struct {
 	// WrapOutput, when not nil, wraps the agent's output: everything the
 	// stack writes to the client goes through it.
 	WrapOutput func(io.Writer) io.Writer
+	// Store, when not nil, is passed to WithStore.
+	Store history.Store
 }
 
 // Grace returns d for Config.CancelGrace.
 func Grace(d time.Duration) *time.Duration { return &d }
 
 // Options are cfg as a kit's options, made by its WithCancelGrace,
-// WithFallback and WithEmitterOptions.
-func Options[O any](cfg Config, grace func(time.Duration) O, fallback func(emitter.Renderer) O, em func(...emitter.Option) O) []O {
+// WithFallback, WithEmitterOptions and WithStore.
+func Options[O any](cfg Config, grace func(time.Duration) O, fallback func(emitter.Renderer) O, em func(...emitter.Option) O, store func(history.Store) O) []O {
 	var opts []O
 	if cfg.CancelGrace != nil {
 		opts = append(opts, grace(*cfg.CancelGrace))
@@ -82,6 +89,9 @@ func Options[O any](cfg Config, grace func(time.Duration) O, fallback func(emitt
 	}
 	if cfg.Emitter != nil {
 		opts = append(opts, em(cfg.Emitter...))
+	}
+	if cfg.Store != nil {
+		opts = append(opts, store(cfg.Store))
 	}
 	return opts
 }

@@ -95,6 +95,9 @@ func (t *Tap) Start(ctx context.Context, sessionID string, opts ...emitter.Start
 	if _, err := t.ready(sessionID); err != nil {
 		return nil, err
 	}
+	if t.book != nil {
+		return t.startRecorded(ctx, sessionID, opts)
+	}
 	// In a cancelled turn whose grace already ran out, the compaction
 	// gets a grace of its own rather than waiting for a watchdog (the
 	// host's Start).

@@ -39,6 +39,7 @@ import (
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/history"
 	"github.com/acpcompact/acpcompact/internal/host"
 	"github.com/acpcompact/acpcompact/internal/turn"
 	"github.com/acpcompact/acpcompact/observe"
@@ -65,6 +66,13 @@ type Config struct {
 	// CancelGrace is the engine's turn.Config.CancelGrace.
 	CancelGrace time.Duration
 	Logger      *slog.Logger
+	// Store is what WithStore set; the kit makes Book of it, once, for
+	// all its connections (nil: no store).
+	Store history.Store
+	Book  *Book
+	// ErrStore is the public package's sentinel of a history that could
+	// not be written or read.
+	ErrStore error
 }
 
 // DefaultConfig returns the documented defaults.
@@ -79,6 +87,10 @@ type Tap struct {
 	out *outQueue // every message leaves whole, in one order (see out.go)
 	h   *host.Host
 	e   *turn.Engine // h's
+	// book keeps the sessions' histories (nil without a store), hists
+	// those this tap holds (persist.go).
+	book  *Book
+	hists histories
 
 	mu      sync.Mutex
 	closed  bool
@@ -129,11 +141,14 @@ func newTap(cfg Config, q *outQueue) *Tap {
 	if cfg.ErrClosed == nil {
 		cfg.ErrClosed = turn.ErrClosed
 	}
+	if cfg.ErrStore == nil {
+		cfg.ErrStore = errors.New("the session's history could not be written or read")
+	}
 	l := cfg.Logger
 	if l == nil {
 		l = slog.Default()
 	}
-	t := &Tap{cfg: cfg, log: l, out: q}
+	t := &Tap{cfg: cfg, log: l, out: q, book: cfg.Book}
 	t.h = host.New(host.Config{
 		Name: cfg.Name, Logger: l, CancelGrace: cfg.CancelGrace,
 		Notifier: emitter.NotifierFunc(t.notify),
@@ -149,6 +164,10 @@ func newTap(cfg Config, q *outQueue) *Tap {
 		Hooks:   host.Hooks{Negotiated: t.negotiated},
 	})
 	t.e = t.h.Engine()
+	if t.book != nil {
+		// Once the close's settlements are recorded.
+		t.OnClose(t.releaseHistories)
+	}
 	return t
 }
 
@@ -183,8 +202,13 @@ func (t *Tap) Receive(msg []byte) Inbound {
 			return
 		}
 		in.Cancelled = append(in.Cancelled, t.h.Client(&m)...)
-		if !batch && m.Method == turn.MethodPrompt && m.ID != "" && m.SessionID != "" {
-			in.Prompt = m.ID
+		if m.Method == turn.MethodPrompt && m.ID != "" && m.SessionID != "" {
+			if !batch {
+				in.Prompt = m.ID
+			}
+			if t.book != nil {
+				t.recordPrompt(&m)
+			}
 		}
 	})
 	return in
@@ -252,12 +276,20 @@ func (t *Tap) Send(msg []byte) error {
 	if !ok {
 		return t.out.write(msg, true) // not understood: written in place
 	}
+	if t.book != nil {
+		if err := t.recordOut(msg, &m); err != nil {
+			return err // not written: the history could not hold it
+		}
+	}
 	eff := t.h.Agent(context.Background(), &m, nil)
 	if eff.End != nil || eff.Closed != "" {
 		// The turn it ends is settled (or the session it closes
 		// forgotten) before it is written; then the engine is told.
 		err := t.out.write(msg, true)
 		t.h.Written(eff)
+		if eff.Closed != "" && t.book != nil {
+			t.book.closeSession(eff.Closed) // its settlements are recorded
+		}
 		return err
 	}
 	notification := m.Method != "" && m.ID == ""
@@ -271,7 +303,12 @@ func (t *Tap) emitterOptions(capability.Negotiation) []emitter.Option {
 	if r := t.fallback(); r != nil {
 		opts = append(opts, emitter.WithFallback(r))
 	}
-	return append(opts, t.cfg.EmitterOptions...)
+	opts = append(opts, t.cfg.EmitterOptions...)
+	if t.book != nil {
+		// Last: the store is the sink of the final records.
+		opts = append(opts, emitter.OnFinalRecord(t.final))
+	}
+	return opts
 }
 
 // negotiated logs the mode the initialize exchange chose.

@@ -3,8 +3,8 @@
 //
 //	go run ./test/bench/cmd/benchtable [-rounds 6] [-benchtime 500ms] [-flood.n 20000] [-o bench.txt]
 //
-// It compiles the test binaries of emitter, agentkit, proxy and test/bench
-// once, then runs every benchmark -rounds times, round-robin across the
+// It compiles the test binaries of emitter, agentkit, proxy, sqlstore (the
+// two stores side by side) and test/bench once, then runs every benchmark -rounds times, round-robin across the
 // packages, so that a change in the machine's load hits baseline and
 // candidate alike. Each ratio is computed within a round (the baseline and
 // the candidate of the same round) and the table shows the median over the
@@ -64,6 +64,8 @@ func main() {
 		{pkg: "./proxy", bench: "^BenchmarkProxy$", extra: []string{"-test.benchtime", *benchtime}},
 		{pkg: "./audit", bench: "^BenchmarkAudit$", extra: []string{"-test.benchtime", "2x"}},
 		{pkg: "./test/bench", bench: "^BenchmarkFlood$", extra: []string{"-test.benchtime", *floodTime, "-flood.n", strconv.Itoa(*floodN)}},
+		// The kit's two stores side by side (docs/records.md).
+		{pkg: "./sqlstore", bench: "^BenchmarkStore$", extra: []string{"-test.benchtime", *benchtime}},
 	}
 	var missing []string
 	bins := map[string]string{}
@@ -311,6 +313,12 @@ func (r *results) print(w io.Writer, missing []string, floodN int) {
 		r.ratio("audit BenchmarkAudit/add", "ns/op", "audit BenchmarkAudit/tokens", "ns/op"), "", nil)
 	row("Audit cost: add / bytes.Count over the same bytes (ns/ns)",
 		r.ratio("audit BenchmarkAudit/add", "ns/op", "audit BenchmarkAudit/scan", "ns/op"), "", nil)
+	row("Store append sqlite/sessionlog time (default durability)",
+		r.ratio("sqlstore BenchmarkStore/append/sqlite", "ns/op", "sqlstore BenchmarkStore/append/sessionlog", "ns/op"), "", nil)
+	row("Store append sqlite-syncFull/sessionlog-syncEach time (a sync an append)",
+		r.ratio("sqlstore BenchmarkStore/append/sqlite-syncFull", "ns/op", "sqlstore BenchmarkStore/append/sessionlog-syncEach", "ns/op"), "", nil)
+	row("Store load of 10,000 entries sqlite/sessionlog time",
+		r.ratio("sqlstore BenchmarkStore/load10k/sqlite", "ns/op", "sqlstore BenchmarkStore/load10k/sessionlog", "ns/op"), "", nil)
 }
 
 func diff(a, b []float64) []float64 {
