@@ -88,9 +88,9 @@ func WithEmitterOptions(opts ...emitter.Option) Option {
 // replays, in a later process too, what the client saw live, an
 // interrupted compaction failed. The runtime writes no record code. store
 // is sessionlog's (sessionlog.Store.History, files: the embedded default)
-// or sqlstore's (a SQL database), or any history.Store. With it, an
-// emitter.OnFinalRecord among WithEmitterOptions is not called: the store
-// is the sink of the final records (wrap the store to see them). See
+// or sqlstore's (a SQL database), or any history.Store. An
+// emitter.OnFinalRecord among WithEmitterOptions is still called, after the
+// store has the record (sinks add up). See
 // docs/records.md ("The kit keeps the history") for what is written when,
 // and what happens when the store fails.
 func WithStore(store history.Store) Option { return func(s *settings) { s.Store = store } }

@@ -314,8 +314,8 @@ func (s *Session) handOver() {
 // handOverCaught is handOver, returning the sink's first panic, if any,
 // rather than letting it go on.
 func (s *Session) handOverCaught() (panicked any) {
-	f := s.e.cfg.onFinal
-	if f == nil {
+	sinks := s.e.cfg.onFinal
+	if len(sinks) == 0 {
 		return nil
 	}
 	s.mu.Lock()
@@ -329,8 +329,10 @@ func (s *Session) handOverCaught() (panicked any) {
 		s.finals = nil
 		s.mu.Unlock()
 		for _, fr := range batch {
-			if p := callSink(f, fr.ctx, s.id, fr.rec); p != nil && panicked == nil {
-				panicked = p
+			for _, f := range sinks {
+				if p := callSink(f, fr.ctx, s.id, fr.rec); p != nil && panicked == nil {
+					panicked = p
+				}
 			}
 		}
 		s.mu.Lock()
@@ -354,7 +356,7 @@ func callSink(f func(context.Context, string, Record), ctx context.Context, sess
 // context.DeadlineExceeded, and the sink goes on with the session's
 // records on a goroutine of its own (a panic there goes on there).
 func (s *Session) handOverWithin(ctx context.Context) error {
-	if s.e.cfg.onFinal == nil {
+	if len(s.e.cfg.onFinal) == 0 {
 		return nil
 	}
 	deadline, ok := ctx.Deadline()
@@ -1216,7 +1218,7 @@ func (c *Compaction) settleLocked(ctx context.Context, status protocol.Status, c
 
 // queueFinalLocked queues c's final record for OnFinalRecord's sink.
 func (s *Session) queueFinalLocked(ctx context.Context, c *Compaction) {
-	if s.e.cfg.onFinal != nil {
+	if len(s.e.cfg.onFinal) > 0 {
 		s.finals = append(s.finals, final{ctx: context.WithoutCancel(ctx), rec: c.recordLocked()})
 	}
 }

@@ -344,3 +344,20 @@ func TestFinalRecordsOfASessionAreHandedOverOneAtATimeInSettlementOrder(t *testi
 	require.Len(t, handed, workers*each, "final records handed over")
 	assert.Equal(t, onWire, handed, "final records not in settlement order:\nhanded over\n    on wire")
 }
+
+// Sinks add up: each OnFinalRecord's sink gets every record, in the order
+// the options gave them (a kit's store first, then a runtime's own).
+func TestFinalRecordSinksAddUp(t *testing.T) {
+	ctx := context.Background()
+	var got []string
+	sink := func(name string) emitter.Option {
+		return emitter.OnFinalRecord(func(_ context.Context, _ string, r emitter.Record) { got = append(got, name+":"+string(r.ID)) })
+	}
+	em, _, _ := newCapable(t, sink("store"), emitter.OnFinalRecord(nil), sink("runtime"))
+	for _, id := range []protocol.ID{"a", "b"} {
+		c, err := em.Session("s").Start(ctx, emitter.WithID(id))
+		require.NoError(t, err)
+		require.NoError(t, c.Complete(ctx))
+	}
+	assert.Equal(t, []string{"store:a", "runtime:a", "store:b", "runtime:b"}, got, "records handed over")
+}

@@ -30,9 +30,9 @@ type config struct {
 	outside OutsideTurn
 	// gate is WithGate's.
 	gate func(ctx context.Context, sessionID string) (release func(), err error)
-	// onFinal is OnFinalRecord's; set, the streamed blocks of open
-	// compactions are kept for their final records.
-	onFinal func(ctx context.Context, sessionID string, rec Record)
+	// onFinal are OnFinalRecord's sinks; with any, the streamed blocks of
+	// open compactions are kept for their final records.
+	onFinal []func(ctx context.Context, sessionID string, rec Record)
 }
 
 // settleTimeout bounds how long a terminal update may take to send on its
@@ -148,13 +148,21 @@ func WithGate(gate func(ctx context.Context, sessionID string) (release func(), 
 // (trace context) but not its cancellation or deadline: a cancelled turn's
 // records must still be kept. rec shares its summary, _meta and details
 // with the compaction's own Record: treat them as read-only.
+//
+// Sinks add up, as observers do: each OnFinalRecord adds one, and every
+// record reaches each in the order given (a kit's store and a runtime's own
+// sink, say). A nil f adds none.
 func OnFinalRecord(f func(ctx context.Context, sessionID string, rec Record)) Option {
-	return func(c *config) { c.onFinal = f }
+	return func(c *config) {
+		if f != nil {
+			c.onFinal = append(c.onFinal, f)
+		}
+	}
 }
 
 // keepsStreamed says whether a record needs each open compaction's
 // streamed blocks: a final record is handed over, or audited.
-func (c *config) keepsStreamed() bool { return c.onFinal != nil || c.audit != nil }
+func (c *config) keepsStreamed() bool { return len(c.onFinal) > 0 || c.audit != nil }
 
 // WithAudit has f audit the summary of every completed compaction against
 // the history it replaced; what f returns joins the record's KnownLoss

@@ -428,7 +428,7 @@ func TestRecordOfANewerVersion(t *testing.T) {
 	path, _ := s.Path("s")
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	must(t, err)
-	_, err = f.Write(sessionlog.RawLine(`"kind":"record","id":"c1","record":{"v":2,"compactionId":"c1","status":"completed"}`))
+	_, err = f.Write(sessionlog.RawLine(`"kind":"record","id":"c1","record":{"v":3,"compactionId":"c1","status":"completed"}`))
 	must(t, err)
 	must(t, f.Close())
 	_, err = s.Read("s")

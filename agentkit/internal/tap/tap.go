@@ -303,12 +303,12 @@ func (t *Tap) emitterOptions(capability.Negotiation) []emitter.Option {
 	if r := t.fallback(); r != nil {
 		opts = append(opts, emitter.WithFallback(r))
 	}
-	opts = append(opts, t.cfg.EmitterOptions...)
 	if t.book != nil {
-		// Last: the store is the sink of the final records.
+		// First: the store has each final record before any sink of the
+		// runtime's sees it (sinks add up, in order).
 		opts = append(opts, emitter.OnFinalRecord(t.final))
 	}
-	return opts
+	return append(opts, t.cfg.EmitterOptions...)
 }
 
 // negotiated logs the mode the initialize exchange chose.
