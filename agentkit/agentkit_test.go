@@ -335,3 +335,9 @@ func (f rendererFunc) Render(ctx context.Context, ev emitter.Event, n emitter.No
 func TestShutdownIsBoundedWhenASinkBlocks(t *testing.T) {
 	kittest.ShutdownIsBoundedWhenASinkBlocks(t, stack{})
 }
+
+// TestAuditedLossReachesTheRecord: WithAudit names what a summary lost in
+// the compaction's record (issue: what no peer shows).
+func TestAuditedLossReachesTheRecord(t *testing.T) {
+	kittest.AuditedLossReachesTheRecord(t, stack{})
+}

@@ -78,7 +78,7 @@ func (s *tapStream) ReadObject(v any) error {
 func (s *tapStream) WriteObject(v any) error {
 	req := s.next
 	s.next = nil
-	if s.pass && !s.t.Records() && passable(req) {
+	if s.pass && !s.t.Reads() && passable(req) {
 		return s.t.Pass(v)
 	}
 	raw, err := marshal(v)

@@ -192,7 +192,7 @@ func (s stack) Serve(cfg kittest.Config, ka *kittest.Agent) kittest.Served {
 			return ka.Load(ctx, jconn{a.kit, conn}, sid)
 		}
 	}
-	opts := kittest.Options(cfg, agentkit.WithCancelGrace, agentkit.WithFallback, agentkit.WithEmitterOptions, agentkit.WithStore)
+	opts := kittest.Options(cfg, agentkit.WithCancelGrace, agentkit.WithFallback, agentkit.WithEmitterOptions, agentkit.WithStore, agentkit.WithAudit)
 	return a.serve(opts...)
 }
 

@@ -95,6 +95,18 @@ func WithEmitterOptions(opts ...emitter.Option) Option {
 // and what happens when the store fails.
 func WithStore(store history.Store) Option { return func(s *settings) { s.Store = store } }
 
+// WithAudit has the kit audit the summary of every completed compaction
+// against the session's history as the connection carried it (prompts,
+// agent messages, tool calls: package audit says what is extracted and
+// when a reference survives), and add what the summary lost to the
+// compaction's record (emitter.Details.KnownLoss: kind, value, where). The
+// record goes where it goes without the audit: under the record key of the
+// terminal update's _meta with emitter.WithRecords, to the store with
+// WithStore, to an emitter.OnFinalRecord sink; a client that did not ask
+// for records never gets an audit. Off by default: it reads every message
+// the connection carries.
+func WithAudit() Option { return func(s *settings) { s.Audit = true } }
+
 // WithLogger sets where the kit logs negotiation diagnostics, settlements it
 // performs and panics it sees (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *settings) { s.Logger = l } }

@@ -409,6 +409,19 @@ func (f *Follower) Audit(_ context.Context, info emitter.Info, summary []protoco
 	return Known(r.KnownLoss)
 }
 
+// Forget drops what the Follower keeps of a session (it closed), so that
+// its memory follows the sessions that are live.
+func (f *Follower) Forget(sessionID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.sessions, sessionID)
+	for k, sid := range f.prompts {
+		if sid == sessionID {
+			delete(f.prompts, k)
+		}
+	}
+}
+
 // Known returns losses as a record's known loss.
 func Known(losses []Loss) []emitter.Loss {
 	if len(losses) == 0 {

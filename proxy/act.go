@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/acpcompact/acpcompact/audit"
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/emitter"
@@ -45,6 +46,11 @@ func (c *conn) handleAgent(ctx context.Context, lr *lines.Reader, raw []byte, lo
 	}
 	if err != nil {
 		return c.clientErr(err), nil
+	}
+	if c.follower != nil && !d.batch {
+		// After the line's settlements: a summary it completes is audited
+		// against the history before it.
+		c.follower.Observe(audit.FromAgent, fmt.Sprintf("agent line %d", l.n), l.msg)
 	}
 	// The client sees this line, and any the proxy made for it, as soon as
 	// no further agent line is at hand, or at once when it may be waiting
@@ -126,6 +132,9 @@ func (c *conn) feed(ctx context.Context, m *turn.Msg, errMember []byte) turn.Eff
 		// bounded by the sessions that are live.
 		delete(c.trans, sid)
 		c.router.forget(sid)
+		if c.follower != nil {
+			c.follower.Forget(sid)
+		}
 	}
 	return eff
 }
@@ -158,7 +167,7 @@ func (c *conn) negotiated(n capability.Negotiation, em *emitter.Emitter, result 
 
 // emitterOptions are the emitter's options beyond the host's.
 func (c *conn) emitterOptions(capability.Negotiation) []emitter.Option {
-	return []emitter.Option{
+	opts := []emitter.Option{
 		// The router picks each compaction's form, so the emitter is
 		// always in fallback mode with the router as its renderer.
 		emitter.WithPolicy(func(capability.Negotiation, bool) capability.Mode { return capability.Fallback }),
@@ -171,6 +180,10 @@ func (c *conn) emitterOptions(capability.Negotiation) []emitter.Option {
 		// re-sent, in the form the client sees it in (router.Render).
 		emitter.WithHeartbeat(c.p.cfg.heartbeat),
 	}
+	if c.follower != nil {
+		opts = append(opts, emitter.WithAudit(c.follower.Audit))
+	}
+	return opts
 }
 
 // observe logs what the emitter refused or could not deliver.

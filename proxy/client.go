@@ -7,12 +7,14 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
 	"sync"
 	"time"
 
+	"github.com/acpcompact/acpcompact/audit"
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/lines"
 	"github.com/acpcompact/acpcompact/internal/skim"
@@ -154,6 +156,9 @@ func (c *conn) fromClient(l *line) (batchable bool) {
 			c.log.Warn("malformed line; forwarded as is", "side", sideClient, "line", n, "error", "invalid batch", "text", clip(msg))
 		}
 		return false
+	}
+	if c.follower != nil {
+		c.follower.Observe(audit.FromClient, fmt.Sprintf("client line %d", n), msg)
 	}
 	m, ok := c.clientMessage(n, msg)
 	return ok && m.Method != "" && m.ID == "" && m.Method != turn.MethodCancel && m.Method != turn.MethodCancelReq

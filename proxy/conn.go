@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/acpcompact/acpcompact/audit"
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/host"
@@ -42,6 +43,9 @@ type conn struct {
 	log *slog.Logger
 	h   *host.Host
 	e   *turn.Engine // h's
+	// follower rebuilds each session's history from the wire for the
+	// audit of its summaries (WithAudit); nil without it.
+	follower *audit.Follower
 
 	emu  sync.Mutex
 	out  clientStream
@@ -104,6 +108,9 @@ func newConn(p *Proxy, clientOut io.Writer, agentIn io.Writer) *conn {
 		router: newRouter(),
 	}
 	c.apick, c.fpick, c.cpick, c.cfpick = newPicker(), newPicker(), newPicker(), newPicker()
+	if p.cfg.audit {
+		c.follower = audit.NewFollower()
+	}
 	c.out.lineWriter = newLineWriter(cout)
 	c.h = host.New(host.Config{
 		Name: "proxy", Logger: p.cfg.logger, CancelGrace: p.cfg.cancelGrace,

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/proxy"
 )
 
@@ -147,4 +148,41 @@ func TestReplayOfAHeldCompactionSettlesIt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// With WithAudit the proxy audits a summary it settles a compaction with
+// against the session's history as it saw it, and the record it sends
+// names what the summary lost (here: the URL of the first prompt, which
+// the summary dropped; the path it kept is not named).
+func TestAuditedLossInTheProxysRecord(t *testing.T) {
+	h := start(t, proxy.WithAudit())
+	h.handshake(v1Capable, 1)
+	h.nextID++
+	id := h.nextID
+	h.client(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"fix internal/skim/prefix.go, see https://example.com/issue/7"}]}}`, id))
+	h.relay(upd("s1", text("On it.")))
+	h.relay(promptResponse(id, "end_turn"))
+	// Between turns: held, then rendered by the proxy at the next turn.
+	h.agent(upd("s1", cmpUpdate("cmp_a", "in_progress")))
+	h.agent(upd("s1", cmpUpdate("cmp_a", "completed", `"summary":[{"type":"text","text":"The user asked to fix internal/skim/prefix.go."}]`)))
+	h.relay(upd("s1", text("the agent's lines so far are read")))
+	id = h.prompt("s1")
+	got := h.next()
+	var u struct {
+		Params struct {
+			Update struct {
+				Status string `json:"status"`
+				Meta   map[string]struct {
+					KnownLoss []emitter.Loss `json:"knownLoss"`
+				} `json:"_meta"`
+			} `json:"update"`
+		} `json:"params"`
+	}
+	require.NoError(t, json.Unmarshal(got, &u), "the delivered compaction: %s", got)
+	assert.Equal(t, "completed", u.Params.Update.Status, "the delivered compaction: %s", got)
+	lost := u.Params.Update.Meta[emitter.DefaultRecordKey].KnownLoss
+	if assert.Len(t, lost, 1, "the record's known loss: %s", got) {
+		assert.Equal(t, emitter.Loss{Kind: "url", Value: "https://example.com/issue/7", Where: "client line 3"}, lost[0], "what the summary lost")
+	}
+	h.relay(promptResponse(id, "end_turn"))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
+	"github.com/acpcompact/acpcompact/internal/jsonedit"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/acpcompact/acpcompact/proxy/agents"
 )
@@ -347,23 +348,44 @@ type record struct {
 	StartedAt    *time.Time            `json:"startedAt,omitempty"`
 	EndedAt      *time.Time            `json:"endedAt,omitempty"`
 	DurationMs   *int64                `json:"durationMs,omitempty"`
+	// KnownLoss is what an audit found the summary lost (WithAudit).
+	KnownLoss []emitter.Loss `json:"knownLoss,omitempty"`
 }
 
 // recordFor is the record of a terminal event: the agent's own, one made
 // of what it reported, or nil when it reported nothing.
 func (t *track) recordFor(ev *emitter.Event) json.RawMessage {
+	var lost []emitter.Loss
+	if ev.Details != nil {
+		lost = ev.Details.KnownLoss
+	}
 	if t.record != nil {
+		if len(lost) == 0 {
+			return t.record
+		}
+		// The agent's own record, with what the audit found; one that is
+		// not an object goes as it came.
+		if out := jsonedit.Update(t.record, func(m map[string]json.RawMessage) bool {
+			b, err := json.Marshal(lost)
+			m["knownLoss"] = b
+			return err == nil
+		}); out != nil {
+			return out
+		}
 		return t.record
 	}
 	f := t.facts
-	if f == nil {
+	if f == nil && len(lost) == 0 {
 		return nil
 	}
-	rec := record{Trigger: t.trigger, Status: ev.Status, TokensBefore: f.TokensBefore, TokensAfter: f.TokensAfter, DurationMs: f.DurationMs}
+	if f == nil {
+		f = &agents.Facts{}
+	}
+	rec := record{Trigger: t.trigger, Status: ev.Status, TokensBefore: f.TokensBefore, TokensAfter: f.TokensAfter, DurationMs: f.DurationMs, KnownLoss: lost}
 	if f.Messages > 0 {
 		rec.Source = &emitter.MessageRange{Count: f.Messages}
 	}
-	if d := ev.Details; d != nil && f.DurationMs == nil && !t.afterFact && ev.Kind == emitter.EventSettled {
+	if d := ev.Details; d != nil && t.facts != nil && f.DurationMs == nil && !t.afterFact && ev.Kind == emitter.EventSettled {
 		started, ended, ms := d.StartedAt, d.EndedAt, d.DurationMs
 		rec.StartedAt, rec.EndedAt, rec.DurationMs = &started, &ended, &ms
 	}

@@ -183,3 +183,9 @@ func TestCancelReachesItsPromptAndNeverTheNext(t *testing.T) {
 func TestShutdownIsBoundedWhenASinkBlocks(t *testing.T) {
 	kittest.ShutdownIsBoundedWhenASinkBlocks(t, stack{})
 }
+
+// TestAuditedLossReachesTheRecord: WithAudit names what a summary lost in
+// the compaction's record (issue: what no peer shows).
+func TestAuditedLossReachesTheRecord(t *testing.T) {
+	kittest.AuditedLossReachesTheRecord(t, stack{})
+}

@@ -252,7 +252,7 @@ func (r *rig) serve(a *agent) {
 type stack struct{}
 
 func (stack) Serve(cfg kittest.Config, ka *kittest.Agent) kittest.Served {
-	opts := kittest.Options(cfg, acpsdk.WithCancelGrace, acpsdk.WithFallback, acpsdk.WithEmitterOptions, acpsdk.WithStore)
+	opts := kittest.Options(cfg, acpsdk.WithCancelGrace, acpsdk.WithFallback, acpsdk.WithEmitterOptions, acpsdk.WithStore, acpsdk.WithAudit)
 	l := newLink(opts...)
 	l.wrapOut = cfg.WrapOutput
 	a := &agent{}

@@ -87,6 +87,10 @@ func WithEmitterOptions(opts ...emitter.Option) Option {
 // in store by itself (Session.ReplayHistory replays it).
 func WithStore(store history.Store) Option { return agentkit.WithStore(store) }
 
+// WithAudit is agentkit.WithAudit: each completed compaction's summary is
+// audited against the session's history, and what it lost joins the record.
+func WithAudit() Option { return agentkit.WithAudit() }
+
 // WithLogger is agentkit.WithLogger: where the kit logs (default
 // slog.Default()).
 func WithLogger(l *slog.Logger) Option { return agentkit.WithLogger(l) }

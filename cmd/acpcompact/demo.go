@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/scenario"
 	"github.com/acpcompact/acpcompact/internal/scenario/client"
@@ -44,7 +45,11 @@ is needed.
 `
 
 // demoScript is what each client sends; demoSlow is cancelled mid-stream.
-var demoScript = []string{"hello, scenario agent", "/compact", "/compact fail", demoSlow}
+var demoScript = []string{"hello, scenario agent", demoAudited, "/compact", "/compact fail", demoSlow}
+
+// demoAudited is the request the first compaction's summary quotes cut
+// short: the audit of that summary names the URL it lost.
+const demoAudited = "please check docs/records.md against https://agentclientprotocol.com/rfds/session-compaction"
 
 const (
 	demoSlow = "/compact slow"
@@ -101,7 +106,7 @@ func runDemo(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	}
 	ctx, cancel := context.WithTimeout(ctx, demoTimeout)
 	defer cancel()
-	d := demo{cfg: scenario.Config{Fallback: *fb, Logger: logger}, verbose: *verbose, stderr: stderr}
+	d := demo{cfg: scenario.Config{Fallback: *fb, Logger: logger, Audit: true}, verbose: *verbose, stderr: stderr}
 
 	clients := []demoClient{
 		{name: "A", capable: true},
@@ -632,6 +637,9 @@ func (v *demoView) renderItem(b *strings.Builder, it conformance.Item) {
 		if rec := demoRecord(it.Meta); rec != "" {
 			demoRow(b, "", "record:  "+rec)
 		}
+		for _, l := range demoAudit(it.Meta) {
+			demoRow(b, "", "lost:    "+l)
+		}
 	case "tool_call":
 		demoRow(b, "tool call", fmt.Sprintf("%s  %q  %s", it.ID, it.Text, it.Status))
 		if h := v.history["tool\x00"+it.ID]; h != nil {
@@ -702,6 +710,29 @@ func demoRecord(meta map[string]json.RawMessage) string {
 		parts = append(parts, "by "+r.Summarizer.Model)
 	}
 	return strings.Join(parts, ", ") + `  (_meta["acpcompact/record"])`
+}
+
+// demoAudit lists what the audit found a summary lost (the record's
+// knownLoss, the runtime's own notes left out).
+func demoAudit(meta map[string]json.RawMessage) []string {
+	var r struct {
+		KnownLoss []emitter.Loss `json:"knownLoss"`
+	}
+	if json.Unmarshal(meta["acpcompact/record"], &r) != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range r.KnownLoss {
+		if l.Kind == "note" {
+			continue
+		}
+		line := l.Kind + " " + l.Value
+		if l.Where != "" {
+			line += "  (" + l.Where + "; audited)"
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // demoToolContent returns the text content of a tool call update.

@@ -39,7 +39,7 @@ func runDemoAgent(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("pid", os.Getpid())
 	}
-	a, err := scenario.New(scenario.Config{Fallback: *fb, Logger: logger, StateDir: *dir})
+	a, err := scenario.New(scenario.Config{Fallback: *fb, Logger: logger, StateDir: *dir, Audit: true})
 	if err != nil {
 		fmt.Fprintf(stderr, "acpcompact %s: %v\n", demoAgentCommand, err)
 		return 2

@@ -98,6 +98,7 @@ func runProxy(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var check checkMode
 	fs.Var(&check, "check", "also check the live connection for compaction conformance and log violations: "+
 		"--check or --check=agent checks what the agent sends, --check=client what the client receives")
+	auditOn := fs.Bool("audit", false, "audit each summary the proxy settles a compaction with against the session's history on the wire, and send what it lost in the compaction's record (knownLoss under _meta's record key)")
 	logLevel := fs.String("log-level", "info", "log level of the proxy's own messages on stderr: debug, info, warn, error")
 	cancelGrace := fs.Duration("cancel-grace", proxy.DefaultCancelGrace,
 		"how long after session/cancel the agent may take to settle the cancelled turn's compactions before the proxy settles them as cancelled, "+
@@ -165,6 +166,9 @@ func runProxy(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		proxy.WithLogger(logger),
 		proxy.WithCancelGrace(*cancelGrace),
 		proxy.WithStopTimeout(stopTimeout),
+	}
+	if *auditOn {
+		opts = append(opts, proxy.WithAudit())
 	}
 	if *fallbackName != "" {
 		r, err := fallback.ByName(*fallbackName)

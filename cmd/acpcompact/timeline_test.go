@@ -267,12 +267,16 @@ func TestCheckHTMLShowsTheDemosRecordsFallbacksAndReplays(t *testing.T) {
 
 	live := page{conns[0]}
 	cmp1 := live.row(t, "compaction", "cmp_1")
-	assert.Equal(t, []string{"in_progress · line 11", "4 chunks · lines 12–15", "completed (summary) · line 16"}, updates(cmp1))
+	assert.Equal(t, []string{"in_progress · line 14", "4 chunks · lines 15–18", "completed (summary) · line 19"}, updates(cmp1))
 	assert.Contains(t, field(cmp1, "summary-field"), "## Retained context")
 	assert.Contains(t, field(cmp1, "record"), "manual, ")
 	assert.Contains(t, field(cmp1, "record"), "by scenario-summarizer")
 	assert.Contains(t, field(cmp1, "record"), `"trigger": "manual"`, "the record itself")
-	assert.Contains(t, field(cmp1, "known-loss"), "nothing lost")
+	// The demo's first summary cuts its quote of a request short: the
+	// timeline's audit finds the URL it lost, as the kit's did for the
+	// record.
+	assert.Contains(t, field(cmp1, "known-loss"), "https://agentclientprotocol.com/rfds/session-compaction")
+	assert.Contains(t, field(cmp1, "record"), "knownLoss", "the record names it too")
 	cmp2 := live.row(t, "compaction", "cmp_2")
 	assert.Contains(t, text(cmp2), "summary request failed")
 	assert.Contains(t, updates(cmp2)[2], "failed (summary cleared, error)")

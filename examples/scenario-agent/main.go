@@ -102,6 +102,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 	heartbeat := fs.Duration("heartbeat", scenario.DefaultHeartbeat,
 		"re-send in_progress for a compaction silent this long (0 disables it)")
 	every := fs.Int("auto-compact-every", 0, "every Nth ordinary prompt of a session first runs an automatic compaction (0: never)")
+	auditOn := fs.Bool("audit", false, "audit each compaction's summary against the session's history and name what it lost in the compaction's record (knownLoss)")
 	level := fs.String("log-level", "info", "log level on stderr: debug, info, warn or error")
 	defaultDir, dirErr := scenario.DefaultStateDir()
 	stateDir := fs.String("state-dir", defaultDir,
@@ -134,6 +135,7 @@ func run(ctx context.Context, args []string, stdin io.ReadCloser, stdout io.Writ
 		AutoCompactEvery:  *every,
 		Logger:            logger,
 		StateDir:          *stateDir,
+		Audit:             *auditOn,
 	}
 	a, err := scenario.New(cfg)
 	if err != nil {

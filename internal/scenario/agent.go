@@ -84,6 +84,10 @@ type Config struct {
 	// histories in memory, and they end with the process (or the
 	// session's close).
 	StateDir string
+	// Audit has the kit audit each compaction's summary against the
+	// session's history (agentkit.WithAudit): what it lost joins the
+	// compaction's record.
+	Audit bool
 }
 
 // Agent is the scenario agent: the sessions of one process and the agentkit
@@ -155,13 +159,17 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Heartbeat > 0 {
 		eopts = append(eopts, emitter.WithHeartbeat(cfg.Heartbeat))
 	}
-	a.kit = agentkit.New(
+	opts := []agentkit.Option{
 		agentkit.WithFallback(r),
 		agentkit.WithCancelGrace(grace),
 		agentkit.WithEmitterOptions(eopts...),
 		agentkit.WithLogger(a.log),
 		agentkit.WithStore(store),
-	)
+	}
+	if cfg.Audit {
+		opts = append(opts, agentkit.WithAudit())
+	}
+	a.kit = agentkit.New(opts...)
 	return a, nil
 }
 

@@ -72,15 +72,21 @@ type Config struct {
 	WrapOutput func(io.Writer) io.Writer
 	// Store, when not nil, is passed to WithStore.
 	Store history.Store
+	// Audit is passed as WithAudit.
+	Audit bool
 }
 
 // Grace returns d for Config.CancelGrace.
 func Grace(d time.Duration) *time.Duration { return &d }
 
 // Options are cfg as a kit's options, made by its WithCancelGrace,
-// WithFallback, WithEmitterOptions and WithStore.
-func Options[O any](cfg Config, grace func(time.Duration) O, fallback func(emitter.Renderer) O, em func(...emitter.Option) O, store func(history.Store) O) []O {
+// WithFallback, WithEmitterOptions, WithStore and WithAudit.
+func Options[O any](cfg Config, grace func(time.Duration) O, fallback func(emitter.Renderer) O, em func(...emitter.Option) O,
+	store func(history.Store) O, audit func() O) []O {
 	var opts []O
+	if cfg.Audit {
+		opts = append(opts, audit())
+	}
 	if cfg.CancelGrace != nil {
 		opts = append(opts, grace(*cfg.CancelGrace))
 	}

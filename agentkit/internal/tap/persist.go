@@ -55,10 +55,6 @@ func (t *Tap) releaseHistories() {
 	}
 }
 
-// Records reports whether the tap records its sessions' histories (a
-// store is configured): then every message it writes is read first.
-func (t *Tap) Records() bool { return t.book != nil }
-
 // notHistory are the session updates that are the session's state rather
 // than its history, and the compaction updates, which the emitter's
 // records stand for: none is recorded.

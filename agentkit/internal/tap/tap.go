@@ -30,12 +30,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/acpcompact/acpcompact/audit"
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
@@ -73,6 +75,9 @@ type Config struct {
 	// ErrStore is the public package's sentinel of a history that could
 	// not be written or read.
 	ErrStore error
+	// Audit has each completed compaction's summary audited against the
+	// session's history as the connection carried it (WithAudit).
+	Audit bool
 }
 
 // DefaultConfig returns the documented defaults.
@@ -91,6 +96,11 @@ type Tap struct {
 	// those this tap holds (persist.go).
 	book  *Book
 	hists histories
+	// follower rebuilds each session's history from the connection's
+	// messages for the audit of its summaries (Config.Audit; else nil);
+	// seen counts the messages it was given, for the losses' places.
+	follower *audit.Follower
+	seen     atomic.Int64
 
 	mu      sync.Mutex
 	closed  bool
@@ -149,6 +159,9 @@ func newTap(cfg Config, q *outQueue) *Tap {
 		l = slog.Default()
 	}
 	t := &Tap{cfg: cfg, log: l, out: q, book: cfg.Book}
+	if cfg.Audit {
+		t.follower = audit.NewFollower()
+	}
 	t.h = host.New(host.Config{
 		Name: cfg.Name, Logger: l, CancelGrace: cfg.CancelGrace,
 		Notifier: emitter.NotifierFunc(t.notify),
@@ -194,6 +207,7 @@ type Inbound struct {
 // Receive shows the engine one inbound message (a batch is read message by
 // message) before the stack dispatches it.
 func (t *Tap) Receive(msg []byte) Inbound {
+	t.observe(audit.FromClient, msg)
 	var in Inbound
 	batch := turn.IsBatch(msg)
 	turn.Batch(msg, func(elem []byte) {
@@ -262,6 +276,24 @@ func (c *promptCause) Is(target error) bool { return target == emitter.ErrTurnEn
 // must not change once passed. It returns before the write (see out.go).
 func (t *Tap) Pass(v any) error { return t.out.writeObject(v) }
 
+// Reads reports whether the tap reads every message it writes: it records
+// the sessions' histories (a store) or audits their summaries. Pass is
+// then not for the caller's notifications.
+func (t *Tap) Reads() bool { return t.book != nil || t.follower != nil }
+
+// observe gives one message to the audit's Follower, if any.
+func (t *Tap) observe(side audit.Side, msg []byte) {
+	if t.follower == nil {
+		return
+	}
+	n := t.seen.Add(1)
+	from := "client"
+	if side == audit.FromAgent {
+		from = "agent"
+	}
+	t.follower.Observe(side, fmt.Sprintf("%s message %d", from, n), msg)
+}
+
 // Send writes one message of the agent's own, after showing it to the
 // engine (through the host). The initialize answer creates the emitter
 // before it is written.
@@ -281,7 +313,11 @@ func (t *Tap) Send(msg []byte) error {
 			return err // not written: the history could not hold it
 		}
 	}
+	t.observe(audit.FromAgent, msg)
 	eff := t.h.Agent(context.Background(), &m, nil)
+	if eff.Closed != "" && t.follower != nil {
+		t.follower.Forget(eff.Closed)
+	}
 	if eff.End != nil || eff.Closed != "" {
 		// The turn it ends is settled (or the session it closes
 		// forgotten) before it is written; then the engine is told.
@@ -307,6 +343,9 @@ func (t *Tap) emitterOptions(capability.Negotiation) []emitter.Option {
 		// First: the store has each final record before any sink of the
 		// runtime's sees it (sinks add up, in order).
 		opts = append(opts, emitter.OnFinalRecord(t.final))
+	}
+	if t.follower != nil {
+		opts = append(opts, emitter.WithAudit(t.follower.Audit))
 	}
 	return append(opts, t.cfg.EmitterOptions...)
 }
