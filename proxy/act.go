@@ -95,6 +95,10 @@ func (c *conn) act(ctx context.Context, l *line, d *decision) error {
 		c.transFor(d.chunkSession).emptyChunk = d.chunkEmpty
 	}
 	switch d.do {
+	case doAwaitFacts:
+		c.awaitFacts(&d.std)
+	case doFacts:
+		c.factsArrived(ctx, &d.std)
 	case doFollow:
 		c.followStandard(ctx, &d.std)
 	case doReplay:

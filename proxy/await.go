@@ -97,7 +97,7 @@ func (c *conn) completeDeferred(ctx context.Context, k trackKey) {
 	if !ok || ts.deferred[k.id] == nil {
 		return
 	}
-	c.settle(ctx, k, protocol.Completed, "")
+	c.settle(ctx, k, protocol.Completed, "", ts.factsOpts[k.id]...)
 }
 
 // stopDeferred forgets a waiting completion.
@@ -105,5 +105,6 @@ func (c *conn) stopDeferred(k trackKey) {
 	if ts, ok := c.trans[k.session]; ok && ts.deferred[k.id] != nil {
 		ts.deferred[k.id].Stop()
 		delete(ts.deferred, k.id)
+		delete(ts.factsOpts, k.id)
 	}
 }

@@ -81,6 +81,12 @@ type stdLine struct {
 	content  []byte // a summary chunk's content, a part of the line
 	epoch    uint64 // the replay in flight
 	turn     *turnView
+	// air, trigger and facts are what a completed update says to a
+	// JetBrains AIR client (agents.AIRFacts), read only where the
+	// profile says the facts follow (agents.RawOutputFollows).
+	air     bool
+	trigger protocol.Trigger
+	facts   *agents.Facts
 }
 
 // sigLine is a recognised legacy signal, as the lifecycle follows it.
@@ -447,6 +453,13 @@ func (v view) standard(d *decision, env *envelope, read readAs) {
 		f.chunk, f.terminal = !isUpdate, isUpdate && d.std.status.Terminal()
 		if f.shown == trackNone && !f.replaying {
 			f.afterCancel = tv.justCancelled()
+		}
+		if isUpdate && d.std.status == protocol.Completed && c.tl.Quirks()&agents.RawOutputFollows != 0 {
+			p := &d.std
+			p.air, p.trigger, p.facts = agents.AIRFacts(p.raw)
+			ts, ok := c.trans[sid]
+			f.factsAwaited = ok && ts.deferred[k.id] != nil && ts.factsOpts[k.id] != nil
+			f.awaitsFacts = p.air && p.facts == nil && !f.factsAwaited
 		}
 	}
 	d.decide(&f, "session", sid, "compaction", id)

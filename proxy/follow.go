@@ -580,3 +580,53 @@ func promptErrorText(raw []byte) string {
 	}
 	return ""
 }
+
+// ---- a standard completion whose facts follow it ----
+
+// awaitFacts keeps back the agent's completed update of open compaction
+// p.k, whose facts it sends in a duplicate completed update (Claude ACP to
+// a JetBrains AIR client): the compaction is rendered from now on, and
+// completes with the update's summary and _meta once the facts arrive, the
+// turn ends, or rawOutputWait passes. Callers hold emu.
+func (c *conn) awaitFacts(p *stdLine) {
+	var u struct {
+		Summary protocol.Patch[[]protocol.ContentBlock] `json:"summary"`
+		Meta    protocol.Meta                           `json:"_meta"`
+	}
+	if json.Unmarshal(p.raw, &u) != nil {
+		return // classify read it; a line that does not read now is dropped whole
+	}
+	var opts []emitter.SettleOption
+	if blocks, ok := u.Summary.Get(); ok {
+		opts = append(opts, emitter.Summary(blocks...))
+	} else if u.Summary.IsNull() {
+		opts = append(opts, emitter.Summary())
+	}
+	if u.Meta != nil {
+		opts = append(opts, emitter.WithSettleMeta(u.Meta))
+	}
+	c.router.learn(p.k, agents.Signal{Trigger: p.trigger})
+	c.router.render(p.k)
+	ts := c.transFor(p.k.session)
+	if ts.factsOpts == nil {
+		ts.factsOpts = map[protocol.ID][]emitter.SettleOption{}
+	}
+	ts.factsOpts[p.k.id] = opts
+	c.deferComplete(p.k)
+}
+
+// factsArrived completes a compaction that waited for its facts, with
+// them: they go into its record, and the update that brought them (its
+// _meta the facts' own form) stands for the waiting one's _meta. Callers
+// hold emu.
+func (c *conn) factsArrived(ctx context.Context, p *stdLine) {
+	c.router.learn(p.k, agents.Signal{Trigger: p.trigger, Facts: p.facts})
+	var u struct {
+		Meta protocol.Meta `json:"_meta"`
+	}
+	if json.Unmarshal(p.raw, &u) == nil && u.Meta != nil {
+		ts := c.transFor(p.k.session)
+		ts.factsOpts[p.k.id] = append(ts.factsOpts[p.k.id], emitter.WithSettleMeta(u.Meta))
+	}
+	c.completeDeferred(ctx, p.k)
+}

@@ -575,8 +575,9 @@ func clientCompactions(r *conformance.Reducer, capable bool) []seenCompaction {
 }
 
 // reportedFacts is what the agent's lines report about the last
-// compaction that the record must carry: Claude's rawOutput, Qwen's token
-// counts.
+// compaction that the record must carry: Claude's rawOutput (or, to a
+// JetBrains AIR client, its _meta.jetbrains.air.contextCompaction), Qwen's
+// token counts.
 func reportedFacts(agentLines [][]byte) map[string]any {
 	var facts map[string]any
 	for _, a := range agentLines {
@@ -598,6 +599,18 @@ func reportedFacts(agentLines [][]byte) map[string]any {
 							OriginalTokenCount int64  `json:"originalTokenCount"`
 							NewTokenCount      int64  `json:"newTokenCount"`
 						} `json:"contextCompression"`
+						// What Claude ACP sends a JetBrains AIR client in
+						// place of rawOutput.
+						JetBrains struct {
+							Air struct {
+								CC *struct {
+									Trigger    string `json:"trigger"`
+									PreTokens  int64  `json:"preTokens"`
+									PostTokens int64  `json:"postTokens"`
+									DurationMs *int64 `json:"durationMs"`
+								} `json:"contextCompaction"`
+							} `json:"air"`
+						} `json:"jetbrains"`
 					} `json:"_meta"`
 				} `json:"update"`
 			} `json:"params"`
@@ -614,6 +627,16 @@ func reportedFacts(agentLines [][]byte) map[string]any {
 			facts = map[string]any{"trigger": trigger, "tokensBefore": ro.PreTokens, "tokensAfter": ro.PostTokens}
 			if ro.DurationMs != nil {
 				facts["durationMs"] = *ro.DurationMs
+			}
+		}
+		if cc := u.Meta.JetBrains.Air.CC; cc != nil && cc.Trigger != "" {
+			trigger := cc.Trigger
+			if trigger == "automatic" {
+				trigger = "auto"
+			}
+			facts = map[string]any{"trigger": trigger, "tokensBefore": cc.PreTokens, "tokensAfter": cc.PostTokens}
+			if cc.DurationMs != nil {
+				facts["durationMs"] = *cc.DurationMs
 			}
 		}
 		if cc := u.Meta.CC; cc != nil && cc.Phase == "done" {

@@ -99,6 +99,10 @@ type lineFacts struct {
 	// chunk and terminal describe a standard update: a summary chunk, or
 	// an update with a terminal status.
 	chunk, terminal bool
+	// awaitsFacts: a completion whose facts the agent sends in a second,
+	// duplicate completed update (Claude ACP to a JetBrains AIR client);
+	// factsAwaited: the compaction's completion waits for them.
+	awaitsFacts, factsAwaited bool
 }
 
 // how says how a line that cannot be rewritten was read, for a rule's
@@ -130,6 +134,11 @@ const (
 	doSignal
 	// doAwait: the line waits for its confirmation.
 	doAwait
+	// doAwaitFacts: a completion waits for the facts that follow it, then
+	// is rendered with them in its record (or without, once the wait
+	// ends); doFacts: the update that brings them.
+	doAwaitFacts
+	doFacts
 )
 
 // rule is one row of the table: a condition, and what follows from it.
@@ -247,6 +256,20 @@ var rules = []rule{
 		},
 		fate: fateDrop, level: slog.LevelInfo,
 		msg: "dropped a compaction signal that arrived after the cancelled turn ended, for a compaction the client never saw start"},
+	// The agent's facts of a completion follow it in a duplicate update:
+	// the completion waits for them (briefly), so that its one terminal
+	// update carries them in its record; the duplicate is not a second
+	// terminal update.
+	{name: "completion awaiting its facts",
+		when: func(f *lineFacts) bool {
+			return f.kind == kindCompaction && !f.replaying && f.shown == trackOpen && f.awaitsFacts
+		},
+		fate: fateDrop, do: doAwaitFacts},
+	{name: "the facts a completion awaits",
+		when: func(f *lineFacts) bool {
+			return f.kind == kindCompaction && !f.replaying && f.factsAwaited
+		},
+		fate: fateDrop, do: doFacts},
 	// The capability rule: rewritten into the fallback.
 	{name: "standard update, no capability",
 		when: func(f *lineFacts) bool { return f.kind == kindCompaction && !f.standard() },

@@ -60,6 +60,12 @@ func TestPolicyTable(t *testing.T) {
 		{std(lineFacts{kind: kindCompaction, replaying: true}), "replayed running compaction", fateDrop, doReplay},
 		{std(lineFacts{kind: kindCompaction, replaying: true, terminal: true}), "replayed settled compaction", fateForward, doReplay},
 		{std(lineFacts{kind: kindCompaction, replaying: true, terminal: true, shown: trackOpen, rendered: true}), "replayed settled compaction held open", fateRewrite, doRender},
+		// A completion whose facts follow it waits for them; the duplicate
+		// that brings them is no second terminal update.
+		{std(lineFacts{kind: kindCompaction, inTurn: true, terminal: true, shown: trackOpen, awaitsFacts: true}), "completion awaiting its facts", fateDrop, doAwaitFacts},
+		{std(lineFacts{kind: kindCompaction, inTurn: true, terminal: true, shown: trackOpen, rendered: true, factsAwaited: true}), "the facts a completion awaits", fateDrop, doFacts},
+		{std(lineFacts{kind: kindCompaction, inTurn: true, terminal: true, shown: trackNone, awaitsFacts: true}), "standard update", fateForward, doFollow},
+		{plain(lineFacts{kind: kindCompaction, inTurn: true, terminal: true, shown: trackOpen, rendered: true, awaitsFacts: true}), "completion awaiting its facts", fateDrop, doAwaitFacts},
 		{std(lineFacts{kind: kindCompaction, replaying: true, terminal: true, shown: trackOpen}), "replayed settled compaction", fateForward, doReplay},
 		// Legacy forms.
 		{plain(lineFacts{kind: kindAwaits}), "awaiting text, legacy lines", fateForward, doNothing},

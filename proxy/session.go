@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/acpcompact/acpcompact/proxy/agents"
 )
@@ -95,9 +96,12 @@ type transState struct {
 	// toolErr is the provider's error text said while a compaction tool
 	// call was open (agents.ErrorText).
 	toolErr string
-	// deferred are completed compaction tool calls waiting for their
-	// rawOutput (agents.RawOutputFollows).
-	deferred map[protocol.ID]*time.Timer
+	// deferred are completions waiting for their facts
+	// (agents.RawOutputFollows): a compaction tool call's rawOutput, a
+	// standard update's duplicate. factsOpts are the settle options the
+	// standard ones complete with (their summary and _meta).
+	deferred  map[protocol.ID]*time.Timer
+	factsOpts map[protocol.ID][]emitter.SettleOption
 	// turns counts the session's turns that ended.
 	turns int
 	// emptyChunk: the session's last agent_message_chunk was an empty text

@@ -53,6 +53,58 @@ type claudeRawOutput struct {
 	DurationMs *int64 `json:"durationMs"`
 }
 
+// read returns the trigger and the facts Claude reported (nil when none).
+func (ro claudeRawOutput) read() (protocol.Trigger, *Facts) {
+	var trigger protocol.Trigger
+	switch ro.Trigger {
+	case "manual":
+		trigger = protocol.Manual
+	case "auto", "automatic":
+		trigger = protocol.Auto
+	}
+	if ro.PreTokens > 0 || ro.PostTokens > 0 || ro.DurationMs != nil {
+		return trigger, &Facts{TokensBefore: ro.PreTokens, TokensAfter: ro.PostTokens, DurationMs: ro.DurationMs}
+	}
+	return trigger, nil
+}
+
+// airCompaction reads _meta.jetbrains.air.contextCompaction, what Claude
+// ACP sends a JetBrains AIR client in place of a tool call's rawOutput
+// (nil when meta has none).
+func airCompaction(meta json.RawMessage) *claudeRawOutput {
+	var air struct {
+		JetBrains struct {
+			Air struct {
+				CC *claudeRawOutput `json:"contextCompaction"`
+			} `json:"air"`
+		} `json:"jetbrains"`
+	}
+	if json.Unmarshal(meta, &air) != nil {
+		return nil
+	}
+	return air.JetBrains.Air.CC
+}
+
+// AIRFacts reads the facts of a compaction_update that Claude ACP sends a
+// JetBrains AIR client (update is the update object): air says the update
+// carries _meta.jetbrains.air.contextCompaction at all, facts what it
+// reported there (nil while it says nothing but its version: Claude's
+// first completed update, whose facts follow in a second one).
+func AIRFacts(update json.RawMessage) (air bool, trigger protocol.Trigger, facts *Facts) {
+	var u struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(update, &u) != nil || len(u.Meta) == 0 {
+		return false, "", nil
+	}
+	cc := airCompaction(u.Meta)
+	if cc == nil {
+		return false, "", nil
+	}
+	trigger, facts = cc.read()
+	return true, trigger, facts
+}
+
 // toolCallSignal reads the compaction tool call ("Compact conversation")
 // and its updates; in a message chunk, the provider's error text said
 // while one is open (ErrorText).
@@ -96,26 +148,11 @@ func toolCallSignal(s State, u *Update) (Signal, Verdict) {
 		sig.RawOutput = m.RawOutput
 		_ = json.Unmarshal(m.RawOutput, &ro)
 	case len(m.Meta) > 0:
-		var air struct {
-			JetBrains struct {
-				Air struct {
-					CC *claudeRawOutput `json:"contextCompaction"`
-				} `json:"air"`
-			} `json:"jetbrains"`
-		}
-		if json.Unmarshal(m.Meta, &air) == nil && air.JetBrains.Air.CC != nil {
-			ro = *air.JetBrains.Air.CC
+		if cc := airCompaction(m.Meta); cc != nil {
+			ro = *cc
 		}
 	}
-	switch ro.Trigger {
-	case "manual":
-		sig.Trigger = protocol.Manual
-	case "auto", "automatic":
-		sig.Trigger = protocol.Auto
-	}
-	if ro.PreTokens > 0 || ro.PostTokens > 0 || ro.DurationMs != nil {
-		sig.Facts = &Facts{TokensBefore: ro.PreTokens, TokensAfter: ro.PostTokens, DurationMs: ro.DurationMs}
-	}
+	sig.Trigger, sig.Facts = ro.read()
 	switch status, _ := skim.String(u.Status); status {
 	case "completed":
 		sig.Kind = Completed
