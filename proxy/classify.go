@@ -204,20 +204,23 @@ func (v view) facts(kind lineKind, read readAs) lineFacts {
 }
 
 // decide applies the policy to f: the line's fate, what the lifecycle
-// does, and the rule's log line.
-func (d *decision) decide(f *lineFacts, attrs ...any) {
+// does, and the rule's log line; noted says there is one, for the caller
+// to add its attributes to (made only then: most lines log nothing).
+func (d *decision) decide(f *lineFacts) (noted bool) {
 	r := judge(f)
 	if r == nil {
-		return
+		return false
 	}
 	d.fate, d.do = r.fate, r.do
-	if r.msg != "" {
-		msg := r.msg
-		if f.read != readWhole {
-			msg = fmt.Sprintf(msg, f.how())
-		}
-		d.note = note{r.level, msg, attrs}
+	if r.msg == "" {
+		return false
 	}
+	msg := r.msg
+	if f.read != readWhole {
+		msg = fmt.Sprintf(msg, f.how())
+	}
+	d.note = note{level: r.level, msg: msg}
+	return true
 }
 
 // classify decides what becomes of agent line l (not a long one: see
@@ -294,7 +297,9 @@ func (v view) unreadable(msg []byte, err error, d *decision) {
 		return
 	}
 	f := v.facts(kindUnreadable, readWhole)
-	d.decide(&f, "error", err, "text", clip(msg))
+	if d.decide(&f) {
+		d.note.attrs = []any{"error", err, "text", clip(msg)}
+	}
 }
 
 // agentStandIn is what the checker sees of an agent message nested deeper
@@ -360,7 +365,9 @@ func (v view) fold(d *decision, env *envelope, msg []byte) bool {
 	m, compaction := foldAgent(vals)
 	if compaction && gate {
 		f := v.facts(kindFolded, readWhole)
-		d.decide(&f, "session", m.SessionID)
+		if d.decide(&f) {
+			d.note.attrs = []any{"session", m.SessionID}
+		}
 		return true
 	}
 	if endsTurnDifferently(&m, &d.msg) {
@@ -403,7 +410,9 @@ func (v view) classifyHead(l *line) (d decision, standIn []byte) {
 			if fp, err := skim.PickPrefixUnbounded(l.msg, agentFoldSet); err == nil {
 				if _, fc := foldAgent(fp.Values); fc {
 					f := v.facts(kindFolded, readHead)
-					d.decide(&f, "limit", limit)
+					if d.decide(&f) {
+						d.note.attrs = []any{"limit", limit}
+					}
 					return d, standIn
 				}
 			}
@@ -417,7 +426,9 @@ func (v view) classifyHead(l *line) (d decision, standIn []byte) {
 	if id, _ := skim.String(pre.Values[aCompactionID]); id != "" {
 		f.shown = c.router.status(trackKey{sid, protocol.ID(id)})
 	}
-	d.decide(&f, "limit", limit, "session", sid)
+	if d.decide(&f) {
+		d.note.attrs = []any{"limit", limit, "session", sid}
+	}
 	return d, standIn
 }
 
@@ -429,7 +440,9 @@ func (v view) standard(d *decision, env *envelope, read readAs) {
 	f := v.facts(kindCompaction, read)
 	if read != readWhole {
 		f.inTurn = c.h.InTurn(sid)
-		d.decide(&f, "session", sid)
+		if d.decide(&f) {
+			d.note.attrs = []any{"session", sid}
+		}
 		return
 	}
 	// Forwarded as is, so only the ID and status are read (the line's one
@@ -462,7 +475,9 @@ func (v view) standard(d *decision, env *envelope, read readAs) {
 			f.awaitsFacts = p.air && p.facts == nil && !f.factsAwaited
 		}
 	}
-	d.decide(&f, "session", sid, "compaction", id)
+	if d.decide(&f) {
+		d.note.attrs = []any{"session", sid, "compaction", id}
+	}
 }
 
 // legacy reads an update for the agent's legacy signals, with its
@@ -535,7 +550,9 @@ func (v view) signal(d *decision, sid string, def *agents.Def, sig agents.Signal
 				d.sig = p
 				if ok {
 					f.shown = trackByProxy
-					d.decide(&f, "session", sid, "translator", string(name))
+					if d.decide(&f) {
+						d.note.attrs = []any{"session", sid, "translator", string(name)}
+					}
 				}
 				return
 			}
@@ -553,7 +570,9 @@ func (v view) signal(d *decision, sid string, def *agents.Def, sig agents.Signal
 			p.userCancelled = tv.userCancelled()
 		}
 	}
-	d.decide(&f, "session", sid, "translator", string(name), "compaction", string(id))
+	if d.decide(&f) {
+		d.note.attrs = []any{"session", sid, "translator", string(name), "compaction", string(id)}
+	}
 	if d.do == doSignal && d.fate == fateRewrite {
 		// What the proxy writes replaces the line: its rest, when it
 		// carried more than the signal; or the proxy writes before it and

@@ -107,7 +107,7 @@ type lineFacts struct {
 
 // how says how a line that cannot be rewritten was read, for a rule's
 // message.
-func (f *lineFacts) how() string {
+func (f lineFacts) how() string {
 	if f.read == readBatch {
 		return "inside a batch"
 	}
@@ -144,7 +144,7 @@ const (
 // rule is one row of the table: a condition, and what follows from it.
 type rule struct {
 	name string // names the rule in docs/architecture.md
-	when func(f *lineFacts) bool
+	when func(f lineFacts) bool
 	fate fate
 	do   action
 	// level and msg are the log line the rule asks for ("": none); a %s
@@ -154,7 +154,7 @@ type rule struct {
 }
 
 // standard reports a client known to read compaction updates.
-func (f *lineFacts) standard() bool { return f.negotiated && f.mode == capability.Standard }
+func (f lineFacts) standard() bool { return f.negotiated && f.mode == capability.Standard }
 
 // rules is the policy, first match wins. A line of kindOther matches
 // none and is forwarded.
@@ -164,45 +164,45 @@ var rules = []rule{
 	// capability (or whose capability is not known yet), since a more
 	// lenient reader could read it so.
 	{name: "unreadable, no capability",
-		when: func(f *lineFacts) bool { return f.kind == kindUnreadable && !f.standard() },
+		when: func(f lineFacts) bool { return f.kind == kindUnreadable && !f.standard() },
 		fate: fateDrop, level: slog.LevelWarn,
 		msg: "dropped an unreadable line that may carry a compaction update: the client may lack the capability"},
 	{name: "folded, no capability",
-		when: func(f *lineFacts) bool { return f.kind == kindFolded && !f.standard() },
+		when: func(f lineFacts) bool { return f.kind == kindFolded && !f.standard() },
 		fate: fateDrop, level: slog.LevelWarn,
 		msg: "dropped a line that Go clients read as a compaction update: its member names match only when case is ignored"},
 	// Before initialize, the client's capability is not known: the worst
 	// case is taken.
 	{name: "unknown capability",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction && !f.negotiated },
+		when: func(f lineFacts) bool { return f.kind == kindCompaction && !f.negotiated },
 		fate: fateDrop, level: slog.LevelWarn,
 		msg: "dropped a compaction update sent before the initialize exchange completed: the client's capability is not known yet"},
 	// What cannot be followed is not forwarded either: a client that
 	// reads it more leniently than the proxy would see a compaction nobody
 	// settles.
 	{name: "malformed compaction update",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction && f.malformed && f.read == readWhole },
+		when: func(f lineFacts) bool { return f.kind == kindCompaction && f.malformed && f.read == readWhole },
 		fate: fateDrop, level: slog.LevelWarn,
 		msg: "dropped a malformed compaction update: its sessionId, compactionId or status is missing, not a string, or not one every client decodes alike"},
 	// The capability rule for what cannot be rewritten (a batch element,
 	// the head of a long line).
 	{name: "unrewritable, no capability",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction && f.read != readWhole && !f.standard() },
+		when: func(f lineFacts) bool { return f.kind == kindCompaction && f.read != readWhole && !f.standard() },
 		fate: fateDrop, level: slog.LevelWarn,
 		msg: "dropped a compaction update %s: the client may lack the capability, and it cannot be rewritten unread"},
 	// The between-turns rule for what cannot be held.
 	{name: "unfollowable between turns",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction && f.read != readWhole && !f.inTurn },
+		when: func(f lineFacts) bool { return f.kind == kindCompaction && f.read != readWhole && !f.inTurn },
 		fate: fateDrop, level: slog.LevelWarn,
 		msg: "dropped a compaction update %s sent between turns: it can be neither followed nor held"},
 	{name: "settled by the proxy, unread",
-		when: func(f *lineFacts) bool {
+		when: func(f lineFacts) bool {
 			return f.kind == kindCompaction && f.read == readHead && f.shown == trackByProxy
 		},
 		fate: fateDrop, level: slog.LevelInfo,
 		msg: "dropped the agent's update of a compaction the proxy already settled"},
 	{name: "unfollowable in a turn",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction && f.read != readWhole },
+		when: func(f lineFacts) bool { return f.kind == kindCompaction && f.read != readWhole },
 		fate: fateForward, level: slog.LevelInfo,
 		msg: "compaction update %s forwarded unread; its compaction is not followed"},
 	// A replay shows settled compactions: a summary chunk waits for its
@@ -210,40 +210,40 @@ var rules = []rule{
 	// left out, as a client without the capability gets it. A client
 	// without the capability gets the replay in its fallback form.
 	{name: "replayed summary chunk",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction && f.replaying && f.standard() && f.chunk },
+		when: func(f lineFacts) bool { return f.kind == kindCompaction && f.replaying && f.standard() && f.chunk },
 		fate: fateDrop, do: doReplay},
 	{name: "replayed running compaction",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction && f.replaying && f.standard() && !f.terminal },
+		when: func(f lineFacts) bool { return f.kind == kindCompaction && f.replaying && f.standard() && !f.terminal },
 		fate: fateDrop, do: doReplay, level: slog.LevelDebug,
 		msg: "left out a replayed compaction that is not settled"},
 	// A replay settles what it replays: a compaction the emitter holds
 	// between turns whose ID the replay settles is settled by it, and
 	// its held start is never delivered after the replay.
 	{name: "replayed settled compaction held open",
-		when: func(f *lineFacts) bool {
+		when: func(f lineFacts) bool {
 			return f.kind == kindCompaction && f.replaying && f.standard() && f.shown == trackOpen && f.rendered
 		},
 		fate: fateRewrite, do: doRender},
 	{name: "replayed settled compaction",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction && f.replaying && f.standard() },
+		when: func(f lineFacts) bool { return f.kind == kindCompaction && f.replaying && f.standard() },
 		fate: fateForward, do: doReplay},
 	{name: "replayed, no capability",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction && f.replaying },
+		when: func(f lineFacts) bool { return f.kind == kindCompaction && f.replaying },
 		fate: fateRewrite, do: doRender},
 	// Exactly one terminal update per ID (outside a replay, which shows
 	// each compaction once, terminal-first).
 	{name: "settled by the proxy",
-		when: func(f *lineFacts) bool {
+		when: func(f lineFacts) bool {
 			return (f.kind == kindCompaction || f.kind == kindSignal && !f.replaying) && f.shown == trackByProxy
 		},
 		fate: fateDrop, level: slog.LevelInfo,
 		msg: "dropped the agent's update of a compaction the proxy already settled"},
 	{name: "settled by the agent",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction && f.shown == trackByAgent },
+		when: func(f lineFacts) bool { return f.kind == kindCompaction && f.shown == trackByAgent },
 		fate: fateDrop, level: slog.LevelDebug,
 		msg: "dropped the agent's update of a compaction it already settled"},
 	{name: "settled by the agent, legacy form",
-		when: func(f *lineFacts) bool {
+		when: func(f lineFacts) bool {
 			return f.kind == kindSignal && !f.replaying && f.shown == trackByAgent && f.mode != capability.Off
 		},
 		fate: fateDrop},
@@ -251,7 +251,7 @@ var rules = []rule{
 	// after a cancelled turn: a straggler of that turn, dropped rather
 	// than held for the next.
 	{name: "straggler of a cancelled turn",
-		when: func(f *lineFacts) bool {
+		when: func(f lineFacts) bool {
 			return (f.kind == kindCompaction || f.kind == kindSignal && !f.progress) && !f.replaying && f.shown == trackNone && f.afterCancel
 		},
 		fate: fateDrop, level: slog.LevelInfo,
@@ -261,51 +261,51 @@ var rules = []rule{
 	// update carries them in its record; the duplicate is not a second
 	// terminal update.
 	{name: "completion awaiting its facts",
-		when: func(f *lineFacts) bool {
+		when: func(f lineFacts) bool {
 			return f.kind == kindCompaction && !f.replaying && f.shown == trackOpen && f.awaitsFacts
 		},
 		fate: fateDrop, do: doAwaitFacts},
 	{name: "the facts a completion awaits",
-		when: func(f *lineFacts) bool {
+		when: func(f lineFacts) bool {
 			return f.kind == kindCompaction && !f.replaying && f.factsAwaited
 		},
 		fate: fateDrop, do: doFacts},
 	// The capability rule: rewritten into the fallback.
 	{name: "standard update, no capability",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction && !f.standard() },
+		when: func(f lineFacts) bool { return f.kind == kindCompaction && !f.standard() },
 		fate: fateRewrite, do: doRender},
 	// The between-turns rule: held by the emitter until the session's next
 	// turn, and so are the later updates of a compaction it holds or held.
 	{name: "standard update between turns",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction && (!f.inTurn || f.rendered) },
+		when: func(f lineFacts) bool { return f.kind == kindCompaction && (!f.inTurn || f.rendered) },
 		fate: fateRewrite, do: doRender},
 	{name: "standard update",
-		when: func(f *lineFacts) bool { return f.kind == kindCompaction },
+		when: func(f lineFacts) bool { return f.kind == kindCompaction },
 		fate: fateForward, do: doFollow},
 	// The capability rule for stand-ins: only a client that reads
 	// compaction updates gets the compaction in their place, and only in
 	// a replay.
 	{name: "stand-in, no capability",
-		when: func(f *lineFacts) bool { return f.kind == kindStandIn && (!f.standard() || !f.replaying) },
+		when: func(f lineFacts) bool { return f.kind == kindStandIn && (!f.standard() || !f.replaying) },
 		fate: fateForward},
 	{name: "stand-in",
-		when: func(f *lineFacts) bool { return f.kind == kindStandIn },
+		when: func(f lineFacts) bool { return f.kind == kindStandIn },
 		fate: fateRewrite, do: doSignal},
 	// Legacy forms: a client that reads compaction updates, or that has a
 	// fallback, gets its form in place of the agent's line; any other
 	// gets the agent's own lines, and only the terminal form the agent
 	// never sent.
 	{name: "awaiting text, legacy lines",
-		when: func(f *lineFacts) bool { return f.kind == kindAwaits && f.mode == capability.Off },
+		when: func(f lineFacts) bool { return f.kind == kindAwaits && f.mode == capability.Off },
 		fate: fateForward},
 	{name: "awaiting text",
-		when: func(f *lineFacts) bool { return f.kind == kindAwaits },
+		when: func(f lineFacts) bool { return f.kind == kindAwaits },
 		fate: fateAwait, do: doAwait},
 	{name: "legacy signal, legacy lines",
-		when: func(f *lineFacts) bool { return f.kind == kindSignal && f.mode == capability.Off },
+		when: func(f lineFacts) bool { return f.kind == kindSignal && f.mode == capability.Off },
 		fate: fateForward, do: doSignal},
 	{name: "legacy signal",
-		when: func(f *lineFacts) bool { return f.kind == kindSignal },
+		when: func(f lineFacts) bool { return f.kind == kindSignal },
 		fate: fateRewrite, do: doSignal},
 }
 
@@ -316,7 +316,7 @@ func judge(f *lineFacts) *rule {
 		return nil
 	}
 	for i := range rules {
-		if rules[i].when(f) {
+		if rules[i].when(*f) {
 			return &rules[i]
 		}
 	}
