@@ -204,23 +204,22 @@ func (v view) facts(kind lineKind, read readAs) lineFacts {
 }
 
 // decide applies the policy to f: the line's fate, what the lifecycle
-// does, and the rule's log line; noted says there is one, for the caller
-// to add its attributes to (made only then: most lines log nothing).
-func (d *decision) decide(f *lineFacts) (noted bool) {
+// does, and the rule's log line, with the attributes attrs makes (only
+// then: most lines log nothing, and a line's path makes no garbage).
+func (d *decision) decide(f *lineFacts, attrs func() []any) {
 	r := judge(f)
 	if r == nil {
-		return false
+		return
 	}
 	d.fate, d.do = r.fate, r.do
 	if r.msg == "" {
-		return false
+		return
 	}
 	msg := r.msg
 	if f.read != readWhole {
 		msg = fmt.Sprintf(msg, f.how())
 	}
-	d.note = note{level: r.level, msg: msg}
-	return true
+	d.note = note{r.level, msg, attrs()}
 }
 
 // classify decides what becomes of agent line l (not a long one: see
@@ -297,9 +296,7 @@ func (v view) unreadable(msg []byte, err error, d *decision) {
 		return
 	}
 	f := v.facts(kindUnreadable, readWhole)
-	if d.decide(&f) {
-		d.note.attrs = []any{"error", err, "text", clip(msg)}
-	}
+	d.decide(&f, func() []any { return []any{"error", err, "text", clip(msg)} })
 }
 
 // agentStandIn is what the checker sees of an agent message nested deeper
@@ -365,9 +362,7 @@ func (v view) fold(d *decision, env *envelope, msg []byte) bool {
 	m, compaction := foldAgent(vals)
 	if compaction && gate {
 		f := v.facts(kindFolded, readWhole)
-		if d.decide(&f) {
-			d.note.attrs = []any{"session", m.SessionID}
-		}
+		d.decide(&f, func() []any { return []any{"session", m.SessionID} })
 		return true
 	}
 	if endsTurnDifferently(&m, &d.msg) {
@@ -410,9 +405,7 @@ func (v view) classifyHead(l *line) (d decision, standIn []byte) {
 			if fp, err := skim.PickPrefixUnbounded(l.msg, agentFoldSet); err == nil {
 				if _, fc := foldAgent(fp.Values); fc {
 					f := v.facts(kindFolded, readHead)
-					if d.decide(&f) {
-						d.note.attrs = []any{"limit", limit}
-					}
+					d.decide(&f, func() []any { return []any{"limit", limit} })
 					return d, standIn
 				}
 			}
@@ -426,9 +419,7 @@ func (v view) classifyHead(l *line) (d decision, standIn []byte) {
 	if id, _ := skim.String(pre.Values[aCompactionID]); id != "" {
 		f.shown = c.router.status(trackKey{sid, protocol.ID(id)})
 	}
-	if d.decide(&f) {
-		d.note.attrs = []any{"limit", limit, "session", sid}
-	}
+	d.decide(&f, func() []any { return []any{"limit", limit, "session", sid} })
 	return d, standIn
 }
 
@@ -440,9 +431,7 @@ func (v view) standard(d *decision, env *envelope, read readAs) {
 	f := v.facts(kindCompaction, read)
 	if read != readWhole {
 		f.inTurn = c.h.InTurn(sid)
-		if d.decide(&f) {
-			d.note.attrs = []any{"session", sid}
-		}
+		d.decide(&f, func() []any { return []any{"session", sid} })
 		return
 	}
 	// Forwarded as is, so only the ID and status are read (the line's one
@@ -475,9 +464,7 @@ func (v view) standard(d *decision, env *envelope, read readAs) {
 			f.awaitsFacts = p.air && p.facts == nil && !f.factsAwaited
 		}
 	}
-	if d.decide(&f) {
-		d.note.attrs = []any{"session", sid, "compaction", id}
-	}
+	d.decide(&f, func() []any { return []any{"session", sid, "compaction", id} })
 }
 
 // legacy reads an update for the agent's legacy signals, with its
@@ -550,9 +537,7 @@ func (v view) signal(d *decision, sid string, def *agents.Def, sig agents.Signal
 				d.sig = p
 				if ok {
 					f.shown = trackByProxy
-					if d.decide(&f) {
-						d.note.attrs = []any{"session", sid, "translator", string(name)}
-					}
+					d.decide(&f, func() []any { return []any{"session", sid, "translator", string(name)} })
 				}
 				return
 			}
@@ -570,9 +555,7 @@ func (v view) signal(d *decision, sid string, def *agents.Def, sig agents.Signal
 			p.userCancelled = tv.userCancelled()
 		}
 	}
-	if d.decide(&f) {
-		d.note.attrs = []any{"session", sid, "translator", string(name), "compaction", string(id)}
-	}
+	d.decide(&f, func() []any { return []any{"session", sid, "translator", string(name), "compaction", string(id)} })
 	if d.do == doSignal && d.fate == fateRewrite {
 		// What the proxy writes replaces the line: its rest, when it
 		// carried more than the signal; or the proxy writes before it and

@@ -6,9 +6,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"strconv"
 	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/acpcompact/acpcompact/internal/skim"
@@ -166,7 +164,7 @@ func slashCommand(prompt []byte) string {
 		return ""
 	}
 	p := skim.Picker{Unbounded: true}
-	for elem := range arrayElems(prompt) {
+	for elem := range skim.Elements(prompt) {
 		vals, err := p.Pick(elem, blockSet)
 		if err != nil {
 			return ""
@@ -179,49 +177,6 @@ func slashCommand(prompt []byte) string {
 }
 
 var blockSet = skim.Compile([]string{"type"}, []string{"text"})
-
-// arrayElems yields the elements of arr, a valid JSON array, raw.
-func arrayElems(arr []byte) func(yield func([]byte) bool) {
-	return func(yield func([]byte) bool) {
-		depth, start, str := 0, -1, false
-		for i := 0; i < len(arr); i++ {
-			c := arr[i]
-			switch {
-			case str:
-				if c == '\\' {
-					i++
-				} else if c == '"' {
-					str = false
-				}
-				continue
-			case c == '"':
-				str = true
-			case c == '[' || c == '{':
-				depth++
-				if depth == 1 {
-					continue
-				}
-			case c == ']' || c == '}':
-				depth--
-			case c == ',' && depth == 1:
-				if start >= 0 && !yield(bytes.TrimSpace(arr[start:i])) {
-					return
-				}
-				start = -1
-				continue
-			}
-			if depth == 0 {
-				if start >= 0 {
-					yield(bytes.TrimSpace(arr[start:i]))
-				}
-				return
-			}
-			if start < 0 && c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-				start = i
-			}
-		}
-	}
-}
 
 // maxCommandName bounds a command's name: a longer word is not one.
 const maxCommandName = 256
@@ -236,7 +191,7 @@ func commandIn(raw []byte) string {
 	var name []byte
 	slash := false
 	for i := 1; i < len(raw); {
-		r, n := jsonRune(raw[i:])
+		r, n := skim.Rune(raw[i:])
 		if n == 0 {
 			break // the string's end
 		}
@@ -256,60 +211,6 @@ func commandIn(raw []byte) string {
 		}
 	}
 	return string(name)
-}
-
-// jsonRune decodes the first character of b, the inside of a JSON string,
-// and its length in b; 0 at the string's closing quote (or a malformed
-// escape). An unpaired surrogate and invalid UTF-8 decode to U+FFFD, as
-// encoding/json decodes them.
-func jsonRune(b []byte) (rune, int) {
-	switch {
-	case len(b) == 0 || b[0] == '"':
-		return 0, 0
-	case b[0] != '\\':
-		return utf8.DecodeRune(b)
-	case len(b) < 2:
-		return 0, 0
-	}
-	switch b[1] {
-	case '"', '\\', '/':
-		return rune(b[1]), 2
-	case 'b':
-		return '\b', 2
-	case 'f':
-		return '\f', 2
-	case 'n':
-		return '\n', 2
-	case 'r':
-		return '\r', 2
-	case 't':
-		return '\t', 2
-	case 'u':
-		r, ok := hex4(b[2:])
-		if !ok {
-			return 0, 0
-		}
-		if utf16.IsSurrogate(r) {
-			if len(b) >= 12 && b[6] == '\\' && b[7] == 'u' {
-				if r2, ok := hex4(b[8:]); ok {
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						return d, 12
-					}
-				}
-			}
-			return utf8.RuneError, 6
-		}
-		return r, 6
-	}
-	return 0, 0
-}
-
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(b[:4]), 16, 16)
-	return rune(v), err == nil
 }
 
 // isCompaction reports a standard compaction update or summary chunk.

@@ -608,3 +608,47 @@ func headOf(out *[2][]byte) Head {
 	h.HasID = !IsNull(out[1])
 	return h
 }
+
+// Elements yields the elements of arr, a valid JSON array (such as a value
+// Pick returned), raw and trimmed, without decoding them.
+func Elements(arr []byte) func(yield func([]byte) bool) {
+	return func(yield func([]byte) bool) {
+		depth, start, str := 0, -1, false
+		for i := 0; i < len(arr); i++ {
+			c := arr[i]
+			switch {
+			case str:
+				if c == '\\' {
+					i++
+				} else if c == '"' {
+					str = false
+				}
+				continue
+			case c == '"':
+				str = true
+			case c == '[' || c == '{':
+				depth++
+				if depth == 1 {
+					continue
+				}
+			case c == ']' || c == '}':
+				depth--
+			case c == ',' && depth == 1:
+				if start >= 0 && !yield(bytes.TrimSpace(arr[start:i])) {
+					return
+				}
+				start = -1
+				continue
+			}
+			if depth == 0 {
+				if start >= 0 {
+					yield(bytes.TrimSpace(arr[start:i]))
+				}
+				return
+			}
+			if start < 0 && c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+				start = i
+			}
+		}
+	}
+}

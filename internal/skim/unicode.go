@@ -74,3 +74,50 @@ func hexRune(b []byte) (rune, bool) {
 	}
 	return r, true
 }
+
+// Rune decodes the first character of b, the inside of a JSON string, and
+// its length in b; 0 at the string's closing quote (or a malformed escape).
+// An unpaired surrogate and invalid UTF-8 decode to U+FFFD, as
+// encoding/json (and String) decode them. It lets a reader decode no more
+// of a long string than it needs.
+func Rune(b []byte) (rune, int) {
+	switch {
+	case len(b) == 0 || b[0] == '"':
+		return 0, 0
+	case b[0] != '\\':
+		return utf8.DecodeRune(b)
+	case len(b) < 2:
+		return 0, 0
+	}
+	switch b[1] {
+	case '"', '\\', '/':
+		return rune(b[1]), 2
+	case 'b':
+		return '\b', 2
+	case 'f':
+		return '\f', 2
+	case 'n':
+		return '\n', 2
+	case 'r':
+		return '\r', 2
+	case 't':
+		return '\t', 2
+	case 'u':
+		r, ok := hexRune(b[2:])
+		if !ok {
+			return 0, 0
+		}
+		if utf16.IsSurrogate(r) {
+			if len(b) >= 12 && b[6] == '\\' && b[7] == 'u' {
+				if r2, ok := hexRune(b[8:]); ok {
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						return d, 12
+					}
+				}
+			}
+			return utf8.RuneError, 6
+		}
+		return r, 6
+	}
+	return 0, 0
+}
