@@ -46,7 +46,9 @@ func (c *conn) followStandard(ctx context.Context, p *stdLine) {
 		// terminal-first update leaves nothing open, but its ID is
 		// settled: a repeat of it is dropped. An ID the agent settled
 		// before is refused by the emitter and simply not followed again.
-		if c.open(ctx, p.k, &track{source: sourceStandard, r: emitter.Standard{}, verbatim: true}, false, nil) == nil && terminal {
+		// The summary is the agent's own: it passes, should the proxy
+		// come to render it (a completion that waits for its facts).
+		if c.open(ctx, p.k, &track{source: sourceStandard, r: emitter.Standard{}, verbatim: true}, true, nil) == nil && terminal {
 			c.settle(ctx, p.k, p.status, "")
 		}
 	}
