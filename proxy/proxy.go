@@ -374,6 +374,12 @@ func (p *Proxy) Run(ctx context.Context, clientIn io.Reader, clientOut io.Writer
 	defer p.running.Store(false)
 	defer p.terminating.Store(false)
 	c := newConn(p, clientOut, agentIn)
+	// Not an errgroup: the two pumps' ends are not peers. The client's end
+	// of input is no failure (the agent's answers still flow, and the
+	// connection lasts as long as the agent's output), and the client pump
+	// may sit in a read of the client's stdin that nothing can interrupt,
+	// which a group's Wait would wait on forever. The agent pump's end is
+	// the connection's; the client pump is left to end with the process.
 	agentDone := make(chan error, 1)
 	go func() { agentDone <- c.pumpAgent(ctx, agentOut) }()
 	go c.pumpClient(ctx, clientIn)
