@@ -52,8 +52,8 @@ func (t AcpsdkTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 		opts = append(opts, acpsdk.WithEmitterOptions(emitter.OnFinalRecord(hist.final)))
 	}
 	kit := acpsdk.New(append(opts, t.Options...)...)
-	var handlers sync.WaitGroup
 	p := newInprocPlay(sc, hist, func(p *inprocPlay) (io.ReadWriteCloser, func(), error) {
+		handlers := &handlerGate{} // one a connection: a replay reconnects
 		pp := &sdkPipes{}
 		pp.toAgentR, pp.toAgentW = io.Pipe()
 		pp.fromAgentR, pp.fromAgentW = io.Pipe()
@@ -68,7 +68,7 @@ func (t AcpsdkTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 			mu.Lock()
 			c := conn
 			mu.Unlock()
-			return sdkHandle(ctx, p, kit, c, &handlers, method, params)
+			return sdkHandle(ctx, p, kit, c, handlers, method, params)
 		}
 		mu.Lock()
 		conn = kit.NewConnection(h, pp.fromAgentW, pp.toAgentR)
@@ -82,7 +82,7 @@ func (t AcpsdkTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 			_ = pp.toAgentW.Close()
 			<-conn.Done()
 			_ = kit.CloseConn(context.Background(), conn)
-			handlers.Wait()
+			handlers.close()
 			_ = pp.fromAgentW.Close()
 		}
 		return sdkClientEnd{pp}, hangUp, nil
@@ -93,7 +93,7 @@ func (t AcpsdkTarget) Play(ctx context.Context, sc Scenario) (*Run, error) {
 // sdkHandle runs inprocPlay.handle for one SDK handler call and returns
 // its reply. The handle runs on a goroutine of its own, so a v2 prompt's
 // steps outlive the acknowledgement the SDK writes when this returns.
-func sdkHandle(ctx context.Context, p *inprocPlay, kit *acpsdk.Kit, conn *acpsdk.Conn, handlers *sync.WaitGroup, method string, params json.RawMessage) (any, *acp.RequestError) {
+func sdkHandle(ctx context.Context, p *inprocPlay, kit *acpsdk.Kit, conn *acpsdk.Conn, handlers *handlerGate, method string, params json.RawMessage) (any, *acp.RequestError) {
 	type answer struct {
 		res any
 		err error
@@ -107,10 +107,12 @@ func sdkHandle(ctx context.Context, p *inprocPlay, kit *acpsdk.Kit, conn *acpsdk
 	}
 	replied := make(chan answer, 1)
 	done := make(chan struct{})
-	handlers.Go(func() {
+	if !handlers.goRun(func() {
 		defer close(done)
 		p.handle(ctx, w, method, params, func(res any, err error) { replied <- answer{res, err} })
-	})
+	}) {
+		return nil, acp.NewInternalError(map[string]any{"error": "the connection is closed"})
+	}
 	var a answer
 	select {
 	case a = <-replied:
@@ -125,6 +127,38 @@ func sdkHandle(ctx context.Context, p *inprocPlay, kit *acpsdk.Kit, conn *acpsdk
 		return nil, acp.NewInternalError(map[string]any{"error": a.err.Error()})
 	}
 	return a.res, nil
+}
+
+// handlerGate runs the SDK's handler calls on goroutines of their own
+// and waits for them at hang-up. The SDK still calls the handler after
+// its Done (a request read before the input ended starts on a goroutine
+// of its own; queued notifications drain): a WaitGroup's Add racing its
+// Wait is a misuse the race detector reports, so a call that arrives once
+// close has begun is refused instead of run.
+type handlerGate struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// goRun runs f on a goroutine of its own unless the gate is closed; it
+// reports whether f runs.
+func (g *handlerGate) goRun(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Go(f)
+	return true
+}
+
+// close refuses later calls and waits for the running ones.
+func (g *handlerGate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.wg.Wait()
 }
 
 // sdkPipes are the two one-way pipes between the SDK agent and the
