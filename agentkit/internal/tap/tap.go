@@ -83,6 +83,25 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config { return Config{CancelGrace: DefaultCancelGrace} }
 
+// NewConfig is the Config of a kit made with opts, the one step both
+// public kits take (agentkit.New, acpsdk.New, whose options are
+// agentkit's): the defaults, then opts in order (a nil one skipped), then
+// the kit's name and sentinels, which no option changes, and the Book of
+// the Store an option set.
+func NewConfig[O ~func(*Config)](name string, errNotInitialized, errClosed, errStore error, opts ...O) Config {
+	cfg := DefaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	cfg.Name, cfg.ErrNotInitialized, cfg.ErrClosed, cfg.ErrStore = name, errNotInitialized, errClosed, errStore
+	if cfg.Store != nil {
+		cfg.Book = NewBook(cfg.Store, cfg.Logger, errStore)
+	}
+	return cfg
+}
+
 // Tap is one connection's host of the wire engine (through
 // internal/host, which it shares with the proxy). It is safe for
 // concurrent use.
