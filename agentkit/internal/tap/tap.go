@@ -211,6 +211,20 @@ func (t *Tap) Emitter() *emitter.Emitter { return t.h.Emitter() }
 // compactions in any session without the tap seeing it.
 func (t *Tap) SharedEmitter() *emitter.Emitter { return t.h.Share() }
 
+// KitEmitter is both kits' Kit.Emitter: the SharedEmitter of t, the tap of
+// the connection asked about, or errUnknownConn when the kit serves no
+// such connection (t nil), or Config.ErrNotInitialized before initialize.
+func KitEmitter(t *Tap, errUnknownConn error) (*emitter.Emitter, error) {
+	if t == nil {
+		return nil, errUnknownConn
+	}
+	em := t.SharedEmitter()
+	if em == nil {
+		return nil, t.cfg.ErrNotInitialized
+	}
+	return em, nil
+}
+
 // Inbound is what Receive read of one inbound message.
 type Inbound struct {
 	// Cancelled are the raw ids of the pending session/prompt requests
