@@ -183,14 +183,7 @@ func (n *Negotiation) member(obj map[string]json.RawMessage, path, key, notObjec
 // metaCompaction diagnoses each key of obj's _meta that names compaction
 // (path as for member): a compaction capability there is not the ACP one.
 func (n *Negotiation) metaCompaction(obj map[string]json.RawMessage, path string) {
-	raw, ok := obj["_meta"]
-	if !ok {
-		return
-	}
-	meta, ok := object(raw)
-	if !ok {
-		return
-	}
+	meta, _ := object(obj["_meta"]) // absent or no object: no keys
 	for k := range meta {
 		if strings.Contains(k, "compaction") {
 			n.diag(path+"_meta."+k, "a compaction capability under _meta is not the ACP capability; not treated as support")
