@@ -248,13 +248,5 @@ func (k *Kit) tap(conn *jsonrpc2.Conn) *tap.Tap {
 // session that had a turn until it closes (see "Memory" in the package
 // documentation).
 func (k *Kit) Emitter(conn *jsonrpc2.Conn) (*emitter.Emitter, error) {
-	t := k.tap(conn)
-	if t == nil {
-		return nil, ErrUnknownConn
-	}
-	em := t.SharedEmitter()
-	if em == nil {
-		return nil, ErrNotInitialized
-	}
-	return em, nil
+	return tap.KitEmitter(k.tap(conn), ErrUnknownConn)
 }

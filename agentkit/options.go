@@ -33,8 +33,8 @@ var (
 )
 
 // DefaultCancelGrace is the cancel grace when WithCancelGrace is not
-// given.
-const DefaultCancelGrace = 5 * time.Second
+// given: 5 s.
+const DefaultCancelGrace = tap.DefaultCancelGrace
 
 // CloseTimeout bounds a connection's close (Kit.Shutdown, Kit.CloseConn,
 // the client hanging up): how long settling what is open and writing what
@@ -113,16 +113,5 @@ func WithLogger(l *slog.Logger) Option { return func(s *settings) { s.Logger = l
 
 // newSettings returns the defaults with opts applied.
 func newSettings(opts ...Option) settings {
-	cfg := tap.DefaultConfig()
-	cfg.CancelGrace = DefaultCancelGrace
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	cfg.Name, cfg.ErrNotInitialized, cfg.ErrClosed, cfg.ErrStore = "agentkit", ErrNotInitialized, ErrClosed, ErrStore
-	if cfg.Store != nil {
-		cfg.Book = tap.NewBook(cfg.Store, cfg.Logger, ErrStore)
-	}
-	return cfg
+	return tap.NewConfig("agentkit", ErrNotInitialized, ErrClosed, ErrStore, opts...)
 }

@@ -69,3 +69,31 @@ func TestFollowerIsSafeForConcurrentUse(t *testing.T) {
 	wg.Wait()
 	require.NotPanics(t, func() { f.Close() })
 }
+
+// A prompt's response ends its turn however the agent spells the id back:
+// a peer that decoded the client's 1.0 answers 1, as the engine that hosts
+// the Follower pairs them (skim.IDKey). The promise of the agent's last
+// message is then open at the end of the turn, and a summary that drops it
+// lost it.
+func TestFollowerEndsTheTurnAtTheResponseWhateverTheIDSpelling(t *testing.T) {
+	f := audit.NewFollower()
+	for _, l := range []struct {
+		side audit.Side
+		raw  string
+	}{
+		{audit.FromClient, `{"jsonrpc":"2.0","id":1.0,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"Tidy the tokenizer."}]}}`},
+		{audit.FromAgent, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","messageId":"m1","content":{"type":"text","text":"Tidied. I'll benchmark the tokenizer next."}}}}`},
+		{audit.FromAgent, `{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`},
+		{audit.FromClient, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"/compact"}]}}`},
+	} {
+		f.Observe(l.side, "", []byte(l.raw))
+	}
+	loss := f.Audit(context.Background(), emitter.Info{SessionID: "s1", ID: "cmp_1"}, []protocol.ContentBlock{protocol.Text("Some work was done.")})
+	var promises []string
+	for _, l := range loss {
+		if l.Kind == string(audit.KindPromise) {
+			promises = append(promises, l.Value)
+		}
+	}
+	assert.Equal(t, []string{"I'll benchmark the tokenizer next."}, promises, "the response id 1 did not end the turn of the prompt id 1.0: %v", loss)
+}

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/internal/skim"
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
@@ -54,7 +54,7 @@ type Follower struct {
 	mu       sync.Mutex
 	opts     []Option
 	sessions map[string]*followed
-	prompts  map[string]string // request id key -> session ID
+	prompts  map[string]string // request id key (skim.IDKey, as the engine pairs them) -> session ID
 }
 
 type followed struct {
@@ -124,17 +124,17 @@ func (f *Follower) Observe(side Side, where string, raw []byte) []Report {
 		s := f.session(p.SessionID)
 		reports := s.flush(p.SessionID)
 		s.inTurn, s.mark, s.atMark = true, s.a.Mark(), s.items
-		f.prompts[idKey(m.ID)] = p.SessionID
+		f.prompts[skim.IDKey(m.ID)] = p.SessionID
 		s.add(Item{Role: User, Text: blocksText(p.Prompt), Where: where})
 		return reports
 	case side == FromAgent && m.Method == "" && len(m.ID) > 0:
-		sid, ok := f.prompts[idKey(m.ID)]
+		sid, ok := f.prompts[skim.IDKey(m.ID)]
 		if !ok {
 			// Another response (session/load's, say) ends the messages
 			// replayed before it.
 			return f.closeLocked()
 		}
-		delete(f.prompts, idKey(m.ID))
+		delete(f.prompts, skim.IDKey(m.ID))
 		s := f.session(sid)
 		reports := s.flush(sid)
 		s.a.EndTurn()
@@ -368,17 +368,6 @@ func blocksText(blocks []json.RawMessage) string {
 		b.WriteString(blockText(raw))
 	}
 	return b.String()
-}
-
-// idKey is equal for two JSON-RPC ids that are the same JSON value.
-func idKey(raw json.RawMessage) string {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var v any
-	if d.Decode(&v) != nil {
-		return "?" + string(raw)
-	}
-	return fmt.Sprintf("%T:%v", v, v)
 }
 
 // Audit audits summary, the summary compaction info is about to settle with,

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Protocol versions this package understands.
@@ -138,43 +139,17 @@ func Parse(request, response json.RawMessage) Negotiation {
 // v1Compaction applies the RFD's rule: only an object at
 // clientCapabilities.session.compaction is support.
 func (n *Negotiation) v1Compaction(req map[string]json.RawMessage) bool {
-	if raw, ok := req["_meta"]; ok {
-		if meta, ok := object(raw); ok {
-			for k := range meta {
-				if bytes.Contains([]byte(k), []byte("compaction")) {
-					n.diag("_meta."+k, "a compaction capability under _meta is not the ACP capability; not treated as support")
-				}
-			}
-		}
-	}
-	capsRaw, present := req["clientCapabilities"]
-	if !present || isNull(capsRaw) {
-		return false
-	}
-	caps, ok := object(capsRaw)
+	n.metaCompaction(req, "")
+	caps, ok := n.member(req, "", "clientCapabilities", "not a JSON object; the client advertises no capabilities")
 	if !ok {
-		n.diag("clientCapabilities", "not a JSON object; the client advertises no capabilities")
 		return false
 	}
 	if _, misplaced := caps["compaction"]; misplaced {
 		n.diag("clientCapabilities.compaction", "compaction belongs at clientCapabilities.session.compaction; not treated as support")
 	}
-	if raw, ok := caps["_meta"]; ok {
-		if meta, ok := object(raw); ok {
-			for k := range meta {
-				if bytes.Contains([]byte(k), []byte("compaction")) {
-					n.diag("clientCapabilities._meta."+k, "a compaction capability under _meta is not the ACP capability; not treated as support")
-				}
-			}
-		}
-	}
-	sessRaw, present := caps["session"]
-	if !present || isNull(sessRaw) {
-		return false
-	}
-	sess, ok := object(sessRaw)
+	n.metaCompaction(caps, "clientCapabilities.")
+	sess, ok := n.member(caps, "clientCapabilities.", "session", "not a JSON object; no session capabilities")
 	if !ok {
-		n.diag("clientCapabilities.session", "not a JSON object; no session capabilities")
 		return false
 	}
 	cRaw, present := sess["compaction"]
@@ -187,6 +162,33 @@ func (n *Negotiation) v1Compaction(req map[string]json.RawMessage) bool {
 		return false
 	}
 	return true
+}
+
+// member returns obj's member key as an object, path being obj's own
+// ("" for the params, else ending in a dot). An absent or null member is
+// none; any other that is not an object is none too, and diagnosed with
+// notObject.
+func (n *Negotiation) member(obj map[string]json.RawMessage, path, key, notObject string) (map[string]json.RawMessage, bool) {
+	raw, present := obj[key]
+	if !present || isNull(raw) {
+		return nil, false
+	}
+	m, ok := object(raw)
+	if !ok {
+		n.diag(path+key, notObject)
+	}
+	return m, ok
+}
+
+// metaCompaction diagnoses each key of obj's _meta that names compaction
+// (path as for member): a compaction capability there is not the ACP one.
+func (n *Negotiation) metaCompaction(obj map[string]json.RawMessage, path string) {
+	meta, _ := object(obj["_meta"]) // absent or no object: no keys
+	for k := range meta {
+		if strings.Contains(k, "compaction") {
+			n.diag(path+"_meta."+k, "a compaction capability under _meta is not the ACP capability; not treated as support")
+		}
+	}
 }
 
 func (n *Negotiation) version(raw json.RawMessage, path string) int {

@@ -248,6 +248,23 @@ func (cp *compaction) patchSummary(line int, kind string, u object) {
 	}
 }
 
+// apply applies an update or chunk to what the client holds of an
+// unsettled compaction: the summary patch and, for an update, the status.
+// It reports whether the update settled the compaction. Of a settled one
+// only the summary patch counts.
+func (cp *compaction) apply(line int, kind, status string, u object) (settled bool) {
+	cp.patchSummary(line, kind, u)
+	if cp.terminal || kind != "compaction_update" {
+		return false
+	}
+	cp.status = status
+	if !isTerminal(status) {
+		return false
+	}
+	cp.terminal, cp.terminalLine = true, line
+	return true
+}
+
 type fallback struct {
 	what      string
 	status    string
@@ -679,15 +696,9 @@ func (c *Checker) compactionUpdate(line int, s *session, kind string, u object, 
 			s.turn.comps = append(s.turn.comps, cp)
 		}
 	}
-	cp.patchSummary(line, kind, u)
-	if cp.terminal || kind != "compaction_update" {
+	if !cp.apply(line, kind, status, u) {
 		return out
 	}
-	cp.status = status
-	if !isTerminal(status) {
-		return out
-	}
-	cp.terminal, cp.terminalLine = true, line
 	if status == "cancelled" && s.turn != nil && !s.turn.cancelled {
 		out = append(out, Violation{line, RuleCancel, fmt.Sprintf(
 			"session %q: compaction %q ended cancelled but the client sent no session/cancel for this session in the turn; only a user cancel is a cancel, an interruption or provider failure is failed",
@@ -757,13 +768,7 @@ func (c *Checker) replayed(line int, s *session, kind string, id jsID, status st
 			"session %q: compaction_summary_chunk for compaction %q%s appends to the summary the client already holds (received at line %d); clear or replace it first (summary null or a concrete summary) or it shows twice",
 			s.id, id, where, cp.summaryLine)})
 	}
-	cp.patchSummary(line, kind, u)
-	if kind == "compaction_update" {
-		cp.status = status
-		if isTerminal(status) {
-			cp.terminal, cp.terminalLine = true, line
-		}
-	}
+	cp.apply(line, kind, status, u)
 	return out
 }
 
@@ -780,13 +785,8 @@ func (c *Checker) replayedStrict(line int, s *session, kind string, id jsID, sta
 		if cp.terminal {
 			return []Violation{afterTerminal(line, s, cp, kind, status, where)}
 		}
-		cp.patchSummary(line, kind, u)
-		if kind == "compaction_update" {
-			cp.status = status
-			if isTerminal(status) {
-				cp.terminal, cp.terminalLine = true, line
-				return nil
-			}
+		if cp.apply(line, kind, status, u) {
+			return nil
 		}
 		return []Violation{{line, RuleReplay, fmt.Sprintf(
 			"session %q: %s for compaction %q%s%s; a replayed compaction is one terminal compaction_update (strict replay)",
@@ -798,16 +798,13 @@ func (c *Checker) replayedStrict(line int, s *session, kind string, id jsID, sta
 		old.reported = true
 	}
 	cp := s.track(id, line)
-	cp.patchSummary(line, kind, u)
-	if kind == "compaction_update" && isTerminal(status) {
-		cp.status, cp.terminal, cp.terminalLine = status, true, line
+	if cp.apply(line, kind, status, u) {
 		return nil
 	}
 	// The replay violation already says it; it is not reported again as
 	// never settled.
 	cp.reported = true
 	if kind == "compaction_update" {
-		cp.status = status
 		return []Violation{{line, RuleReplay, fmt.Sprintf(
 			"session %q: first replayed update for compaction %q has status %q%s; strict replay must be terminal-first (no in_progress, no chunks)",
 			s.id, id, status, where)}}

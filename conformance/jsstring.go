@@ -122,22 +122,13 @@ func whatwgUTF8(b []byte) []rune {
 			case 0xc2 <= c && c <= 0xdf:
 				needed, cp = 1, rune(c&0x1f)
 			case 0xe0 <= c && c <= 0xef:
-				if c == 0xe0 {
-					lower = 0xa0
-				} else if c == 0xed {
-					upper = 0x9f
-				}
 				needed, cp = 2, rune(c&0x0f)
 			case 0xf0 <= c && c <= 0xf4:
-				if c == 0xf0 {
-					lower = 0x90
-				} else if c == 0xf4 {
-					upper = 0x8f
-				}
 				needed, cp = 3, rune(c&0x07)
 			default:
 				out = append(out, utf8.RuneError)
 			}
+			lower, upper = secondByte(c)
 			continue
 		}
 		if c < lower || c > upper {
@@ -159,6 +150,24 @@ func whatwgUTF8(b []byte) []rune {
 		out = append(out, utf8.RuneError)
 	}
 	return out
+}
+
+// secondByte is the range of the byte that follows lead byte c: narrower
+// after E0, ED, F0 and F4, so that no overlong form, surrogate or code
+// point past U+10FFFF decodes (Unicode's table of well-formed UTF-8 byte
+// sequences; the WHATWG decoder's lower and upper boundaries).
+func secondByte(c byte) (lower, upper byte) {
+	switch c {
+	case 0xe0:
+		return 0xa0, 0xbf
+	case 0xed:
+		return 0x80, 0x9f
+	case 0xf0:
+		return 0x90, 0xbf
+	case 0xf4:
+		return 0x80, 0x8f
+	}
+	return 0x80, 0xbf
 }
 
 // wtf8 writes UTF-16 code units as WTF-8: a surrogate pair as its code

@@ -32,31 +32,32 @@ func (k *checkState) clientSide() bool { return k != nil && k.which == CheckClie
 
 // observe feeds one message, line being its position on side.
 func (k *checkState) observe(dir conformance.Direction, side string, line int, msg []byte) {
-	if k == nil {
-		return
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.closed {
-		return
-	}
-	for _, v := range k.ch.Observe(dir, line, msg) {
-		k.report(v, side, line)
-	}
+	k.locked(func() {
+		for _, v := range k.ch.Observe(dir, line, msg) {
+			k.report(v, side, line)
+		}
+	})
 }
 
 func (k *checkState) close() {
+	k.locked(func() {
+		k.closed = true
+		for _, v := range k.ch.Close() {
+			k.report(v, sideAgent, 0)
+		}
+	})
+}
+
+// locked runs f holding the lock, unless there is no checker or it has
+// closed.
+func (k *checkState) locked(f func()) {
 	if k == nil {
 		return
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.closed {
-		return
-	}
-	k.closed = true
-	for _, v := range k.ch.Close() {
-		k.report(v, sideAgent, 0)
+	if !k.closed {
+		f()
 	}
 }
 

@@ -155,39 +155,30 @@ func (t *turnView) first(bit uint8) bool {
 	return f
 }
 
-// running reports whether the session has a turn under way.
-func (t *turnView) running() bool {
-	if t.first(askedInTurn) {
-		t.inTurn = t.e.InTurn(t.sid)
+// ask answers question bit from *answer, asking the engine (of the
+// session) the first time on this line.
+func ask[T any](t *turnView, bit uint8, answer *T, engine func(sid string) T) T {
+	if t.first(bit) {
+		*answer = engine(t.sid)
 	}
-	return t.inTurn
+	return *answer
 }
 
+// running reports whether the session has a turn under way.
+func (t *turnView) running() bool { return ask(t, askedInTurn, &t.inTurn, t.e.InTurn) }
+
 // userCancelled reports whether the client cancelled the running turn.
-func (t *turnView) userCancelled() bool {
-	if t.first(askedCancelled) {
-		t.cancelled = t.e.Cancelled(t.sid)
-	}
-	return t.cancelled
-}
+func (t *turnView) userCancelled() bool { return ask(t, askedCancelled, &t.cancelled, t.e.Cancelled) }
 
 // justCancelled reports whether the session is between turns right after
 // a cancelled one.
 func (t *turnView) justCancelled() bool {
-	if t.first(askedAfterCancel) {
-		t.afterCancel = t.e.AfterCancel(t.sid)
-	}
-	return t.afterCancel
+	return ask(t, askedAfterCancel, &t.afterCancel, t.e.AfterCancel)
 }
 
 // command is the slash command of the prompt that runs the session's
 // turn ("" for none, or no turn).
-func (t *turnView) command() string {
-	if t.first(askedCommand) {
-		t.cmd = t.e.Command(t.sid)
-	}
-	return t.cmd
-}
+func (t *turnView) command() string { return ask(t, askedCommand, &t.cmd, t.e.Command) }
 
 // replay reports whether a history replay of the session is in flight,
 // and which.

@@ -32,6 +32,59 @@ var (
 	_ acp.ExtensionMethodHandler = (*kitAgent)(nil)
 )
 
+// The optional methods the SDK finds by type assertion to an anonymous
+// interface, each such interface named after its method.
+type (
+	unstableDidChangeDocument interface {
+		UnstableDidChangeDocument(context.Context, acp.UnstableDidChangeDocumentNotification) error
+	}
+	unstableDidCloseDocument interface {
+		UnstableDidCloseDocument(context.Context, acp.UnstableDidCloseDocumentNotification) error
+	}
+	unstableDidFocusDocument interface {
+		UnstableDidFocusDocument(context.Context, acp.UnstableDidFocusDocumentNotification) error
+	}
+	unstableDidOpenDocument interface {
+		UnstableDidOpenDocument(context.Context, acp.UnstableDidOpenDocumentNotification) error
+	}
+	unstableDidSaveDocument interface {
+		UnstableDidSaveDocument(context.Context, acp.UnstableDidSaveDocumentNotification) error
+	}
+	unstableLogout interface {
+		UnstableLogout(context.Context, acp.UnstableLogoutRequest) (acp.UnstableLogoutResponse, error)
+	}
+	unstableAcceptNes interface {
+		UnstableAcceptNes(context.Context, acp.UnstableAcceptNesNotification) error
+	}
+	unstableCloseNes interface {
+		UnstableCloseNes(context.Context, acp.UnstableCloseNesRequest) (acp.UnstableCloseNesResponse, error)
+	}
+	unstableRejectNes interface {
+		UnstableRejectNes(context.Context, acp.UnstableRejectNesNotification) error
+	}
+	unstableStartNes interface {
+		UnstableStartNes(context.Context, acp.UnstableStartNesRequest) (acp.UnstableStartNesResponse, error)
+	}
+	unstableSuggestNes interface {
+		UnstableSuggestNes(context.Context, acp.UnstableSuggestNesRequest) (acp.UnstableSuggestNesResponse, error)
+	}
+	unstableDisableProviders interface {
+		UnstableDisableProviders(context.Context, acp.UnstableDisableProvidersRequest) (acp.UnstableDisableProvidersResponse, error)
+	}
+	unstableListProviders interface {
+		UnstableListProviders(context.Context, acp.UnstableListProvidersRequest) (acp.UnstableListProvidersResponse, error)
+	}
+	unstableSetProviders interface {
+		UnstableSetProviders(context.Context, acp.UnstableSetProvidersRequest) (acp.UnstableSetProvidersResponse, error)
+	}
+	unstableForkSession interface {
+		UnstableForkSession(context.Context, acp.UnstableForkSessionRequest) (acp.UnstableForkSessionResponse, error)
+	}
+	unstableSetSessionModel interface {
+		UnstableSetSessionModel(context.Context, acp.UnstableSetSessionModelRequest) (acp.UnstableSetSessionModelResponse, error)
+	}
+)
+
 // call runs one method of the host's agent, settling on a panic.
 func call[P, R any](c *Conn, f func(context.Context, P) (R, error), ctx context.Context, p P) (R, error) {
 	returned := false
@@ -43,10 +96,26 @@ func call[P, R any](c *Conn, f func(context.Context, P) (R, error), ctx context.
 
 // notify is call for a method without a result.
 func notify[P any](c *Conn, f func(context.Context, P) error, ctx context.Context, p P) error {
-	returned := false
-	defer c.settleOnPanic(&returned)
-	err := f(c.bind(ctx), p)
-	returned = true
+	_, err := call(c, func(ctx context.Context, p P) (struct{}, error) { return struct{}{}, f(ctx, p) }, ctx, p)
+	return err
+}
+
+// optional is call for a method the SDK finds on an agent by type
+// assertion to I, f being the method expression of I: when the host's
+// agent is no I, the answer is the SDK's for an agent without the method,
+// acp.NewMethodNotFound of method.
+func optional[I, P, R any](a *kitAgent, method string, f func(I, context.Context, P) (R, error), ctx context.Context, p P) (R, error) {
+	x, ok := a.inner.(I)
+	if !ok {
+		var none R
+		return none, acp.NewMethodNotFound(method)
+	}
+	return call(a.c, func(ctx context.Context, p P) (R, error) { return f(x, ctx, p) }, ctx, p)
+}
+
+// optionalNotify is optional for a method without a result.
+func optionalNotify[I, P any](a *kitAgent, method string, f func(I, context.Context, P) error, ctx context.Context, p P) error {
+	_, err := optional(a, method, func(x I, ctx context.Context, p P) (struct{}, error) { return struct{}{}, f(x, ctx, p) }, ctx, p)
 	return err
 }
 
@@ -94,181 +163,75 @@ func (a *kitAgent) SetSessionMode(ctx context.Context, p acp.SetSessionModeReque
 }
 
 func (a *kitAgent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
-	l, ok := a.inner.(acp.AgentLoader)
-	if !ok {
-		return acp.LoadSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionLoad)
-	}
-	return call(a.c, l.LoadSession, ctx, p)
+	return optional(a, acp.AgentMethodSessionLoad, acp.AgentLoader.LoadSession, ctx, p)
 }
 
 func (a *kitAgent) HandleExtensionMethod(ctx context.Context, method string, params json.RawMessage) (any, error) {
-	h, ok := a.inner.(acp.ExtensionMethodHandler)
-	if !ok {
-		return nil, acp.NewMethodNotFound(method)
-	}
-	returned := false
-	defer a.c.settleOnPanic(&returned)
-	res, err := h.HandleExtensionMethod(a.c.bind(ctx), method, params)
-	returned = true
-	return res, err
+	return optional(a, method, func(h acp.ExtensionMethodHandler, ctx context.Context, params json.RawMessage) (any, error) {
+		return h.HandleExtensionMethod(ctx, method, params)
+	}, ctx, params)
 }
 
 func (a *kitAgent) UnstableDidChangeDocument(ctx context.Context, p acp.UnstableDidChangeDocumentNotification) error {
-	x, ok := a.inner.(interface {
-		UnstableDidChangeDocument(context.Context, acp.UnstableDidChangeDocumentNotification) error
-	})
-	if !ok {
-		return acp.NewMethodNotFound(acp.AgentMethodDocumentDidChange)
-	}
-	return notify(a.c, x.UnstableDidChangeDocument, ctx, p)
+	return optionalNotify(a, acp.AgentMethodDocumentDidChange, unstableDidChangeDocument.UnstableDidChangeDocument, ctx, p)
 }
 
 func (a *kitAgent) UnstableDidCloseDocument(ctx context.Context, p acp.UnstableDidCloseDocumentNotification) error {
-	x, ok := a.inner.(interface {
-		UnstableDidCloseDocument(context.Context, acp.UnstableDidCloseDocumentNotification) error
-	})
-	if !ok {
-		return acp.NewMethodNotFound(acp.AgentMethodDocumentDidClose)
-	}
-	return notify(a.c, x.UnstableDidCloseDocument, ctx, p)
+	return optionalNotify(a, acp.AgentMethodDocumentDidClose, unstableDidCloseDocument.UnstableDidCloseDocument, ctx, p)
 }
 
 func (a *kitAgent) UnstableDidFocusDocument(ctx context.Context, p acp.UnstableDidFocusDocumentNotification) error {
-	x, ok := a.inner.(interface {
-		UnstableDidFocusDocument(context.Context, acp.UnstableDidFocusDocumentNotification) error
-	})
-	if !ok {
-		return acp.NewMethodNotFound(acp.AgentMethodDocumentDidFocus)
-	}
-	return notify(a.c, x.UnstableDidFocusDocument, ctx, p)
+	return optionalNotify(a, acp.AgentMethodDocumentDidFocus, unstableDidFocusDocument.UnstableDidFocusDocument, ctx, p)
 }
 
 func (a *kitAgent) UnstableDidOpenDocument(ctx context.Context, p acp.UnstableDidOpenDocumentNotification) error {
-	x, ok := a.inner.(interface {
-		UnstableDidOpenDocument(context.Context, acp.UnstableDidOpenDocumentNotification) error
-	})
-	if !ok {
-		return acp.NewMethodNotFound(acp.AgentMethodDocumentDidOpen)
-	}
-	return notify(a.c, x.UnstableDidOpenDocument, ctx, p)
+	return optionalNotify(a, acp.AgentMethodDocumentDidOpen, unstableDidOpenDocument.UnstableDidOpenDocument, ctx, p)
 }
 
 func (a *kitAgent) UnstableDidSaveDocument(ctx context.Context, p acp.UnstableDidSaveDocumentNotification) error {
-	x, ok := a.inner.(interface {
-		UnstableDidSaveDocument(context.Context, acp.UnstableDidSaveDocumentNotification) error
-	})
-	if !ok {
-		return acp.NewMethodNotFound(acp.AgentMethodDocumentDidSave)
-	}
-	return notify(a.c, x.UnstableDidSaveDocument, ctx, p)
+	return optionalNotify(a, acp.AgentMethodDocumentDidSave, unstableDidSaveDocument.UnstableDidSaveDocument, ctx, p)
 }
 
 func (a *kitAgent) UnstableLogout(ctx context.Context, p acp.UnstableLogoutRequest) (acp.UnstableLogoutResponse, error) {
-	x, ok := a.inner.(interface {
-		UnstableLogout(context.Context, acp.UnstableLogoutRequest) (acp.UnstableLogoutResponse, error)
-	})
-	if !ok {
-		return acp.UnstableLogoutResponse{}, acp.NewMethodNotFound(acp.AgentMethodLogout)
-	}
-	return call(a.c, x.UnstableLogout, ctx, p)
+	return optional(a, acp.AgentMethodLogout, unstableLogout.UnstableLogout, ctx, p)
 }
 
 func (a *kitAgent) UnstableAcceptNes(ctx context.Context, p acp.UnstableAcceptNesNotification) error {
-	x, ok := a.inner.(interface {
-		UnstableAcceptNes(context.Context, acp.UnstableAcceptNesNotification) error
-	})
-	if !ok {
-		return acp.NewMethodNotFound(acp.AgentMethodNesAccept)
-	}
-	return notify(a.c, x.UnstableAcceptNes, ctx, p)
+	return optionalNotify(a, acp.AgentMethodNesAccept, unstableAcceptNes.UnstableAcceptNes, ctx, p)
 }
 
 func (a *kitAgent) UnstableCloseNes(ctx context.Context, p acp.UnstableCloseNesRequest) (acp.UnstableCloseNesResponse, error) {
-	x, ok := a.inner.(interface {
-		UnstableCloseNes(context.Context, acp.UnstableCloseNesRequest) (acp.UnstableCloseNesResponse, error)
-	})
-	if !ok {
-		return acp.UnstableCloseNesResponse{}, acp.NewMethodNotFound(acp.AgentMethodNesClose)
-	}
-	return call(a.c, x.UnstableCloseNes, ctx, p)
+	return optional(a, acp.AgentMethodNesClose, unstableCloseNes.UnstableCloseNes, ctx, p)
 }
 
 func (a *kitAgent) UnstableRejectNes(ctx context.Context, p acp.UnstableRejectNesNotification) error {
-	x, ok := a.inner.(interface {
-		UnstableRejectNes(context.Context, acp.UnstableRejectNesNotification) error
-	})
-	if !ok {
-		return acp.NewMethodNotFound(acp.AgentMethodNesReject)
-	}
-	return notify(a.c, x.UnstableRejectNes, ctx, p)
+	return optionalNotify(a, acp.AgentMethodNesReject, unstableRejectNes.UnstableRejectNes, ctx, p)
 }
 
 func (a *kitAgent) UnstableStartNes(ctx context.Context, p acp.UnstableStartNesRequest) (acp.UnstableStartNesResponse, error) {
-	x, ok := a.inner.(interface {
-		UnstableStartNes(context.Context, acp.UnstableStartNesRequest) (acp.UnstableStartNesResponse, error)
-	})
-	if !ok {
-		return acp.UnstableStartNesResponse{}, acp.NewMethodNotFound(acp.AgentMethodNesStart)
-	}
-	return call(a.c, x.UnstableStartNes, ctx, p)
+	return optional(a, acp.AgentMethodNesStart, unstableStartNes.UnstableStartNes, ctx, p)
 }
 
 func (a *kitAgent) UnstableSuggestNes(ctx context.Context, p acp.UnstableSuggestNesRequest) (acp.UnstableSuggestNesResponse, error) {
-	x, ok := a.inner.(interface {
-		UnstableSuggestNes(context.Context, acp.UnstableSuggestNesRequest) (acp.UnstableSuggestNesResponse, error)
-	})
-	if !ok {
-		return acp.UnstableSuggestNesResponse{}, acp.NewMethodNotFound(acp.AgentMethodNesSuggest)
-	}
-	return call(a.c, x.UnstableSuggestNes, ctx, p)
+	return optional(a, acp.AgentMethodNesSuggest, unstableSuggestNes.UnstableSuggestNes, ctx, p)
 }
 
 func (a *kitAgent) UnstableDisableProviders(ctx context.Context, p acp.UnstableDisableProvidersRequest) (acp.UnstableDisableProvidersResponse, error) {
-	x, ok := a.inner.(interface {
-		UnstableDisableProviders(context.Context, acp.UnstableDisableProvidersRequest) (acp.UnstableDisableProvidersResponse, error)
-	})
-	if !ok {
-		return acp.UnstableDisableProvidersResponse{}, acp.NewMethodNotFound(acp.AgentMethodProvidersDisable)
-	}
-	return call(a.c, x.UnstableDisableProviders, ctx, p)
+	return optional(a, acp.AgentMethodProvidersDisable, unstableDisableProviders.UnstableDisableProviders, ctx, p)
 }
 
 func (a *kitAgent) UnstableListProviders(ctx context.Context, p acp.UnstableListProvidersRequest) (acp.UnstableListProvidersResponse, error) {
-	x, ok := a.inner.(interface {
-		UnstableListProviders(context.Context, acp.UnstableListProvidersRequest) (acp.UnstableListProvidersResponse, error)
-	})
-	if !ok {
-		return acp.UnstableListProvidersResponse{}, acp.NewMethodNotFound(acp.AgentMethodProvidersList)
-	}
-	return call(a.c, x.UnstableListProviders, ctx, p)
+	return optional(a, acp.AgentMethodProvidersList, unstableListProviders.UnstableListProviders, ctx, p)
 }
 
 func (a *kitAgent) UnstableSetProviders(ctx context.Context, p acp.UnstableSetProvidersRequest) (acp.UnstableSetProvidersResponse, error) {
-	x, ok := a.inner.(interface {
-		UnstableSetProviders(context.Context, acp.UnstableSetProvidersRequest) (acp.UnstableSetProvidersResponse, error)
-	})
-	if !ok {
-		return acp.UnstableSetProvidersResponse{}, acp.NewMethodNotFound(acp.AgentMethodProvidersSet)
-	}
-	return call(a.c, x.UnstableSetProviders, ctx, p)
+	return optional(a, acp.AgentMethodProvidersSet, unstableSetProviders.UnstableSetProviders, ctx, p)
 }
 
 func (a *kitAgent) UnstableForkSession(ctx context.Context, p acp.UnstableForkSessionRequest) (acp.UnstableForkSessionResponse, error) {
-	x, ok := a.inner.(interface {
-		UnstableForkSession(context.Context, acp.UnstableForkSessionRequest) (acp.UnstableForkSessionResponse, error)
-	})
-	if !ok {
-		return acp.UnstableForkSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionFork)
-	}
-	return call(a.c, x.UnstableForkSession, ctx, p)
+	return optional(a, acp.AgentMethodSessionFork, unstableForkSession.UnstableForkSession, ctx, p)
 }
 
 func (a *kitAgent) UnstableSetSessionModel(ctx context.Context, p acp.UnstableSetSessionModelRequest) (acp.UnstableSetSessionModelResponse, error) {
-	x, ok := a.inner.(interface {
-		UnstableSetSessionModel(context.Context, acp.UnstableSetSessionModelRequest) (acp.UnstableSetSessionModelResponse, error)
-	})
-	if !ok {
-		return acp.UnstableSetSessionModelResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetModel)
-	}
-	return call(a.c, x.UnstableSetSessionModel, ctx, p)
+	return optional(a, acp.AgentMethodSessionSetModel, unstableSetSessionModel.UnstableSetSessionModel, ctx, p)
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acpcompact/acpcompact/internal/condwait"
 	"github.com/acpcompact/acpcompact/internal/turn"
 )
 
@@ -41,19 +42,7 @@ func newClaims() *claims {
 func (c *claims) hand(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.key != "" && !c.closed {
-		timedOut := false
-		timer := time.AfterFunc(claimTimeout, func() {
-			c.mu.Lock()
-			timedOut = true
-			c.cond.Broadcast()
-			c.mu.Unlock()
-		})
-		for c.key != "" && !c.closed && !timedOut {
-			c.cond.Wait()
-		}
-		timer.Stop()
-	}
+	condwait.Until(&c.cond, claimTimeout, func() bool { return c.key == "" || c.closed })
 	if !c.closed {
 		c.key = key
 		c.pending.Store(true)

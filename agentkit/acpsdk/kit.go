@@ -286,13 +286,5 @@ func (k *Kit) tap(conn *Conn) *tap.Tap {
 // settles its session in the emitter, which then keeps a tracker of each
 // session that had a turn until it closes.
 func (k *Kit) Emitter(conn *Conn) (*emitter.Emitter, error) {
-	t := k.tap(conn)
-	if t == nil {
-		return nil, ErrUnknownConn
-	}
-	em := t.SharedEmitter()
-	if em == nil {
-		return nil, ErrNotInitialized
-	}
-	return em, nil
+	return tap.KitEmitter(k.tap(conn), ErrUnknownConn)
 }

@@ -97,19 +97,7 @@ func WithLogger(l *slog.Logger) Option { return agentkit.WithLogger(l) }
 
 // newSettings applies opts as agentkit.New does: they are agentkit's
 // options, and both kits configure the same engine host (the tap), with
-// agentkit's sentinels. (agentkit keeps its own unexported; this is the
-// one step the adapter repeats.)
+// agentkit's sentinels, through tap.NewConfig.
 func newSettings(opts ...Option) tap.Config {
-	cfg := tap.DefaultConfig()
-	cfg.CancelGrace = DefaultCancelGrace
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	cfg.Name, cfg.ErrNotInitialized, cfg.ErrClosed, cfg.ErrStore = "agentkit", ErrNotInitialized, ErrClosed, ErrStore
-	if cfg.Store != nil {
-		cfg.Book = tap.NewBook(cfg.Store, cfg.Logger, ErrStore)
-	}
-	return cfg
+	return tap.NewConfig("agentkit", ErrNotInitialized, ErrClosed, ErrStore, opts...)
 }

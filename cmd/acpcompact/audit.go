@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -31,37 +29,18 @@ Exit status: 0 audited, 2 usage or I/O error.
 
 // runAudit implements "acpcompact audit"; args exclude the subcommand name.
 func runAudit(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, auditUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("audit", auditUsage, stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object per compaction")
-	files, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+	file, exit, ok := transcriptArg(fs, args, stderr)
+	if !ok {
+		return exit
 	}
+	name, in, err := openTranscript(file, stdin)
 	if err != nil {
+		fmt.Fprintf(stderr, "acpcompact audit: %v\n", err)
 		return 2
 	}
-	if len(files) != 1 {
-		fmt.Fprintln(stderr, "acpcompact audit: want exactly one FILE (or - for stdin)")
-		fs.Usage()
-		return 2
-	}
-	name, in := files[0], stdin
-	if name == "-" {
-		name = "<stdin>"
-	} else {
-		f, err := os.Open(name)
-		if err != nil {
-			fmt.Fprintf(stderr, "acpcompact audit: %v\n", err)
-			return 2
-		}
-		defer f.Close()
-		in = f
-	}
+	defer in.Close()
 	reports, err := auditTranscript(ctxReader{ctx, in}, stderr, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "acpcompact audit: read %s: %v\n", name, err)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -40,29 +38,16 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 // disappear any other way.
 func runCheckWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer,
 	loadSchema func() (conformance.Option, error)) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, checkUsage+schemaUsage())
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("check", checkUsage+schemaUsage(), stderr)
 	schemaMode := fs.String("schema", "auto",
 		"validate agent session/update messages against the official ACP schema: auto (when installed, else say so on stderr), on (fail without it), off")
 	strictReplay := fs.Bool("strict-replay", false,
 		"hold history replays to terminal-first (one terminal compaction_update per compaction, this project's own rule); the RFD also allows a replay that re-streams")
 	htmlOut := fs.String("html", "",
 		"also write the timeline a client shows to `out`, one self-contained HTML file (- for stdout; the violations then go to stderr)")
-	files, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		return 2
-	}
-	if len(files) != 1 {
-		fmt.Fprintln(stderr, "acpcompact check: want exactly one FILE (or - for stdin)")
-		fs.Usage()
-		return 2
+	file, exit, ok := transcriptArg(fs, args, stderr)
+	if !ok {
+		return exit
 	}
 	var opts []conformance.Option
 	if *strictReplay {
@@ -92,18 +77,12 @@ func runCheckWith(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return 2
 	}
 
-	name, in := files[0], stdin
-	if name == "-" {
-		name = "<stdin>"
-	} else {
-		f, err := os.Open(name)
-		if err != nil {
-			fmt.Fprintf(stderr, "acpcompact check: %v\n", err)
-			return 2
-		}
-		defer f.Close()
-		in = f
+	name, in, err := openTranscript(file, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "acpcompact check: %v\n", err)
+		return 2
 	}
+	defer in.Close()
 
 	var (
 		vs   []conformance.Violation
@@ -163,26 +142,6 @@ func writeTimeline(tl *timeline, out string, stdout io.Writer, name string, vs [
 		return err
 	}
 	return os.Rename(f.Name(), out)
-}
-
-// parseInterspersed lets flags follow the file name too ("check x.jsonl
-// --schema=off"), which the flag package alone stops parsing at.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return positional, nil
-		}
-		if args[0] == "--" {
-			return append(positional, args[1:]...), nil
-		}
-		positional = append(positional, args[0])
-		args = args[1:]
-	}
 }
 
 func schemaOption() (conformance.Option, error) {

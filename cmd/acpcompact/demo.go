@@ -76,12 +76,7 @@ type demoConn struct {
 
 // runDemo implements "acpcompact demo"; args exclude the subcommand name.
 func runDemo(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, demoUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("demo", demoUsage, stderr)
 	wire := fs.Bool("wire", false, "print the raw JSON-RPC transcript (client/agent lines) instead of the timeline")
 	fb := fs.String("fallback", scenario.DefaultFallback,
 		"the form a client without the capability gets: "+strings.Join(fallback.Names(), ", "))

@@ -72,12 +72,7 @@ const (
 
 // runProxy implements "acpcompact proxy"; args exclude the subcommand name.
 func runProxy(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, proxyUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("proxy", proxyUsage, stderr)
 	all := make([]string, 0, len(proxy.Translators()))
 	for _, t := range proxy.Translators() {
 		all = append(all, string(t))

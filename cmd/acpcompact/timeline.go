@@ -12,6 +12,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/audit"
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/acpcompact/acpcompact/internal/skim"
 )
 
 // timeline follows a transcript the way `check --html` shows it: per
@@ -234,7 +235,7 @@ func (t *timeline) observe(l conformance.Line) {
 	if l.Dir == conformance.FromClient && method == "initialize" && hasID {
 		c := t.newConn(l.N)
 		c.hs.read(m.Params)
-		c.requests[tlIDKey(m.ID)] = tlRequest{method: method, line: l.N}
+		c.requests[skim.IDKey(m.ID)] = tlRequest{method: method, line: l.N}
 		t.at[l.N] = tlAt{conn: c}
 		return
 	}
@@ -242,13 +243,13 @@ func (t *timeline) observe(l conformance.Line) {
 	at := tlAt{conn: c}
 	switch {
 	case l.Dir == conformance.FromClient && m.Method != nil && hasID:
-		at = c.clientRequest(l.N, method, tlIDKey(m.ID), m.Params)
+		at = c.clientRequest(l.N, method, skim.IDKey(m.ID), m.Params)
 	case l.Dir == conformance.FromClient && m.Method != nil:
 		at = c.clientNotification(l.N, method, m.Params)
 	case l.Dir == conformance.FromAgent && method == "session/update":
 		at = c.update(l.N, m.Params)
 	case l.Dir == conformance.FromAgent && m.Method == nil && hasID:
-		at = c.response(l.N, tlIDKey(m.ID), m)
+		at = c.response(l.N, skim.IDKey(m.ID), m)
 	}
 	if at.conn == nil {
 		at.conn = c
@@ -696,21 +697,4 @@ func (s *tlSession) placeInserts() {
 		}
 	}
 	s.rows = rows
-}
-
-// tlIDKey is equal for two JSON-RPC ids that are the same JSON value.
-func tlIDKey(raw json.RawMessage) string {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var v any
-	if d.Decode(&v) != nil {
-		return "?" + string(raw)
-	}
-	if n, ok := v.(json.Number); ok {
-		// 1 and 1.0 are one number.
-		if f, err := n.Float64(); err == nil {
-			return fmt.Sprintf("n:%v", f)
-		}
-	}
-	return fmt.Sprintf("%T:%v", v, v)
 }

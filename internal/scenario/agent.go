@@ -16,6 +16,7 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/history"
+	"github.com/acpcompact/acpcompact/internal/condwait"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/acpcompact/acpcompact/sessionlog"
 	"github.com/sourcegraph/jsonrpc2"
@@ -288,18 +289,8 @@ func (f *inflight) done() {
 
 // waitAtMost is wait, bounded by d.
 func (f *inflight) waitAtMost(d time.Duration) {
-	expired := false
-	t := time.AfterFunc(d, func() {
-		f.mu.Lock()
-		expired = true
-		f.cond.Broadcast()
-		f.mu.Unlock()
-	})
-	defer t.Stop()
 	f.mu.Lock()
-	for f.n > 0 && !expired {
-		f.cond.Wait()
-	}
+	condwait.Until(f.cond, d, func() bool { return f.n <= 0 })
 	f.mu.Unlock()
 }
 

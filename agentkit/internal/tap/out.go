@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acpcompact/acpcompact/internal/condwait"
 	"github.com/acpcompact/acpcompact/protocol"
 )
 
@@ -340,17 +341,7 @@ func (q *outQueue) flush() error {
 		q.mu.Unlock()
 		return err
 	}
-	timedOut := false
-	timer := time.AfterFunc(flushTimeout, func() {
-		q.mu.Lock()
-		timedOut = true
-		q.cond.Broadcast()
-		q.mu.Unlock()
-	})
-	defer timer.Stop()
-	for q.written < target && !timedOut {
-		q.cond.Wait()
-	}
+	condwait.Until(&q.cond, flushTimeout, func() bool { return q.written >= target })
 	err := q.err
 	if q.written < target {
 		err = errFlushTimeout

@@ -83,6 +83,25 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config { return Config{CancelGrace: DefaultCancelGrace} }
 
+// NewConfig is the Config of a kit made with opts, the one step both
+// public kits take (agentkit.New, acpsdk.New, whose options are
+// agentkit's): the defaults, then opts in order (a nil one skipped), then
+// the kit's name and sentinels, which no option changes, and the Book of
+// the Store an option set.
+func NewConfig[O ~func(*Config)](name string, errNotInitialized, errClosed, errStore error, opts ...O) Config {
+	cfg := DefaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	cfg.Name, cfg.ErrNotInitialized, cfg.ErrClosed, cfg.ErrStore = name, errNotInitialized, errClosed, errStore
+	if cfg.Store != nil {
+		cfg.Book = NewBook(cfg.Store, cfg.Logger, errStore)
+	}
+	return cfg
+}
+
 // Tap is one connection's host of the wire engine (through
 // internal/host, which it shares with the proxy). It is safe for
 // concurrent use.
@@ -191,6 +210,20 @@ func (t *Tap) Emitter() *emitter.Emitter { return t.h.Emitter() }
 // tap settles every session at its turn's end, since the host may open
 // compactions in any session without the tap seeing it.
 func (t *Tap) SharedEmitter() *emitter.Emitter { return t.h.Share() }
+
+// KitEmitter is both kits' Kit.Emitter: the SharedEmitter of t, the tap of
+// the connection asked about, or errUnknownConn when the kit serves no
+// such connection (t nil), or Config.ErrNotInitialized before initialize.
+func KitEmitter(t *Tap, errUnknownConn error) (*emitter.Emitter, error) {
+	if t == nil {
+		return nil, errUnknownConn
+	}
+	em := t.SharedEmitter()
+	if em == nil {
+		return nil, t.cfg.ErrNotInitialized
+	}
+	return em, nil
+}
 
 // Inbound is what Receive read of one inbound message.
 type Inbound struct {

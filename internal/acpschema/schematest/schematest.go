@@ -58,11 +58,10 @@ var noted atomic.Bool
 // compile, a bad version) fails tb.
 func For(tb testing.TB, version int) *acpschema.Validator {
 	tb.Helper()
-	v, err := acpschema.For(version)
+	v, err := load(tb, version)
 	if err == nil {
 		return v
 	}
-	fatalUnlessSkippable(tb, version, err)
 	if noted.CompareAndSwap(false, true) {
 		tb.Logf("SCHEMA CHECKS SKIPPED in this package's tests: %v; %s", err, Hint)
 	}
@@ -74,22 +73,26 @@ func For(tb testing.TB, version int) *acpschema.Validator {
 // installed it skips tb, or fails it under ACPCOMPACT_REQUIRE_SCHEMA=1.
 func Require(tb testing.TB, version int) *acpschema.Validator {
 	tb.Helper()
-	v, err := acpschema.For(version)
+	v, err := load(tb, version)
 	if err == nil {
 		return v
 	}
-	fatalUnlessSkippable(tb, version, err)
 	tb.Skipf("SKIPPED, it checks against the official ACP schema: %v; %s", err, Hint)
 	return nil
 }
 
-// fatalUnlessSkippable fails tb unless err is a missing schema that may be
-// skipped.
-func fatalUnlessSkippable(tb testing.TB, version int, err error) {
+// load returns the official validator of version, or the error of a
+// missing schema that may be skipped; any other failure, or a missing
+// schema under ACPCOMPACT_REQUIRE_SCHEMA=1, fails tb.
+func load(tb testing.TB, version int) (*acpschema.Validator, error) {
 	tb.Helper()
-	require.ErrorIs(tb, err, acpschema.ErrSchemaMissing, "official ACP v%d schema", version)
-	require.False(tb, Required(), "official ACP v%d schema required (%s is set): %v; run `make test-deps` (or set %s)",
-		version, EnvRequire, err, acpschema.EnvDir)
+	v, err := acpschema.For(version)
+	if err != nil {
+		require.ErrorIs(tb, err, acpschema.ErrSchemaMissing, "official ACP v%d schema", version)
+		require.False(tb, Required(), "official ACP v%d schema required (%s is set): %v; run `make test-deps` (or set %s)",
+			version, EnvRequire, err, acpschema.EnvDir)
+	}
+	return v, err
 }
 
 // Node skips tb, loudly, because what it needs from Node.js (the node
