@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/acpcompact/acpcompact/audit"
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/emitter"
@@ -46,11 +45,6 @@ func (c *conn) handleAgent(ctx context.Context, lr *lines.Reader, raw []byte, lo
 	}
 	if err != nil {
 		return c.clientErr(err), nil
-	}
-	if c.follower != nil && !d.batch {
-		// After the line's settlements: a summary it completes is audited
-		// against the history before it.
-		c.follower.Observe(audit.FromAgent, fmt.Sprintf("agent line %d", l.n), l.msg)
 	}
 	// The client sees this line, and any the proxy made for it, as soon as
 	// no further agent line is at hand, or at once when it may be waiting
@@ -101,6 +95,9 @@ func (c *conn) act(ctx context.Context, l *line, d *decision) error {
 		c.factsArrived(ctx, &d.std)
 	case doFollow:
 		c.followStandard(ctx, &d.std)
+		if c.follower != nil && d.fate == fateForward {
+			c.auditForwarded(l, d)
+		}
 	case doReplay:
 		c.replayStandard(&d.std, d)
 	case doRender:

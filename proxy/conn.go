@@ -112,6 +112,7 @@ func newConn(p *Proxy, clientOut io.Writer, agentIn io.Writer) *conn {
 		c.follower = audit.NewFollower()
 	}
 	c.out.lineWriter = newLineWriter(cout)
+	c.out.follower = c.follower
 	c.h = host.New(host.Config{
 		Name: "proxy", Logger: p.cfg.logger, CancelGrace: p.cfg.cancelGrace,
 		Notifier: c, Options: c.emitterOptions,

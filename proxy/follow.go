@@ -13,10 +13,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
+	"github.com/acpcompact/acpcompact/audit"
 	"github.com/acpcompact/acpcompact/capability"
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/internal/jsonedit"
@@ -52,6 +53,38 @@ func (c *conn) followStandard(ctx context.Context, p *stdLine) {
 			c.settle(ctx, p.k, p.status, "")
 		}
 	}
+}
+
+// auditForwarded audits the summary of a completion of the agent's own
+// that goes to the client as it came (the "settled by the agent" row):
+// the emitter renders nothing of it, so the record of what the summary
+// lost joins the line's own _meta. The audit observes the line here,
+// before it goes out, and not again as it goes (act writes it next).
+func (c *conn) auditForwarded(l *line, d *decision) {
+	p := &d.std
+	if !p.isUpdate || p.status != protocol.Completed || d.seen == nil {
+		return
+	}
+	c.out.audited = true
+	var lost []emitter.Loss
+	for _, r := range c.follower.Observe(audit.FromAgent, fmt.Sprintf("agent line %d", l.n), l.msg) {
+		if r.SessionID == p.k.session && r.CompactionID == string(p.k.id) {
+			lost = audit.Known(r.KnownLoss)
+		}
+	}
+	b, err := json.Marshal(lost)
+	if len(lost) == 0 || err != nil {
+		return
+	}
+	out := jsonedit.Update(d.seen, func(upd map[string]json.RawMessage) bool {
+		return jsonedit.Set(upd, json.RawMessage(`"completed"`), "_meta", emitter.DefaultRecordKey, "status") &&
+			jsonedit.Set(upd, b, "_meta", emitter.DefaultRecordKey, "knownLoss")
+	})
+	if out == nil {
+		c.log.Warn("the audit's record could not join the agent's _meta; the completion goes as it came", "line", l.n)
+		return
+	}
+	d.fate, d.out = fateRewrite, out
 }
 
 // replayStandard shows the agent's own update in a history replay to a
@@ -537,7 +570,7 @@ func (c *conn) afterSettle(_ context.Context, why string) {
 // is that compaction, failed, unless one of its form is open already.
 // Callers hold emu.
 func (c *conn) failedTurn(ctx context.Context, sid string, errMember []byte) error {
-	text := promptErrorText(errMember)
+	text := agents.PromptErrorText(errMember)
 	if text == "" {
 		return c.p.cfg.turnReason
 	}
@@ -553,34 +586,6 @@ func (c *conn) failedTurn(ctx context.Context, sid string, errMember []byte) err
 		}
 	}
 	return errors.New(text)
-}
-
-// promptErrorText reads the user-facing text of a JSON-RPC error member.
-func promptErrorText(raw []byte) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var e struct {
-		Message string `json:"message"`
-		Data    struct {
-			Details string `json:"details"`
-			Message string `json:"message"`
-		} `json:"data"`
-	}
-	if json.Unmarshal(raw, &e) != nil {
-		// data may be a string or absent in another shape.
-		var e2 struct {
-			Message string `json:"message"`
-		}
-		_ = json.Unmarshal(raw, &e2)
-		return strings.TrimSpace(e2.Message)
-	}
-	for _, s := range []string{e.Data.Details, e.Data.Message, e.Message} {
-		if s = strings.TrimSpace(s); s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // ---- a standard completion whose facts follow it ----

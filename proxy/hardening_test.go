@@ -155,6 +155,16 @@ func TestReplayOfAHeldCompactionSettlesIt(t *testing.T) {
 // names what the summary lost (here: the URL of the first prompt, which
 // the summary dropped; the path it kept is not named).
 func TestAuditedLossInTheProxysRecord(t *testing.T) {
+	t.Run("a record of the proxy's", func(t *testing.T) { auditedLossInTheProxysRecord(t, "", nil) })
+	// The agent's own record keeps its keys and gains the loss (before, a
+	// record of the agent's went without it).
+	t.Run("the agent's record", func(t *testing.T) {
+		auditedLossInTheProxysRecord(t, `,"_meta":{"acpcompact/record":{"trigger":"auto","tokensBefore":900}}`,
+			map[string]any{"trigger": "auto", "tokensBefore": 900.0})
+	})
+}
+
+func auditedLossInTheProxysRecord(t *testing.T, meta string, keep map[string]any) {
 	h := start(t, proxy.WithAudit())
 	h.handshake(v1Capable, 1)
 	h.nextID++
@@ -164,10 +174,21 @@ func TestAuditedLossInTheProxysRecord(t *testing.T) {
 	h.relay(promptResponse(id, "end_turn"))
 	// Between turns: held, then rendered by the proxy at the next turn.
 	h.agent(upd("s1", cmpUpdate("cmp_a", "in_progress")))
-	h.agent(upd("s1", cmpUpdate("cmp_a", "completed", `"summary":[{"type":"text","text":"The user asked to fix internal/skim/prefix.go."}]`)))
+	h.agent(upd("s1", cmpUpdate("cmp_a", "completed", `"summary":[{"type":"text","text":"The user asked to fix internal/skim/prefix.go."}]`+meta)))
 	h.relay(upd("s1", text("the agent's lines so far are read")))
 	id = h.prompt("s1")
 	got := h.next()
+	var rec struct {
+		Params struct {
+			Update struct {
+				Meta map[string]map[string]any `json:"_meta"`
+			} `json:"update"`
+		} `json:"params"`
+	}
+	require.NoError(t, json.Unmarshal(got, &rec), "the delivered compaction: %s", got)
+	for k, v := range keep {
+		assert.Equal(t, v, rec.Params.Update.Meta[emitter.DefaultRecordKey][k], "the agent's record key %s: %s", k, got)
+	}
 	var u struct {
 		Params struct {
 			Update struct {
@@ -185,4 +206,58 @@ func TestAuditedLossInTheProxysRecord(t *testing.T) {
 		assert.Equal(t, emitter.Loss{Kind: "url", Value: "https://example.com/issue/7", Where: "client line 3"}, lost[0], "what the summary lost")
 	}
 	h.relay(promptResponse(id, "end_turn"))
+}
+
+// A completion of the agent's own that the proxy forwards as it came (a
+// capable client, in a turn) gets the audit's record beside what the
+// agent's _meta holds: its other keys and its own record's keys kept; a
+// record that is no object leaves the line as it came. Before, such a
+// completion carried no record at all.
+func TestAuditedLossOnTheAgentsOwnCompletion(t *testing.T) {
+	summary := `"summary":[{"type":"text","text":"The user asked to fix internal/skim/prefix.go."}]`
+	cases := []struct {
+		name, meta string
+		// want is the completion's _meta as the client gets it; "" for the
+		// agent's line unchanged.
+		want string
+	}{
+		{name: "no _meta",
+			want: `{"acpcompact/record":{"status":"completed","knownLoss":[{"kind":"url","value":"https://example.com/issue/7","where":"client line 3"}]}}`},
+		{name: "null _meta", meta: `,"_meta":null`,
+			want: `{"acpcompact/record":{"status":"completed","knownLoss":[{"kind":"url","value":"https://example.com/issue/7","where":"client line 3"}]}}`},
+		{name: "the agent's keys and record", meta: `,"_meta":{"vendor":{"x":1},"acpcompact/record":{"trigger":"auto","tokensBefore":900}}`,
+			want: `{"vendor":{"x":1},"acpcompact/record":{"trigger":"auto","tokensBefore":900,"status":"completed","knownLoss":[{"kind":"url","value":"https://example.com/issue/7","where":"client line 3"}]}}`},
+		{name: "a record that is no object", meta: `,"_meta":{"acpcompact/record":"opaque"}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := start(t, proxy.WithAudit())
+			h.handshake(v1Capable, 1)
+			h.nextID++
+			id := h.nextID
+			h.client(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"fix internal/skim/prefix.go, see https://example.com/issue/7"}]}}`, id))
+			h.relay(upd("s1", text("On it.")))
+			h.relay(promptResponse(id, "end_turn"))
+			// The next turn compacts what came before its prompt.
+			id = h.prompt("s1")
+			h.relay(upd("s1", cmpUpdate("cmp_a", "in_progress")))
+			line := upd("s1", cmpUpdate("cmp_a", "completed", summary+c.meta))
+			if c.want == "" {
+				h.relay(line)
+			} else {
+				h.agent(line)
+				got := h.next()
+				var u struct {
+					Params struct {
+						Update map[string]json.RawMessage `json:"update"`
+					} `json:"params"`
+				}
+				require.NoError(t, json.Unmarshal(got, &u), "the completion: %s", got)
+				assert.JSONEq(t, c.want, string(u.Params.Update["_meta"]), "the completion's _meta: %s", got)
+				assert.JSONEq(t, `"completed"`, string(u.Params.Update["status"]), "the completion: %s", got)
+				assert.Contains(t, string(u.Params.Update["summary"]), "prefix.go", "the agent's summary, as it came: %s", got)
+			}
+			h.relay(promptResponse(id, "end_turn"))
+		})
+	}
 }

@@ -191,14 +191,13 @@ func (c *config) enable(t Translator, on bool) {
 	c.translators[t] = on
 }
 
-// WithAudit has the proxy audit the summary of every compaction it settles
-// with one (the text forms of Claude ACP, pi and Kimi, a standard update it
-// rewrites or holds) against the session's history as it saw it on the
-// wire, and send what the summary lost in the compaction's record: a
-// knownLoss array of {kind, value, where} under the record key of the
-// terminal update's _meta (package audit says what each kind is and when a
-// reference survives). Off by default: the audit costs a parse of every
-// line, and its result reaches only a client whose proxy was asked for it.
+// WithAudit has the proxy audit the summary of every compaction that
+// completes with one (text forms, or standard updates forwarded, rewritten
+// or held) against the session's history as the client received it, and
+// send what it lost in the compaction's record: knownLoss, [{kind, value,
+// where}], under the record key of the terminal update's _meta, beside
+// the agent's own record keys (package audit says what each kind is and
+// when a reference survives). Off by default: it parses every line.
 func WithAudit() Option { return func(c *config) { c.audit = true } }
 
 // WithFallback sets how compaction is shown to a v1 client without the

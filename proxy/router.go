@@ -360,19 +360,15 @@ func (t *track) recordFor(ev *emitter.Event) json.RawMessage {
 		lost = ev.Details.KnownLoss
 	}
 	if t.record != nil {
-		if len(lost) == 0 {
-			return t.record
-		}
 		// The agent's own record, with what the audit found; one that is
 		// not an object goes as it came.
-		if out := jsonedit.Update(t.record, func(m map[string]json.RawMessage) bool {
-			b, err := json.Marshal(lost)
-			m["knownLoss"] = b
-			return err == nil
-		}); out != nil {
-			return out
+		var m map[string]json.RawMessage
+		b, err := json.Marshal(lost)
+		if len(lost) == 0 || err != nil || json.Unmarshal(t.record, &m) != nil || m == nil {
+			return t.record
 		}
-		return t.record
+		m["knownLoss"] = b
+		return jsonedit.Marshal(m)
 	}
 	f := t.facts
 	if f == nil && len(lost) == 0 {

@@ -3,7 +3,9 @@ package proxy
 import (
 	"bufio"
 	"io"
+	"strconv"
 
+	"github.com/acpcompact/acpcompact/audit"
 	"github.com/acpcompact/acpcompact/conformance"
 )
 
@@ -82,12 +84,27 @@ type clientStream struct {
 	// made: a line of the proxy's own waits in the buffer. It is a
 	// compaction update, which never waits for the next agent line.
 	made bool
+	// follower is the audit (WithAudit; nil without), fed what the client
+	// receives: a summary is audited against the history the client held,
+	// not agent lines kept back or replaced. audited: the next line was
+	// observed already (conn.auditForwarded).
+	follower *audit.Follower
+	audited  bool
+}
+
+// observe shows the audit a message the client receives.
+func (s *clientStream) observe(n int, msg []byte) {
+	if s.follower != nil && msg != nil && !s.audited {
+		s.follower.Observe(audit.FromAgent, "agent line "+strconv.Itoa(n), msg)
+	}
+	s.audited = false
 }
 
 // forwardLine queues an agent line as it came; msg is the message the
 // client reads in it, which the checker sees once written (nil: none).
 func (s *clientStream) forwardLine(n int, raw, msg []byte) error {
 	err := s.forward(raw)
+	s.observe(n, msg)
 	if err == nil && msg != nil && s.check.clientSide() {
 		s.check.observe(conformance.FromAgent, sideAgent, n, msg)
 	}
@@ -100,6 +117,7 @@ func (s *clientStream) make(msg []byte) error {
 	if err := s.line(msg); err != nil {
 		return err
 	}
+	s.observe(s.at, msg)
 	if s.check.clientSide() {
 		s.check.observe(conformance.FromAgent, sideProxy, s.at, msg)
 	}

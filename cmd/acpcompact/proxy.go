@@ -93,7 +93,7 @@ func runProxy(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	var check checkMode
 	fs.Var(&check, "check", "also check the live connection for compaction conformance and log violations: "+
 		"--check or --check=agent checks what the agent sends, --check=client what the client receives")
-	auditOn := fs.Bool("audit", false, "audit each summary the proxy settles a compaction with against the session's history on the wire, and send what it lost in the compaction's record (knownLoss under _meta's record key)")
+	auditOn := fs.Bool("audit", false, "audit each summary a compaction completes with against the session's history as the client received it, and send what it lost in the compaction's record (knownLoss under _meta's record key)")
 	logLevel := fs.String("log-level", "info", "log level of the proxy's own messages on stderr: debug, info, warn, error")
 	cancelGrace := fs.Duration("cancel-grace", proxy.DefaultCancelGrace,
 		"how long after session/cancel the agent may take to settle the cancelled turn's compactions before the proxy settles them as cancelled, "+

@@ -24,6 +24,30 @@ func Update(msg []byte, edit func(upd map[string]json.RawMessage) bool) []byte {
 	return Marshal(top)
 }
 
+// Set sets the member at path in obj (each name but the last an object
+// member, made where absent or null) to v, keeping every other member's
+// bytes. It reports false, and leaves obj as it was, when a member on the
+// way is something other than an object: what is not ours to read stays
+// as it came.
+func Set(obj map[string]json.RawMessage, v json.RawMessage, path ...string) bool {
+	if len(path) == 1 {
+		obj[path[0]] = v
+		return true
+	}
+	var inner map[string]json.RawMessage
+	if raw, ok := obj[path[0]]; ok && json.Unmarshal(raw, &inner) != nil {
+		return false
+	}
+	if inner == nil {
+		inner = map[string]json.RawMessage{}
+	}
+	if !Set(inner, v, path[1:]...) {
+		return false
+	}
+	obj[path[0]] = Marshal(inner)
+	return true
+}
+
 // Marshal encodes a JSON object of raw members without HTML escaping, so
 // that what the proxy rewrites keeps the agent's text as close to the
 // original as a re-encoding can, and never grows by escaping what the

@@ -495,3 +495,33 @@ func stringOf(raw []byte) string {
 	s, _ := skim.String(raw)
 	return s
 }
+
+// PromptErrorText reads the user-facing text of a JSON-RPC error member:
+// data.details, data.message or message, the first not empty (where the
+// agents observed say why a prompt failed), for Set.TurnError.
+func PromptErrorText(raw []byte) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var e struct {
+		Message string `json:"message"`
+		Data    struct {
+			Details string `json:"details"`
+			Message string `json:"message"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(raw, &e) != nil {
+		// data may be a string or absent in another shape.
+		var e2 struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(raw, &e2)
+		return strings.TrimSpace(e2.Message)
+	}
+	for _, s := range []string{e.Data.Details, e.Data.Message, e.Message} {
+		if s = strings.TrimSpace(s); s != "" {
+			return s
+		}
+	}
+	return ""
+}
