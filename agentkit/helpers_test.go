@@ -14,6 +14,7 @@ import (
 	"github.com/acpcompact/acpcompact/agentkit"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/history"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -202,6 +203,13 @@ func (stack) SessionFrom(ctx context.Context, sessionID string) kittest.Session 
 
 func (stack) Errors() kittest.Errors {
 	return kittest.Errors{NotInitialized: agentkit.ErrNotInitialized, UnknownConn: agentkit.ErrUnknownConn, Closed: agentkit.ErrClosed, Store: agentkit.ErrStore}
+}
+
+func (stack) Kit(store history.Store) kittest.Kit {
+	if store == nil {
+		return agentkit.New(quiet)
+	}
+	return agentkit.New(quiet, agentkit.WithStore(store))
 }
 
 // rpcError turns a runtime's error into the agent's JSON-RPC error.

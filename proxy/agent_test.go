@@ -15,6 +15,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/proxy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,8 +32,8 @@ type live struct {
 	toClient chan []byte
 	done     chan error
 	sent     *sentLog // what the client sent, to compare with what the agent read
-	stderr   *syncBuffer
-	logs     *syncBuffer
+	stderr   *wiretest.Buffer
+	logs     *wiretest.Buffer
 	checker  *recordingChecker
 	nextID   int
 	finished bool
@@ -69,8 +70,8 @@ func runFakeChecked(t *testing.T, check bool, behavior string, agentArgs []strin
 		toClient: make(chan []byte, 1024),
 		done:     make(chan error, 1),
 		sent:     newSentLog(),
-		stderr:   &syncBuffer{},
-		logs:     &syncBuffer{},
+		stderr:   &wiretest.Buffer{},
+		logs:     &wiretest.Buffer{},
 		checker:  newRecordingChecker(t),
 		nextID:   10,
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/proxy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,7 +51,7 @@ type harness struct {
 	agentSent map[string]bool // lines the agent wrote, to tell forwarded from emitted
 	received  [][]byte        // every line the client received
 	checker   *recordingChecker
-	logs      *syncBuffer
+	logs      *wiretest.Buffer
 	nextID    int
 }
 
@@ -78,7 +79,7 @@ func startWith(t *testing.T, ho harnessOpt, opts ...proxy.Option) *harness {
 		toAgent:   make(chan []byte, 4096),
 		done:      make(chan error, 1),
 		agentSent: map[string]bool{},
-		logs:      &syncBuffer{},
+		logs:      &wiretest.Buffer{},
 		nextID:    10,
 	}
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -370,24 +371,6 @@ func (r *recordingChecker) close() {
 		}
 		assert.Fail(r.t, "client stream violations", "got %v, want %v", got, want)
 	}
-}
-
-// syncBuffer is a concurrency-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // contains reports whether some line of log holds every part.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"fmt"
+
+	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/proxy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,21 +27,21 @@ type lifePeers struct {
 	agentIn   *bufio.Reader  // what the agent receives
 	agentOut  io.WriteCloser // what the agent sends
 	done      chan error
-	logs      *syncBuffer
+	logs      *wiretest.Buffer
 }
 
 // runLife starts p.Run on pipes; the client's output is an os.Pipe
 // (which has write deadlines) when osPipe is set, else an io.Pipe.
 func runLife(t *testing.T, ctx context.Context, osPipe bool, opts ...proxy.Option) *lifePeers {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &wiretest.Buffer{}
 	opts = append([]proxy.Option{proxy.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}, opts...)
 	p, err := proxy.New(opts...)
 	require.NoError(t, err, "proxy.New")
 	return runLifeWith(t, ctx, p, osPipe, logs)
 }
 
-func runLifeWith(t *testing.T, ctx context.Context, p *proxy.Proxy, osPipe bool, logs *syncBuffer) *lifePeers {
+func runLifeWith(t *testing.T, ctx context.Context, p *proxy.Proxy, osPipe bool, logs *wiretest.Buffer) *lifePeers {
 	t.Helper()
 	cr, cw := io.Pipe()
 	ar, aw := io.Pipe()
@@ -165,7 +167,7 @@ func TestRunSettlesAsConnectionClosedWhenTheConnectionIsEnding(t *testing.T) {
 		{"agent ended alone", func(*testing.T, *lifePeers, *proxy.Proxy) {}, "the agent crashed during compaction"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := &syncBuffer{}
+			logs := &wiretest.Buffer{}
 			p, err := proxy.New(proxy.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 			require.NoError(t, err, "proxy.New")
 			l := runLifeWith(t, context.Background(), p, false, logs)

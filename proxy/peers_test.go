@@ -20,6 +20,7 @@ import (
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/fallback"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/proxy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -234,7 +235,7 @@ type peerRun struct {
 	violations  []conformance.Violation
 	reducer     *conformance.Reducer
 	version     int
-	logs        *syncBuffer
+	logs        *wiretest.Buffer
 	agentNative bool // the agent's own lines carry a compaction form a client without the capability sees
 	// events are the client's lines and what it received, in the order
 	// the client saw them.
@@ -260,7 +261,7 @@ func runPeer(t *testing.T, path string, mode clientMode) *peerRun {
 		segs[len(segs)-1].agent = append(segs[len(segs)-1].agent, l.raw)
 	}
 
-	run := &peerRun{logs: &syncBuffer{}, version: 1, reducer: conformance.NewReducer(1)}
+	run := &peerRun{logs: &wiretest.Buffer{}, version: 1, reducer: conformance.NewReducer(1)}
 	logger := slog.New(slog.NewTextHandler(run.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	p, err := proxy.New(append([]proxy.Option{proxy.WithLogger(logger)}, mode.opts...)...)
 	require.NoError(t, err, "proxy.New")

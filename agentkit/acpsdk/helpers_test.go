@@ -12,6 +12,7 @@ import (
 	"github.com/acpcompact/acpcompact/agentkit/acpsdk"
 	"github.com/acpcompact/acpcompact/agentkit/internal/kittest"
 	"github.com/acpcompact/acpcompact/emitter"
+	"github.com/acpcompact/acpcompact/history"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -284,6 +285,13 @@ func (stack) SessionFrom(ctx context.Context, sessionID string) kittest.Session 
 
 func (stack) Errors() kittest.Errors {
 	return kittest.Errors{NotInitialized: acpsdk.ErrNotInitialized, UnknownConn: acpsdk.ErrUnknownConn, Closed: acpsdk.ErrClosed, Store: acpsdk.ErrStore}
+}
+
+func (stack) Kit(store history.Store) kittest.Kit {
+	if store == nil {
+		return acpsdk.New(quiet)
+	}
+	return acpsdk.New(quiet, acpsdk.WithStore(store))
 }
 
 // stdio is the stand-in stdin and stdout of the examples, and the client

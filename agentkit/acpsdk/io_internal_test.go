@@ -2,34 +2,15 @@ package acpsdk
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// syncBuffer is the client's end of the kit's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // wired is a Conn's reader and writer over in and out, as
 // NewConnection wires them for the SDK.
@@ -61,7 +42,7 @@ func TestReaderRefusesALineOneByteOverTheBound(t *testing.T) {
 // outgrows the bound is dropped up to its newline, those Writes fail, and
 // the lines after it go out.
 func TestWriterJoinsSplitLinesAndBoundsAnUnfinishedOne(t *testing.T) {
-	var out syncBuffer
+	var out wiretest.Buffer
 	c, w, _ := wired(strings.NewReader(""), &out)
 	write := func(s string) error {
 		_, err := w.Write([]byte(s))

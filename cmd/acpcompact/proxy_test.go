@@ -4,22 +4,21 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"fmt"
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema"
 	"github.com/acpcompact/acpcompact/internal/turn"
+	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/proxy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,7 +41,7 @@ type proxyRun struct {
 	t      *testing.T
 	stdin  *io.PipeWriter
 	lines  chan []byte
-	stderr *lockedBuffer
+	stderr *wiretest.Buffer
 	code   chan int
 	cancel context.CancelFunc
 }
@@ -52,7 +51,7 @@ func startProxyCmd(t *testing.T, args ...string) *proxyRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	r := &proxyRun{t: t, stdin: inW, lines: make(chan []byte, 256), stderr: &lockedBuffer{}, code: make(chan int, 1), cancel: cancel}
+	r := &proxyRun{t: t, stdin: inW, lines: make(chan []byte, 256), stderr: &wiretest.Buffer{}, code: make(chan int, 1), cancel: cancel}
 	go func() {
 		code := runProxy(ctx, args, inR, outW, r.stderr)
 		outW.Close()
@@ -203,7 +202,7 @@ func TestProxyUsageErrors(t *testing.T) {
 		{[]string{"-h"}, 0, "usage: acpcompact proxy"},
 		{[]string{"--", "/nonexistent/agent-binary"}, 127, "cannot start the agent"},
 	} {
-		var stderr lockedBuffer
+		var stderr wiretest.Buffer
 		code := runProxy(context.Background(), tc.args, strings.NewReader(""), io.Discard, &stderr)
 		assert.Equal(t, tc.code, code, "proxy %q: exit code", tc.args)
 		assert.Contains(t, stderr.String(), tc.msg, "proxy %q: stderr", tc.args)
@@ -229,7 +228,7 @@ func TestProxyCheckFlagReportsTheAgentsViolations(t *testing.T) {
 // TestProxyCancelGraceFlagDefaultsToTheKits: --cancel-grace has the kits'
 // default and meaning, and --help says so.
 func TestProxyCancelGraceFlagDefaultsToTheKits(t *testing.T) {
-	var stderr lockedBuffer
+	var stderr wiretest.Buffer
 	require.Equal(t, 0, runProxy(context.Background(), []string{"-h"}, strings.NewReader(""), io.Discard, &stderr), "-h: exit code")
 	help := stderr.String()
 	for _, want := range []string{"-cancel-grace duration", "0: at once; negative: at the end of the turn", "(default 5s)"} {
@@ -325,23 +324,4 @@ func TestProxyFallbackAndTranslateFlags(t *testing.T) {
 		r.prompt()
 		r.expect(sessionUpdate(`{"sessionUpdate":"tool_call","toolCallId":"toolu_1","title":"Compact conversation","kind":"think","status":"in_progress","_meta":{"claudeCode":{"toolName":"compact"}}}`))
 	})
-}
-
-// lockedBuffer is a bytes.Buffer safe for the agent's stderr copier and the
-// proxy's logger writing at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -10,13 +10,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/internal/scenario/client"
+	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -34,10 +34,10 @@ func TestScenarioAgentBinaryOverStdio(t *testing.T) {
 	require.NoError(t, err, "cmd.StdinPipe")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err, "cmd.StdoutPipe")
-	var stderr lockedBuffer
+	var stderr wiretest.Buffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start(), "cmd.Start")
-	var raw lockedBuffer // every byte the agent wrote to stdout
+	var raw wiretest.Buffer // every byte the agent wrote to stdout
 	cl := client.New(context.Background(), pipes{r: io.TeeReader(stdout, &raw), w: stdin})
 
 	_, err = cl.Initialize(ctx, 1, true)
@@ -151,26 +151,6 @@ func (p pipes) Read(b []byte) (int, error)  { return p.r.Read(b) }
 func (p pipes) Write(b []byte) (int, error) { return p.w.Write(b) }
 func (p pipes) Close() error                { return p.w.Close() }
 
-// lockedBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
-
-func (l *lockedBuffer) String() string { return string(l.Bytes()) }
-
 // TestScenarioAgentCancelGraceFlag: --cancel-grace means what
 // agentkit.WithCancelGrace means. /compact hang never reports again, so
 // after session/cancel only the kit settles it: with 0 at once (the cancel
@@ -196,10 +176,10 @@ func TestScenarioAgentCancelGraceFlag(t *testing.T) {
 			require.NoError(t, err, "cmd.StdinPipe")
 			stdout, err := cmd.StdoutPipe()
 			require.NoError(t, err, "cmd.StdoutPipe")
-			var stderr lockedBuffer
+			var stderr wiretest.Buffer
 			cmd.Stderr = &stderr
 			require.NoError(t, cmd.Start(), "cmd.Start")
-			var raw lockedBuffer
+			var raw wiretest.Buffer
 			cl := client.New(context.Background(), pipes{r: io.TeeReader(stdout, &raw), w: stdin})
 			_, err = cl.Initialize(ctx, 1, true)
 			require.NoError(t, err, "initialize")

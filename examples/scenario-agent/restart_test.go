@@ -20,6 +20,7 @@ import (
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
 	"github.com/acpcompact/acpcompact/internal/scenario/client"
+	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/sourcegraph/jsonrpc2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -74,7 +75,7 @@ type agentProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	cl     *client.Client
-	stderr *lockedBuffer
+	stderr *wiretest.Buffer
 	waited chan error
 }
 
@@ -89,7 +90,7 @@ func startAgent(t *testing.T, dir string, version int, capable bool, args ...str
 	require.NoError(t, err, "cmd.StdinPipe")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err, "cmd.StdoutPipe")
-	p := &agentProc{t: t, ctx: ctx, cmd: cmd, stdin: stdin, stderr: &lockedBuffer{}, waited: make(chan error, 1)}
+	p := &agentProc{t: t, ctx: ctx, cmd: cmd, stdin: stdin, stderr: &wiretest.Buffer{}, waited: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	require.NoError(t, cmd.Start(), "cmd.Start")
 	go func() { p.waited <- cmd.Wait() }()

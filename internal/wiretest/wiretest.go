@@ -4,6 +4,7 @@
 package wiretest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -104,4 +105,34 @@ func RawUpdate(line []byte) json.RawMessage {
 	}
 	_ = json.Unmarshal(line, &n)
 	return n.Params.Update
+}
+
+// Buffer is a bytes.Buffer that one goroutine may write (a process's
+// stderr copier, a logger, a pipe's reader) while another reads it: the
+// tests' one locked buffer. Safe for concurrent use; the zero value is
+// ready.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (l *Buffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// Bytes returns a copy of what was written so far.
+func (l *Buffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}
+
+// String returns what was written so far.
+func (l *Buffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -1,17 +1,16 @@
 package interop_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/acpcompact/acpcompact/conformance"
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/test/interop"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,7 +28,7 @@ type future struct {
 	done   chan struct{}
 	res    *interop.Result
 	err    error
-	stderr syncBuffer
+	stderr wiretest.Buffer
 }
 
 // launch starts a harness run.
@@ -70,23 +69,6 @@ func (f *future) get(t *testing.T) *interop.Result {
 func run(t *testing.T, o interop.Options) *interop.Result {
 	t.Helper()
 	return launch(o).get(t)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func isCompactionKind(kind string) bool {

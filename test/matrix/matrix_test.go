@@ -1,7 +1,6 @@
 package matrix_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acpcompact/acpcompact/internal/wiretest"
 	"github.com/acpcompact/acpcompact/test/matrix"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -128,14 +128,14 @@ func playOne(t *testing.T, tg matrix.Target, sc matrix.Scenario) *matrix.Run {
 	// A hang guard only: nothing asserts how long a run takes.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var stderr bytes.Buffer
+	var stderr wiretest.Buffer
 	target := tg
 	switch a := target.(type) {
 	case matrix.AgentTarget:
-		a.Stderr = &lockedWriter{w: &stderr}
+		a.Stderr = &stderr
 		target = a
 	case matrix.ProxyTarget:
-		a.Stderr = &lockedWriter{w: &stderr}
+		a.Stderr = &stderr
 		target = a
 	}
 	run, err := target.Play(ctx, sc)
@@ -149,17 +149,6 @@ func playOne(t *testing.T, tg matrix.Target, sc matrix.Scenario) *matrix.Run {
 		require.NoError(t, err, "%s\nstderr:\n%s", sc.Doc, stderr.String())
 	}
 	return run
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // TestV1CapabilityEnforcementLiveAndReplay: "V1 capability enforcement for

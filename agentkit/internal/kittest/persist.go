@@ -2,8 +2,10 @@ package kittest
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,8 +13,11 @@ import (
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/history"
 	"github.com/acpcompact/acpcompact/protocol"
+	"github.com/acpcompact/acpcompact/sessionlog"
+	"github.com/acpcompact/acpcompact/sqlstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite" // Stores' "sqlite"
 )
 
 // Persistence: a kit with a store (WithStore) keeps the session's history
@@ -212,4 +217,49 @@ func KeptDataIsHandedBackInItsPlace(t *testing.T, st Stack, store history.Store)
 func ReplayedTimeline(t *testing.T, st Stack, store history.Store) []string {
 	t.Helper()
 	return replayed(t, st, store)
+}
+
+// Stores are the stores a kit persists through in the shared tests, by
+// name: sessionlog's files, and sqlstore on SQLite.
+func Stores() map[string]func(t *testing.T) history.Store {
+	return map[string]func(t *testing.T) history.Store{
+		"sessionlog": func(t *testing.T) history.Store {
+			s, err := sessionlog.Open(t.TempDir())
+			require.NoError(t, err)
+			return s.History()
+		},
+		"sqlite": func(t *testing.T) history.Store {
+			db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "h.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+			require.NoError(t, err)
+			t.Cleanup(func() { db.Close() })
+			s, err := sqlstore.Open(context.Background(), db)
+			require.NoError(t, err)
+			return s
+		},
+	}
+}
+
+// RecordWithoutAConnectionIsReplayedOnTheNextLoad: a compaction the
+// runtime applies after its kit's Shutdown (Kit.Record) is replayed at the
+// end of the history on the next load; only a settled one is recorded,
+// and a kit without a store records nothing.
+func RecordWithoutAConnectionIsReplayedOnTheNextLoad(t *testing.T, st Stack, store history.Store) {
+	r := Serve(t, st, Config{Store: store}, HistoryAgent(st))
+	r.Initialize(1, true)
+	r.NewSession()
+	_, err := r.Client.Call(r.Ctx, "session/prompt", PromptText(SessionID, "hello", nil))
+	require.NoError(t, err)
+	r.Finish(1)
+
+	kit := st.Kit(store)
+	require.NoError(t, kit.Shutdown(context.Background()))
+	late := emitter.Record{Status: protocol.Completed, Trigger: protocol.Auto, Displayable: true, Summary: []protocol.ContentBlock{protocol.Text("applied after Shutdown")}}
+	require.NoError(t, kit.Record(context.Background(), SessionID, late), "a record without a connection")
+	assert.ErrorIs(t, kit.Record(context.Background(), SessionID, emitter.Record{Status: protocol.InProgress}), st.Errors().Store, "only a settled compaction is recorded")
+	assert.ErrorIs(t, st.Kit(nil).Record(context.Background(), SessionID, late), st.Errors().Store, "a kit without a store records nothing")
+
+	replay := ReplayedTimeline(t, st, store)
+	require.Len(t, replay, 3)
+	assert.Equal(t, []string{"[user] hello", "[agent] echo: hello"}, replay[:2])
+	assert.Contains(t, replay[2], "completed  summary: applied after Shutdown", "the late record replays at the end of the history")
 }

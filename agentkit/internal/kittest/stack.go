@@ -56,6 +56,15 @@ type Stack interface {
 	SessionFrom(ctx context.Context, sessionID string) Session
 	// Errors are the kit's sentinels.
 	Errors() Errors
+	// Kit makes a kit of the stack's with store (none when nil), served
+	// on no connection: its Record and Shutdown.
+	Kit(store history.Store) Kit
+}
+
+// Kit is what the shared tests call of a kit that serves no connection.
+type Kit interface {
+	Record(ctx context.Context, sessionID string, rec emitter.Record) error
+	Shutdown(ctx context.Context) error
 }
 
 // Config is a kit's configuration, in the options both kits have.
