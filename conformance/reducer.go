@@ -68,6 +68,9 @@ type timeline struct {
 	// index maps an addressed item's key to its position, which never
 	// changes once assigned.
 	index map[string]int
+	// last is the position of the item the last applied update made or
+	// patched; -1 for none (Reducer.Addressed).
+	last int
 }
 
 // NewReducer returns a Reducer for a connection that negotiated the given
@@ -153,6 +156,19 @@ func (r *Reducer) Apply(sessionID string, update json.RawMessage) error {
 		return errors.New("conformance: update without string sessionUpdate")
 	}
 	t := r.timeline(sessionID)
+	t.last = -1
+	n := len(t.items)
+	err := r.apply(t, kind, u, update)
+	switch {
+	case err != nil:
+		t.last = -1
+	case len(t.items) > n:
+		t.last = len(t.items) - 1
+	}
+	return err
+}
+
+func (r *Reducer) apply(t *timeline, kind string, u object, update json.RawMessage) error {
 	switch {
 	case kind == "compaction_update":
 		return r.applyCompactionUpdate(t, u)
@@ -170,10 +186,22 @@ func (r *Reducer) Apply(sessionID string, update json.RawMessage) error {
 	}
 }
 
+// Addressed returns the position in Timeline(sessionID) of the item the
+// session's last applied update made or patched (a chunk without an ID
+// joining the message before it patches that one), or -1 when it touched
+// none: a state update, a refused one, or no update yet. A client that
+// shows each update in place finds its row by it.
+func (r *Reducer) Addressed(sessionID string) int {
+	if t, ok := r.sessions[sessionID]; ok {
+		return t.last
+	}
+	return -1
+}
+
 func (r *Reducer) timeline(sessionID string) *timeline {
 	t, ok := r.sessions[sessionID]
 	if !ok {
-		t = &timeline{index: map[string]int{}}
+		t = &timeline{index: map[string]int{}, last: -1}
 		r.sessions[sessionID] = t
 		r.order = append(r.order, sessionID)
 	}
@@ -185,6 +213,7 @@ func (r *Reducer) timeline(sessionID string) *timeline {
 // the position, later ones patch in place.
 func (t *timeline) addressed(key string, mk func() Item) int {
 	if i, ok := t.index[key]; ok {
+		t.last = i
 		return i
 	}
 	t.items = append(t.items, mk())
@@ -296,6 +325,7 @@ func applyMessageChunk(t *timeline, kind ItemKind, u object) error {
 	// message: text keeps its side of the boundary.
 	if n := len(t.items); n > 0 && t.items[n-1].Kind == kind && t.items[n-1].ID == "" {
 		t.items[n-1].appendBlock(block)
+		t.last = n - 1
 		return nil
 	}
 	t.items = append(t.items, Item{Kind: kind})

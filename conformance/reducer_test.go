@@ -372,3 +372,31 @@ func TestRender(t *testing.T) {
 	)
 	assert.Equal(t, want, b.String(), "Render")
 }
+
+// Addressed names the item each update made or patched, as a client that
+// shows updates in place finds the row to change: a chunk without an ID
+// patches the message before it, a state update or a refused one touches
+// none.
+func TestAddressedNamesTheItemAnUpdateTouched(t *testing.T) {
+	r := conformance.NewReducer(2)
+	assert.Equal(t, -1, r.Addressed("s1"), "before any update")
+	for i, step := range []struct {
+		update string
+		want   int
+	}{
+		{`{"sessionUpdate":"agent_message_chunk","messageId":"m1","content":{"type":"text","text":"a"}}`, 0},
+		{`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"b"}}`, 1},
+		{`{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"c"}}`, 1},
+		{`{"sessionUpdate":"compaction_update","compactionId":"cmp_1","status":"in_progress"}`, 2},
+		{`{"sessionUpdate":"agent_message_chunk","messageId":"m1","content":{"type":"text","text":"d"}}`, 0},
+		{`{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_1","content":{"type":"text","text":"s"}}`, 2},
+		{`{"sessionUpdate":"tool_call","toolCallId":"t1","status":"pending"}`, 3},
+		{`{"sessionUpdate":"state_update","state":"idle","stopReason":"end_turn"}`, -1},
+		{`{"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"completed"}`, 3},
+		{`{"sessionUpdate":"compaction_update"}`, -1},
+	} {
+		_ = r.Apply("s1", json.RawMessage(step.update))
+		assert.Equal(t, step.want, r.Addressed("s1"), "step %d: %s", i, step.update)
+	}
+	assert.Equal(t, -1, r.Addressed("s2"), "a session with no update")
+}

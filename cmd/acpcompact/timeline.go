@@ -85,8 +85,7 @@ type tlSession struct {
 	how     string // how the client came to hold it: "session/new, line 5"
 	rows    []*tlRow
 	itemRow map[int]*tlRow    // reducer item index -> its row
-	byKey   map[string]*tlRow // addressed entity -> its row
-	lastRow *tlRow            // the row of the reducer's last item
+	byKey   map[string]*tlRow // a session_info_update marker -> its row
 	replay  *tlRequest        // the request replaying its history now, if any
 	// inserts are violations of lines that touched no row: shown at the
 	// position in rows after their line.
@@ -495,7 +494,6 @@ func (s *tlSession) newItems(from, to, line int) *tlRow {
 		r = &tlRow{item: i, line: line, replayed: s.replay != nil}
 		s.rows = append(s.rows, r)
 		s.itemRow[i] = r
-		s.lastRow = r
 	}
 	return r
 }
@@ -505,9 +503,6 @@ type tlUpdate struct {
 	Kind         string          `json:"sessionUpdate"`
 	CompactionID string          `json:"compactionId"`
 	ToolCallID   string          `json:"toolCallId"`
-	TerminalID   string          `json:"terminalId"`
-	PlanID       string          `json:"planId"`
-	MessageID    string          `json:"messageId"`
 	Status       string          `json:"status"`
 	State        string          `json:"state"`
 	StopReason   string          `json:"stopReason"`
@@ -515,27 +510,6 @@ type tlUpdate struct {
 	Error        json.RawMessage `json:"error"`
 	Used         int64           `json:"used"`
 	Size         int64           `json:"size"`
-}
-
-// key names the entity an update addresses, as the reducer addresses it.
-func (u tlUpdate) key() string {
-	switch u.Kind {
-	case "compaction_update", "compaction_summary_chunk":
-		return "compaction\x00" + u.CompactionID
-	case "user_message_chunk", "agent_message_chunk", "agent_thought_chunk":
-		if u.MessageID != "" {
-			return strings.TrimSuffix(u.Kind, "_chunk") + "\x00" + u.MessageID
-		}
-		return ""
-	case "user_message", "agent_message", "agent_thought":
-		return u.Kind + "\x00" + u.MessageID
-	}
-	for _, id := range []struct{ f, v string }{{"toolCallId", u.ToolCallID}, {"terminalId", u.TerminalID}, {"planId", u.PlanID}} {
-		if id.v != "" {
-			return id.f + "\x00" + id.v
-		}
-	}
-	return ""
 }
 
 func (c *tlConn) update(line int, params json.RawMessage) tlAt {
@@ -554,16 +528,8 @@ func (c *tlConn) update(line int, params json.RawMessage) tlAt {
 		// A client drops it: no row changes.
 		return s.here(c, nil)
 	}
-	r := s.newItems(before, red.Len(s.id), line)
-	key := u.key()
-	switch {
-	case r != nil && key != "":
-		s.byKey[key] = r
-	case r == nil && key != "":
-		r = s.byKey[key]
-	case r == nil && (strings.HasSuffix(u.Kind, "_chunk") && u.Kind != "compaction_summary_chunk"):
-		r = s.lastRow // an unaddressed chunk joins the message before it
-	}
+	s.newItems(before, red.Len(s.id), line)
+	r := s.itemRow[red.Addressed(s.id)] // nil for none: -1 has no row
 	replayed := s.replay != nil
 	switch u.Kind {
 	case "compaction_update":
@@ -571,7 +537,7 @@ func (c *tlConn) update(line int, params json.RawMessage) tlAt {
 	case "compaction_summary_chunk":
 		r.history().add("chunk", "", line, replayed)
 	case "tool_call", "tool_call_update":
-		if r != nil && strings.HasPrefix(key, "toolCallId\x00") {
+		if r != nil && u.ToolCallID != "" {
 			what := u.Status
 			if what == "" {
 				what = "update"
