@@ -5,19 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/acpcompact/acpcompact/observe"
 	"github.com/acpcompact/acpcompact/protocol"
-)
-
-// Attribute keys shared by metrics and spans.
-const (
-	keyStatus        = attribute.Key("acpcompact.compaction.status")
-	keyTrigger       = attribute.Key("acpcompact.compaction.trigger")
-	keyAbandonReason = attribute.Key("acpcompact.abandon.reason")
-	keyDropReason    = attribute.Key("acpcompact.drop.reason")
 )
 
 // Compactions take from under a second (a short manual compact) to many

@@ -25,8 +25,8 @@
 // carries one (observe.TraceFrom), and otherwise is a child of any span
 // already in that context. Its attributes:
 //
-//	gen_ai.conversation.compacted       true (GenAI semantic conventions)
-//	gen_ai.conversation.id              the compacted session
+//	gen_ai.conversation.compacted       true
+//	gen_ai.conversation.id              the compacted session (GenAI semantic conventions)
 //	acpcompact.session.id               the session the updates go to
 //	acpcompact.compaction.id            the compaction ID
 //	acpcompact.compaction.trigger       manual, auto, idle, ...
@@ -50,11 +50,31 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/observe"
+)
+
+// The attribute keys of this project, on metrics and spans alike; those the
+// semantic conventions define (gen_ai.conversation.id, error.type,
+// error.message) come from semconv, so they cannot drift from the
+// conventions GenAI-aware backends read.
+const (
+	keyStatus        = attribute.Key("acpcompact.compaction.status")
+	keyTrigger       = attribute.Key("acpcompact.compaction.trigger")
+	keyAbandonReason = attribute.Key("acpcompact.abandon.reason")
+	keyDropReason    = attribute.Key("acpcompact.drop.reason")
+	keySessionID     = attribute.Key("acpcompact.session.id")
+	keyCompactionID  = attribute.Key("acpcompact.compaction.id")
+	keyChunks        = attribute.Key("acpcompact.compaction.chunks")
+	keySummaryBytes  = attribute.Key("acpcompact.compaction.summary.size")
+	keyWithheld      = attribute.Key("acpcompact.compaction.withheld")
+	// keyCompacted marks the span as a GenAI conversation's compaction, in
+	// the conventions' namespace; semconv has no key for it.
+	keyCompacted = attribute.Key("gen_ai.conversation.compacted")
 )
 
 // ScopeName is the instrumentation scope of the meter and tracer.

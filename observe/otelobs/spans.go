@@ -7,26 +7,12 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/acpcompact/acpcompact/emitter"
 	"github.com/acpcompact/acpcompact/observe"
 	"github.com/acpcompact/acpcompact/protocol"
-)
-
-// Span attribute keys. gen_ai.* come from the OpenTelemetry GenAI semantic
-// conventions, so GenAI-aware backends recognise a compaction without
-// knowing this project.
-const (
-	keyCompacted      = attribute.Key("gen_ai.conversation.compacted")
-	keyConversationID = attribute.Key("gen_ai.conversation.id")
-	keySessionID      = attribute.Key("acpcompact.session.id")
-	keyCompactionID   = attribute.Key("acpcompact.compaction.id")
-	keyChunks         = attribute.Key("acpcompact.compaction.chunks")
-	keySummaryBytes   = attribute.Key("acpcompact.compaction.summary.size")
-	keyWithheld       = attribute.Key("acpcompact.compaction.withheld")
-	keyErrorType      = attribute.Key("error.type")
-	keyErrorMessage   = attribute.Key("error.message")
 )
 
 // Reasons a span is ended before its compaction settles. They share
@@ -90,7 +76,7 @@ func (o *Observer) observeSpan(ctx context.Context, ev emitter.Event) context.Co
 	case emitter.EventDropped, emitter.EventUndeliverable:
 		var attrs []attribute.KeyValue
 		if ev.Err != nil {
-			attrs = append(attrs, keyErrorMessage.String(ev.Err.Error()))
+			attrs = append(attrs, semconv.ErrorMessage(ev.Err.Error()))
 		}
 		sp.span.AddEvent(ev.Kind.String(), trace.WithAttributes(attrs...))
 	}
@@ -100,7 +86,7 @@ func (o *Observer) observeSpan(ctx context.Context, ev emitter.Event) context.Co
 func (o *Observer) start(ctx context.Context, ev emitter.Event) context.Context {
 	attrs := []attribute.KeyValue{
 		keyCompacted.Bool(true),
-		keyConversationID.String(ev.SessionID),
+		semconv.GenAIConversationID(ev.SessionID),
 		keySessionID.String(ev.SessionID),
 		keyCompactionID.String(string(ev.ID)),
 		keyTrigger.String(string(ev.Trigger)),
@@ -161,7 +147,7 @@ func (o *Observer) end(ctx context.Context, ev emitter.Event) context.Context {
 		if abandoned {
 			errType = string(reason)
 		}
-		sp.span.SetAttributes(keyErrorType.String(errType))
+		sp.span.SetAttributes(semconv.ErrorTypeKey.String(errType))
 	}
 	sp.finish(code, desc)
 	return trace.ContextWithSpan(ctx, sp.span)
