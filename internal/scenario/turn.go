@@ -143,7 +143,10 @@ func (t *turn) guarded(prompt string) (stop string, err error) {
 	return t.run(prompt)
 }
 
-// run dispatches on the prompt text.
+// run dispatches on the prompt text. Every /compact scenario but
+// failearly is a script on a compaction the user asked for: run starts it
+// (manual trigger) and hands it over, and the turn ends with stopReason
+// unless the script returns an error.
 func (t *turn) run(prompt string) (string, error) {
 	fields := strings.Fields(prompt)
 	if len(fields) == 0 || fields[0] != "/compact" {
@@ -153,21 +156,22 @@ func (t *turn) run(prompt string) (string, error) {
 	if len(fields) > 1 {
 		arg = fields[1]
 	}
+	var script func(*compaction) error
 	switch arg {
 	case "":
-		return t.compact(protocol.Manual, true)
+		script = (*compaction).announced
 	case "nosummary":
-		return t.noSummary()
+		script = (*compaction).noSummary
 	case "fail":
-		return t.fail()
+		script = (*compaction).fail
 	case "failearly":
 		return t.failEarly()
 	case "slow":
-		return t.slow()
+		script = (*compaction).slow
 	case "hang":
-		return t.hang()
+		script = (*compaction).hang
 	case "panic":
-		return t.panicking()
+		script = (*compaction).panicking
 	case "flood":
 		n := floodDefault
 		if len(fields) > 2 {
@@ -177,12 +181,21 @@ func (t *turn) run(prompt string) (string, error) {
 			}
 			n = v
 		}
-		return t.flood(n)
+		script = func(c *compaction) error { return c.flood(n) }
 	case "twice":
-		return t.twice()
+		script = (*compaction).twice
+	default:
+		t.say(fmt.Sprintf("Unknown scenario %q. Try /compact [%s].", arg, compactHint))
+		return stopEndTurn, nil
 	}
-	t.say(fmt.Sprintf("Unknown scenario %q. Try /compact [%s].", arg, compactHint))
-	return stopEndTurn, nil
+	c, err := t.start(protocol.Manual)
+	if err != nil {
+		return "", err
+	}
+	if err := script(c); err != nil {
+		return "", err
+	}
+	return t.stopReason(), nil
 }
 
 func (t *turn) notify(update any) { t.c.notify(t.ctx, t.rpc, t.s.id, update) }
@@ -291,9 +304,11 @@ func (t *turn) ordinary(prompt string) (string, error) {
 		due := t.s.ordinary%every == 0
 		t.s.mu.Unlock()
 		if due {
-			if _, err := t.compact(protocol.Auto, false); err != nil {
+			c, err := t.start(protocol.Auto)
+			if err != nil {
 				return "", err
 			}
+			c.summarize()
 		}
 	}
 	if prompt != "" {
@@ -302,45 +317,40 @@ func (t *turn) ordinary(prompt string) (string, error) {
 	return t.stopReason(), nil
 }
 
-// compact is /compact (and the automatic compaction): chunks, then the
-// whole summary as the authoritative replacement.
-func (t *turn) compact(trigger protocol.Trigger, announce bool) (string, error) {
-	c, err := t.start(trigger)
-	if err != nil {
-		return "", err
-	}
+// summarize is the compaction of /compact and the automatic one: chunks,
+// then the whole summary as the authoritative replacement.
+func (c *compaction) summarize() {
+	t := c.t
 	parts := t.summary()
 	for _, p := range parts {
 		c.chunk(p)
 	}
 	full := strings.Join(parts, "")
 	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full)), emitter.WithDetails(t.s.details(len(full), true))))
-	if announce {
-		t.say(compactedMessage)
-	}
-	return t.stopReason(), nil
+}
+
+// announced is /compact: the compaction summarizes, then the agent says
+// the context was compacted.
+func (c *compaction) announced() error {
+	c.summarize()
+	c.t.say(compactedMessage)
+	return nil
 }
 
 // noSummary completes without a summary: nothing user-displayable.
-func (t *turn) noSummary() (string, error) {
-	c, err := t.start(protocol.Manual)
-	if err != nil {
-		return "", err
-	}
+func (c *compaction) noSummary() error {
+	t := c.t
 	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details(0, true))))
-	return t.stopReason(), nil
+	return nil
 }
 
 // fail streams a chunk, then fails; the partial summary was never
 // retained, so it is cleared.
-func (t *turn) fail() (string, error) {
-	c, err := t.start(protocol.Manual)
-	if err != nil {
-		return "", err
-	}
+func (c *compaction) fail() error {
+	t := c.t
 	c.chunk(t.summary()[0])
 	c.logSettle(c.h.Fail(t.ctx, ErrSummaryRequest, emitter.Summary(), emitter.WithDetails(t.s.details(0, false))))
-	return t.stopReason(), nil
+	return nil
 }
 
 // failEarly reports a failure for a compaction that never reported a
@@ -361,11 +371,8 @@ func (t *turn) failEarly() (string, error) {
 
 // slow streams for five seconds; a cancel interrupts it, and the runtime
 // reports the interruption itself.
-func (t *turn) slow() (string, error) {
-	c, err := t.start(protocol.Manual)
-	if err != nil {
-		return "", err
-	}
+func (c *compaction) slow() error {
+	t := c.t
 	tick := time.NewTicker(slowInterval)
 	defer tick.Stop()
 	var full strings.Builder
@@ -383,29 +390,27 @@ func (t *turn) slow() (string, error) {
 		c.chunk(p)
 	}
 	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(full.String())), emitter.WithDetails(t.s.details(full.Len(), true))))
-	return t.stopReason(), nil
+	return nil
 }
 
-// interrupted reports a compaction the turn's end interrupted: cancelled
-// for a user cancel, and otherwise (the connection closing) nothing, since
-// the kit has settled it already.
-func (c *compaction) interrupted() (string, error) {
+// interrupted reports a compaction the turn's end interrupted: for a user
+// cancel, cancelled (and the turn's stopReason is cancelled); otherwise
+// (the connection closing) nothing, since the kit has settled it already,
+// and it returns the end's cause for the turn to fail with.
+func (c *compaction) interrupted() error {
 	t := c.t
 	if !cancelled(t.ctx) {
-		return "", context.Cause(t.ctx)
+		return context.Cause(t.ctx)
 	}
 	c.logSettle(c.h.Cancel(t.ctx, emitter.Summary(), emitter.WithDetails(t.s.details(0, false))))
-	return stopCancelled, nil
+	return nil
 }
 
-// hang starts and never reports again. The handler waits until someone
+// hang never reports after the start. The handler waits until someone
 // else settles the compaction: the kit at the cancel grace deadline, the
 // watchdog, or the connection closing.
-func (t *turn) hang() (string, error) {
-	c, err := t.start(protocol.Manual)
-	if err != nil {
-		return "", err
-	}
+func (c *compaction) hang() error {
+	t := c.t
 	var endOfTurn <-chan struct{} // the turn's end settles it: answer at once
 	if *t.c.a.cfg.CancelGrace < 0 {
 		endOfTurn = t.ctx.Done()
@@ -415,29 +420,22 @@ func (t *turn) hang() (string, error) {
 	case <-endOfTurn:
 	}
 	if t.ctx.Err() != nil && !cancelled(t.ctx) {
-		return "", context.Cause(t.ctx)
+		return context.Cause(t.ctx)
 	}
-	return t.stopReason(), nil
+	return nil
 }
 
 // panicking streams a chunk and panics, as a runtime with a bug would.
-func (t *turn) panicking() (string, error) {
-	c, err := t.start(protocol.Manual)
-	if err != nil {
-		return "", err
-	}
-	c.chunk(t.summary()[0])
+func (c *compaction) panicking() error {
+	c.chunk(c.t.summary()[0])
 	panic("scenario: the summarizer hit a bug mid-compaction")
 }
 
 // flood streams n chunks as fast as the transport takes them and completes
 // without a summary, keeping what was streamed (which the emitter keeps
 // for the final record: OnFinalRecord).
-func (t *turn) flood(n int) (string, error) {
-	c, err := t.start(protocol.Manual)
-	if err != nil {
-		return "", err
-	}
+func (c *compaction) flood(n int) error {
+	t := c.t
 	for i := range n {
 		if t.ctx.Err() != nil {
 			return c.interrupted()
@@ -445,25 +443,22 @@ func (t *turn) flood(n int) (string, error) {
 		c.chunk(fmt.Sprintf("chunk %d of %d\n", i+1, n))
 	}
 	c.logSettle(c.h.Complete(t.ctx, emitter.WithDetails(t.s.details(c.streamed, true))))
-	return t.stopReason(), nil
+	return nil
 }
 
-// twice runs two compactions at once (different IDs) and settles the
-// second first.
-func (t *turn) twice() (string, error) {
-	first, err := t.start(protocol.Manual)
-	if err != nil {
-		return "", err
-	}
+// twice runs a second compaction beside c (another ID), both open at
+// once, and settles the second first.
+func (c *compaction) twice() error {
+	t := c.t
 	second, err := t.start(protocol.Manual)
 	if err != nil {
-		return "", err
+		return err
 	}
 	a := "## Retained context (older half)\n\nThe first half of the conversation.\n"
 	b := "## Retained context (newer half)\n\nThe second half of the conversation.\n"
-	first.chunk(a)
+	c.chunk(a)
 	second.chunk(b)
 	second.logSettle(second.h.Complete(t.ctx, emitter.Summary(protocol.Text(b)), emitter.WithDetails(t.s.details(len(b), true))))
-	first.logSettle(first.h.Complete(t.ctx, emitter.Summary(protocol.Text(a)), emitter.WithDetails(t.s.details(len(a), true))))
-	return t.stopReason(), nil
+	c.logSettle(c.h.Complete(t.ctx, emitter.Summary(protocol.Text(a)), emitter.WithDetails(t.s.details(len(a), true))))
+	return nil
 }

@@ -22,10 +22,10 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/acpcompact/acpcompact/internal/acpschema/schematest"
+	"github.com/acpcompact/acpcompact/internal/waitlog"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 	"github.com/stretchr/testify/assert"
@@ -81,47 +81,21 @@ func (e Event) String() string {
 // Wire is the ordered record of one client connection. Safe for concurrent
 // use.
 type Wire struct {
-	mu      sync.Mutex
-	events  []Event
-	changed chan struct{}
+	log waitlog.Log[Event]
 }
 
-func newWire() *Wire { return &Wire{changed: make(chan struct{})} }
-
-func (w *Wire) add(e Event) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.events = append(w.events, e)
-	close(w.changed)
-	w.changed = make(chan struct{})
-}
+func (w *Wire) add(e Event) { w.log.Append(e) }
 
 // Events returns a copy of the record.
-func (w *Wire) Events() []Event {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]Event(nil), w.events...)
-}
+func (w *Wire) Events() []Event { return w.log.Items() }
 
 // Wait blocks until an event satisfies pred, and returns it.
 func (w *Wire) Wait(ctx context.Context, pred func(Event) bool) (Event, error) {
-	for i := 0; ; {
-		w.mu.Lock()
-		for ; i < len(w.events); i++ {
-			if pred(w.events[i]) {
-				e := w.events[i]
-				w.mu.Unlock()
-				return e, nil
-			}
-		}
-		ch := w.changed
-		w.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return Event{}, fmt.Errorf("kittest: waiting on the wire: %w", ctx.Err())
-		}
+	e, err := w.log.Wait(ctx, 0, nil, pred)
+	if err != nil {
+		return Event{}, fmt.Errorf("kittest: waiting on the wire: %w", err)
 	}
+	return e, nil
 }
 
 func decode(e *Event) {
@@ -164,7 +138,7 @@ type Client struct {
 // NewClient starts a client over rwc. Notifications are recorded in wire
 // order; requests from the agent are answered with "method not found".
 func NewClient(ctx context.Context, rwc io.ReadWriteCloser) *Client {
-	w := newWire()
+	w := &Wire{}
 	h := jsonrpc2.HandlerWithError(func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) {
 		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "not supported by the test client"}
 	})

@@ -35,7 +35,7 @@ type Peer struct {
 
 // NewPeer starts a peer on rwc's two halves: it reads from r until EOF.
 func NewPeer(r io.Reader, w io.WriteCloser) *Peer {
-	p := &Peer{Wire: newWire(), w: w, done: make(chan struct{}), requests: map[string]Event{}}
+	p := &Peer{Wire: &Wire{}, w: w, done: make(chan struct{}), requests: map[string]Event{}}
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(r)

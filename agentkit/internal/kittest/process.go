@@ -81,6 +81,20 @@ func (c *Child) Wait() (string, error) {
 	return c.stderr.String(), err
 }
 
+// startPrompted starts a child (see StartChild), initializes it as a v1
+// client with the compaction capability, and sends a prompt for session
+// without waiting for its answer: the crash and signal checks end the
+// turn with the process.
+func startPrompted(ctx context.Context, t testing.TB, env, session string) *Child {
+	t.Helper()
+	child := StartChild(t, env)
+	_, err := child.Client.Initialize(ctx, 1, true)
+	require.NoError(t, err)
+	_, err = child.Client.Conn.DispatchCall(ctx, "session/prompt", PromptParams(session, nil))
+	require.NoError(t, err)
+	return child
+}
+
 // StartThenPanic is the runtime of CheckCrashSettles's child: it opens
 // cmp_1, streams one chunk, then panics.
 func StartThenPanic(ctx context.Context, s Starter) {
@@ -101,11 +115,7 @@ func CheckCrashSettles(t *testing.T, env, session string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	child := StartChild(t, env)
-	_, err := child.Client.Initialize(ctx, 1, true)
-	require.NoError(t, err)
-	_, err = child.Client.Conn.DispatchCall(ctx, "session/prompt", PromptParams(session, nil))
-	require.NoError(t, err)
+	child := startPrompted(ctx, t, env, session)
 	stderr, err := child.Wait()
 	require.Error(t, err, "the agent did not crash with its panic\n%s", stderr)
 	require.Contains(t, stderr, "panic: boom in the runtime", "the agent did not crash with its panic")
@@ -159,12 +169,8 @@ func CheckSignalSettles(t *testing.T, env, session string, sig os.Signal) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	child := StartChild(t, env)
-	_, err := child.Client.Initialize(ctx, 1, true)
-	require.NoError(t, err)
-	_, err = child.Client.Conn.DispatchCall(ctx, "session/prompt", PromptParams(session, nil))
-	require.NoError(t, err)
-	_, err = child.Client.Wire.Wait(ctx, func(e Event) bool { return e.CompactionID == "cmp_1" && e.Status == "in_progress" })
+	child := startPrompted(ctx, t, env, session)
+	_, err := child.Client.Wire.Wait(ctx, func(e Event) bool { return e.CompactionID == "cmp_1" && e.Status == "in_progress" })
 	require.NoError(t, err)
 	require.NoError(t, child.Signal(sig))
 	exited := make(chan struct{})

@@ -23,6 +23,7 @@ import (
 	"sync"
 
 	"github.com/acpcompact/acpcompact/conformance"
+	"github.com/acpcompact/acpcompact/internal/waitlog"
 	"github.com/acpcompact/acpcompact/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -71,10 +72,11 @@ func (m Message) Line() string { return m.Dir.String() + " " + string(m.Raw) }
 // Client is one ACP client connection. Safe for concurrent use.
 type Client struct {
 	conn *jsonrpc2.Conn
+	log  waitlog.Log[Message]
 
+	// mu guards calls and version, and makes each record one step: a
+	// message's Seq is the record's length when it is appended.
 	mu      sync.Mutex
-	msgs    []Message
-	changed chan struct{}
 	calls   map[string]call // client requests awaiting a response, by id
 	version int
 }
@@ -86,7 +88,7 @@ type call struct {
 
 // New starts a client on rwc. It owns rwc from then on: Close closes it.
 func New(ctx context.Context, rwc io.ReadWriteCloser) *Client {
-	c := &Client{changed: make(chan struct{}), calls: map[string]call{}, version: 1}
+	c := &Client{calls: map[string]call{}, version: 1}
 	h := jsonrpc2.HandlerWithError(func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) {
 		return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "not supported by this client"}
 	})
@@ -188,56 +190,29 @@ func (c *Client) record(dir conformance.Direction, raw []byte) {
 			}
 		}
 	}
-	m.Seq = len(c.msgs)
-	c.msgs = append(c.msgs, m)
-	close(c.changed)
-	c.changed = make(chan struct{})
+	m.Seq = c.log.Len()
+	c.log.Append(m)
 }
 
 // Messages returns a copy of the record.
-func (c *Client) Messages() []Message {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Message(nil), c.msgs...)
-}
+func (c *Client) Messages() []Message { return c.log.Items() }
 
 // Len returns how many messages the record holds, the Seq the next one
 // will get.
-func (c *Client) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.msgs)
-}
+func (c *Client) Len() int { return c.log.Len() }
 
 // Wait blocks until a message with Seq >= from satisfies pred, and returns
-// it.
+// it. It gives up when ctx ends, or when the connection has ended and no
+// message recorded by then satisfies pred.
 func (c *Client) Wait(ctx context.Context, from int, pred func(Message) bool) (Message, error) {
-	for i := from; ; {
-		c.mu.Lock()
-		for ; i < len(c.msgs); i++ {
-			if pred(c.msgs[i]) {
-				m := c.msgs[i]
-				c.mu.Unlock()
-				return m, nil
-			}
-		}
-		ch := c.changed
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-c.conn.DisconnectNotify():
-			// One last look: the message may have been recorded just
-			// before the disconnect.
-			c.mu.Lock()
-			n := len(c.msgs)
-			c.mu.Unlock()
-			if i >= n {
-				return Message{}, fmt.Errorf("client: connection closed while waiting: %w", jsonrpc2.ErrClosed)
-			}
-		case <-ctx.Done():
-			return Message{}, fmt.Errorf("client: waiting on the wire: %w", ctx.Err())
-		}
+	m, err := c.log.Wait(ctx, from, c.conn.DisconnectNotify(), pred)
+	switch {
+	case errors.Is(err, waitlog.ErrStopped):
+		return Message{}, fmt.Errorf("client: connection closed while waiting: %w", jsonrpc2.ErrClosed)
+	case err != nil:
+		return Message{}, fmt.Errorf("client: waiting on the wire: %w", err)
 	}
+	return m, nil
 }
 
 // WriteTranscript writes the record in transcript form, one line a message.

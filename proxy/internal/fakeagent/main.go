@@ -205,6 +205,22 @@ func (a *agent) update(u string) {
 	a.write(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":%s}}`, a.sid, u))
 }
 
+// bigUpdate writes, without flushing, one session/update line of exactly
+// size bytes, terminator excluded (or its frame alone, if longer): head is
+// the update up to the opening quote of a text, tail closes that text and
+// the update, and the text between is the letters a to z over and over.
+func (a *agent) bigUpdate(size int, head, tail string) {
+	head = fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":`, a.sid) + head
+	tail += "}}"
+	fill := max(size-len(head)-len(tail), 0)
+	a.out.WriteString(head)
+	for i := 0; i < fill; i++ {
+		a.out.WriteByte('a' + byte(i%26))
+	}
+	a.out.WriteString(tail)
+	a.out.WriteByte('\n')
+}
+
 func (a *agent) text(s string) {
 	b, _ := json.Marshal(s)
 	a.update(fmt.Sprintf(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%s}}`, b))
@@ -321,15 +337,7 @@ func (a *agent) prompt(id json.RawMessage, behavior string, bigSize int) {
 		return
 	case "big":
 		// One agent_message_chunk line of exactly bigSize bytes.
-		head := fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`, a.sid)
-		tail := `"}}}}`
-		fill := max(bigSize-len(head)-len(tail), 0)
-		a.out.WriteString(head)
-		for i := 0; i < fill; i++ {
-			a.out.WriteByte('a' + byte(i%26))
-		}
-		a.out.WriteString(tail)
-		a.out.WriteByte('\n')
+		a.bigUpdate(bigSize, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`, `"}}`)
 		a.out.Flush()
 		a.text("after the big line")
 	case "lenient-lines":
@@ -352,37 +360,19 @@ func (a *agent) prompt(id json.RawMessage, behavior string, bigSize int) {
 		// excluded) one after the other: a summary chunk, then the
 		// completed update with the final summary.
 		a.update(`{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"in_progress"}`)
-		for _, part := range [][2]string{
-			{fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_b1","content":{"type":"text","text":"`, a.sid), `"}}}}`},
-			{fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"completed","summary":[{"type":"text","text":"`, a.sid), `"}]}}}`},
-		} {
-			fill := max(bigSize-len(part[0])-len(part[1]), 0)
-			a.out.WriteString(part[0])
-			for i := 0; i < fill; i++ {
-				a.out.WriteByte('a' + byte(i%26))
-			}
-			a.out.WriteString(part[1])
-			a.out.WriteByte('\n')
-		}
+		a.bigUpdate(bigSize, `{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_b1","content":{"type":"text","text":"`, `"}}`)
+		a.bigUpdate(bigSize, `{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"completed","summary":[{"type":"text","text":"`, `"}]}`)
 		a.out.Flush()
 	case "big-compaction", "big-summary-chunk":
 		// A compaction whose completed update (or whose one summary chunk,
 		// before a completed update) carries a summary text that makes
 		// the line exactly bigSize bytes, terminator excluded.
 		a.update(`{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"in_progress"}`)
-		head := fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"completed","summary":[{"type":"text","text":"`, a.sid)
-		tail := `"}]}}}`
+		head, tail := `{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"completed","summary":[{"type":"text","text":"`, `"}]}`
 		if behavior == "big-summary-chunk" {
-			head = fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_b1","content":{"type":"text","text":"`, a.sid)
-			tail = `"}}}}`
+			head, tail = `{"sessionUpdate":"compaction_summary_chunk","compactionId":"cmp_b1","content":{"type":"text","text":"`, `"}}`
 		}
-		fill := max(bigSize-len(head)-len(tail), 0)
-		a.out.WriteString(head)
-		for i := 0; i < fill; i++ {
-			a.out.WriteByte('a' + byte(i%26))
-		}
-		a.out.WriteString(tail)
-		a.out.WriteByte('\n')
+		a.bigUpdate(bigSize, head, tail)
 		a.out.Flush()
 		if behavior == "big-summary-chunk" {
 			a.update(`{"sessionUpdate":"compaction_update","compactionId":"cmp_b1","status":"completed"}`)
