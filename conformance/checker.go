@@ -3,7 +3,6 @@ package conformance
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -1048,25 +1047,13 @@ func sortViolations(vs []Violation) {
 // reader's; the violations found before it are still returned.
 func CheckTranscript(r io.Reader, opts ...Option) ([]Violation, error) {
 	c := NewChecker(opts...)
-	sc := NewScanner(r)
 	var out []Violation
-	for {
-		l, err := sc.Next()
-		var le *LineError
-		switch {
-		case err == nil:
-			out = append(out, c.Observe(l.Dir, l.N, l.Raw)...)
-			continue
-		case errors.As(err, &le):
-			out = append(out, Violation{le.N, RuleTranscript, le.Err.Error()})
-			continue
-		case errors.Is(err, io.EOF):
-			out = append(out, c.Close()...)
-			sortViolations(out)
-			return out, nil
-		default:
-			sortViolations(out)
-			return out, err
-		}
+	err := NewScanner(r).Each(
+		func(l Line) { out = append(out, c.Observe(l.Dir, l.N, l.Raw)...) },
+		func(le *LineError) { out = append(out, Violation{le.N, RuleTranscript, le.Err.Error()}) })
+	if err == nil {
+		out = append(out, c.Close()...)
 	}
+	sortViolations(out)
+	return out, err
 }

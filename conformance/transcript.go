@@ -108,6 +108,27 @@ func (s *Scanner) Next() (Line, error) {
 	}
 }
 
+// Each reads the transcript to its end, calling line for every message
+// and bad for every line it cannot read (then moving on), in the order of
+// the transcript. It returns nil at the end of the input, or the reader's
+// error, after which nothing more is read.
+func (s *Scanner) Each(line func(Line), bad func(*LineError)) error {
+	for {
+		l, err := s.Next()
+		var le *LineError
+		switch {
+		case err == nil:
+			line(l)
+		case errors.As(err, &le):
+			bad(le)
+		case errors.Is(err, io.EOF):
+			return nil
+		default:
+			return err
+		}
+	}
+}
+
 // readLine returns one line without its terminator. An over-long line is
 // drained rather than buffered so the scanner can carry on after it.
 func (s *Scanner) readLine() (line []byte, tooLong bool, err error) {
@@ -194,19 +215,11 @@ func ReadTranscript(r io.Reader) ([]Line, []error) {
 		lines []Line
 		errs  []error
 	)
-	s := NewScanner(r)
-	for {
-		l, err := s.Next()
-		var le *LineError
-		switch {
-		case err == nil:
-			lines = append(lines, l)
-		case errors.Is(err, io.EOF):
-			return lines, errs
-		case errors.As(err, &le):
-			errs = append(errs, err)
-		default:
-			return lines, append(errs, err)
-		}
+	err := NewScanner(r).Each(
+		func(l Line) { lines = append(lines, l) },
+		func(le *LineError) { errs = append(errs, le) })
+	if err != nil {
+		errs = append(errs, err)
 	}
+	return lines, errs
 }

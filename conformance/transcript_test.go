@@ -142,6 +142,25 @@ func TestScannerReaderErrorsAreStickyAndNotLineErrors(t *testing.T) {
 	}
 }
 
+// Each hands over messages and unreadable lines in transcript order, ends
+// with nil at the end of the input, and with the reader's error (after
+// what was read before it) when the reader fails.
+func TestScannerEachKeepsTranscriptOrderAndReturnsTheReadersError(t *testing.T) {
+	var got []string
+	each := func(s *conformance.Scanner) error {
+		return s.Each(
+			func(l conformance.Line) { got = append(got, fmt.Sprintf("%d %s", l.N, l.Dir)) },
+			func(le *conformance.LineError) { got = append(got, fmt.Sprintf("%d bad", le.N)) })
+	}
+	require.NoError(t, each(conformance.NewScanner(strings.NewReader("client {}\nnonsense\n# note\nagent {}\nagent [1]\n"))))
+	assert.Equal(t, []string{"1 client", "2 bad", "4 agent", "5 bad"}, got)
+
+	got = nil
+	boom := errors.New("boom")
+	require.ErrorIs(t, each(conformance.NewScanner(&errAfter{data: "client {}\n", err: boom})), boom)
+	assert.Equal(t, []string{"1 client"}, got, "what was read before the reader failed")
+}
+
 func TestDirectionString(t *testing.T) {
 	for d, want := range map[conformance.Direction]string{
 		conformance.FromClient: "client", conformance.FromAgent: "agent", 0: "Direction(0)",

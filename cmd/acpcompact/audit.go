@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -65,26 +64,20 @@ func runAudit(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 // stderr and skipped, as check skips them.
 func auditTranscript(r io.Reader, stderr io.Writer, name string) ([]audit.Report, error) {
 	f := audit.NewFollower()
-	sc := conformance.NewScanner(r)
 	var out []audit.Report
-	for {
-		l, err := sc.Next()
-		var le *conformance.LineError
-		switch {
-		case err == nil:
+	err := conformance.NewScanner(r).Each(
+		func(l conformance.Line) {
 			side := audit.FromAgent
 			if l.Dir == conformance.FromClient {
 				side = audit.FromClient
 			}
 			out = append(out, f.Observe(side, fmt.Sprintf("line %d", l.N), l.Raw)...)
-		case errors.Is(err, io.EOF):
-			return append(out, f.Close()...), nil
-		case errors.As(err, &le):
-			fmt.Fprintf(stderr, "%s:%d: skipped: %v\n", name, le.N, le.Err)
-		default:
-			return out, err
-		}
+		},
+		func(le *conformance.LineError) { fmt.Fprintf(stderr, "%s:%d: skipped: %v\n", name, le.N, le.Err) })
+	if err != nil {
+		return out, err
 	}
+	return append(out, f.Close()...), nil
 }
 
 func printReports(w io.Writer, name string, reports []audit.Report) {

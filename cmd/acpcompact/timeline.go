@@ -147,30 +147,25 @@ func newTimeline() *timeline {
 // holds the two equal). The error is the reader's.
 func (t *timeline) check(r io.Reader, opts ...conformance.Option) ([]conformance.Violation, error) {
 	c := conformance.NewChecker(opts...)
-	sc := conformance.NewScanner(r)
 	var out []conformance.Violation
-	for {
-		l, err := sc.Next()
-		var le *conformance.LineError
-		switch {
-		case err == nil:
+	err := conformance.NewScanner(r).Each(
+		func(l conformance.Line) {
 			out = append(out, c.Observe(l.Dir, l.N, l.Raw)...)
 			t.observe(l)
-			continue
-		case errors.As(err, &le):
+		},
+		func(le *conformance.LineError) {
 			out = append(out, conformance.Violation{Line: le.N, Rule: conformance.RuleTranscript, Message: le.Err.Error()})
 			t.at[le.N] = tlAt{conn: t.conn()}
-			continue
-		case errors.Is(err, io.EOF):
-			out = append(out, c.Close()...)
-		}
-		slices.SortStableFunc(out, func(a, b conformance.Violation) int { return a.Line - b.Line })
-		if !errors.Is(err, io.EOF) {
-			return out, err
-		}
-		t.finish(out)
-		return out, nil
+		})
+	if err == nil {
+		out = append(out, c.Close()...)
 	}
+	slices.SortStableFunc(out, func(a, b conformance.Violation) int { return a.Line - b.Line })
+	if err != nil {
+		return out, err
+	}
+	t.finish(out)
+	return out, nil
 }
 
 // conn returns the current connection, one for messages before any
