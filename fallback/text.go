@@ -117,13 +117,7 @@ func WithSummary() TextOption { return func(t *textRenderer) { t.summary = true 
 // its outcome; a session mirrored live to several connections therefore
 // needs one renderer per connection.
 func Text(opts ...TextOption) emitter.Renderer {
-	t := &textRenderer{w: DefaultWording()}
-	for _, o := range opts {
-		if o != nil {
-			o(t)
-		}
-	}
-	return t
+	return configure(&textRenderer{w: DefaultWording()}, opts)
 }
 
 type textRenderer struct {
