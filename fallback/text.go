@@ -52,17 +52,12 @@ func DefaultWording() Wording {
 
 func (w Wording) orDefaults() Wording {
 	d := DefaultWording()
-	for _, f := range []struct {
-		dst *string
-		def string
-	}{
-		{&w.Started, d.Started}, {&w.Completed, d.Completed}, {&w.Failed, d.Failed},
-		{&w.FailedBare, d.FailedBare}, {&w.Cancelled, d.Cancelled}, {&w.Separator, d.Separator},
-	} {
-		if *f.dst == "" {
-			*f.dst = f.def
-		}
-	}
+	w.Started = orDefault(w.Started, d.Started)
+	w.Completed = orDefault(w.Completed, d.Completed)
+	w.Failed = orDefault(w.Failed, d.Failed)
+	w.FailedBare = orDefault(w.FailedBare, d.FailedBare)
+	w.Cancelled = orDefault(w.Cancelled, d.Cancelled)
+	w.Separator = orDefault(w.Separator, d.Separator)
 	return w
 }
 
