@@ -43,13 +43,7 @@ func WithKey(key string) MarkerOption {
 // update; clients that do can track each compaction by ID without matching
 // prose. The summary is never sent. Safe for concurrent use.
 func Marker(opts ...MarkerOption) emitter.Renderer {
-	m := &markerRenderer{key: DefaultMarkerKey, value: acpcompactValue}
-	for _, o := range opts {
-		if o != nil {
-			o(m)
-		}
-	}
-	return m
+	return configure(&markerRenderer{key: DefaultMarkerKey, value: acpcompactValue}, opts)
 }
 
 // OpencodeMarker renders opencode's own marker, for clients built against
@@ -142,6 +136,18 @@ func opencodeValue(ev emitter.Event) any {
 		v.Error = &opencodeError{Type: "compaction.failed", Message: orDefault(errorText(ev), "Compaction failed")}
 	}
 	return v
+}
+
+// configure applies the non-nil options to r, a renderer holding its
+// defaults, and returns it. Text, ToolCall and Marker each have an option
+// type of their own (the public API), applied alike.
+func configure[R any, O ~func(*R)](r *R, opts []O) *R {
+	for _, o := range opts {
+		if o != nil {
+			o(r)
+		}
+	}
+	return r
 }
 
 func orDefault(s, def string) string {

@@ -52,17 +52,12 @@ func DefaultWording() Wording {
 
 func (w Wording) orDefaults() Wording {
 	d := DefaultWording()
-	for _, f := range []struct {
-		dst *string
-		def string
-	}{
-		{&w.Started, d.Started}, {&w.Completed, d.Completed}, {&w.Failed, d.Failed},
-		{&w.FailedBare, d.FailedBare}, {&w.Cancelled, d.Cancelled}, {&w.Separator, d.Separator},
-	} {
-		if *f.dst == "" {
-			*f.dst = f.def
-		}
-	}
+	w.Started = orDefault(w.Started, d.Started)
+	w.Completed = orDefault(w.Completed, d.Completed)
+	w.Failed = orDefault(w.Failed, d.Failed)
+	w.FailedBare = orDefault(w.FailedBare, d.FailedBare)
+	w.Cancelled = orDefault(w.Cancelled, d.Cancelled)
+	w.Separator = orDefault(w.Separator, d.Separator)
 	return w
 }
 
@@ -117,13 +112,7 @@ func WithSummary() TextOption { return func(t *textRenderer) { t.summary = true 
 // its outcome; a session mirrored live to several connections therefore
 // needs one renderer per connection.
 func Text(opts ...TextOption) emitter.Renderer {
-	t := &textRenderer{w: DefaultWording()}
-	for _, o := range opts {
-		if o != nil {
-			o(t)
-		}
-	}
-	return t
+	return configure(&textRenderer{w: DefaultWording()}, opts)
 }
 
 type textRenderer struct {

@@ -78,13 +78,7 @@ func WithSummaryContent() ToolCallOption { return func(t *toolCallRenderer) { t.
 // tool_call already in its terminal status. Safe for concurrent use; see
 // Text on the state that WithSummaryContent keeps.
 func ToolCall(opts ...ToolCallOption) emitter.Renderer {
-	t := &toolCallRenderer{w: DefaultToolCallWording()}
-	for _, o := range opts {
-		if o != nil {
-			o(t)
-		}
-	}
-	return t
+	return configure(&toolCallRenderer{w: DefaultToolCallWording()}, opts)
 }
 
 type toolCallRenderer struct {

@@ -382,16 +382,10 @@ func (u *CompactionUpdate) UnmarshalJSON(data []byte) error {
 		ID     *json.RawMessage `json:"compactionId"`
 		Status *json.RawMessage `json:"status"`
 	}
-	if err := json.Unmarshal(data, &w); err != nil {
-		return fmt.Errorf("protocol: compaction_update: %w", err)
-	}
-	if w.Kind != nil && *w.Kind != KindUpdate {
-		return fmt.Errorf("protocol: sessionUpdate is %q, not %q", *w.Kind, KindUpdate)
-	}
-	f := w.updateFields
-	if err := requiredString(w.ID, "compactionId", (*string)(&f.CompactionID)); err != nil {
+	if err := decodeHead(data, KindUpdate, &w, &w.Kind, &w.ID, &w.CompactionID); err != nil {
 		return err
 	}
+	f := w.updateFields
 	if err := requiredString(w.Status, "status", (*string)(&f.Status)); err != nil {
 		return err
 	}
@@ -428,16 +422,10 @@ func (c *CompactionSummaryChunk) UnmarshalJSON(data []byte) error {
 		ID      *json.RawMessage `json:"compactionId"`
 		Content *json.RawMessage `json:"content"`
 	}
-	if err := json.Unmarshal(data, &w); err != nil {
-		return fmt.Errorf("protocol: compaction_summary_chunk: %w", err)
-	}
-	if w.Kind != nil && *w.Kind != KindSummaryChunk {
-		return fmt.Errorf("protocol: sessionUpdate is %q, not %q", *w.Kind, KindSummaryChunk)
-	}
-	f := w.chunkFields
-	if err := requiredString(w.ID, "compactionId", (*string)(&f.CompactionID)); err != nil {
+	if err := decodeHead(data, KindSummaryChunk, &w, &w.Kind, &w.ID, &w.CompactionID); err != nil {
 		return err
 	}
+	f := w.chunkFields
 	if w.Content == nil || string(bytes.TrimSpace(*w.Content)) == "null" {
 		return errors.New("protocol: compaction_summary_chunk needs a non-null content block")
 	}
@@ -446,6 +434,21 @@ func (c *CompactionSummaryChunk) UnmarshalJSON(data []byte) error {
 	}
 	*c = CompactionSummaryChunk(f)
 	return nil
+}
+
+// decodeHead is how every compaction update's UnmarshalJSON begins: it
+// decodes data into w, the kind's wire struct, checks that the
+// discriminator (*kindField), where present, is kind, and reads the
+// required compactionId (*rawID) into id. The three point into w, which
+// stays each kind's own anonymous struct: encoding/json's errors name it.
+func decodeHead(data []byte, kind string, w any, kindField **string, rawID **json.RawMessage, id *ID) error {
+	if err := json.Unmarshal(data, w); err != nil {
+		return fmt.Errorf("protocol: %s: %w", kind, err)
+	}
+	if k := *kindField; k != nil && *k != kind {
+		return fmt.Errorf("protocol: sessionUpdate is %q, not %q", *k, kind)
+	}
+	return requiredString(*rawID, "compactionId", (*string)(id))
 }
 
 // UnmarshalUpdate decodes any compaction session update by its

@@ -196,6 +196,42 @@ func TestMalformedUpdatesAreClearErrors(t *testing.T) {
 	assert.ErrorIs(t, err, protocol.ErrInvalidID, "marshal without an ID")
 }
 
+// The decoders' error texts are part of what callers see (logs, the
+// proxy's refusals): a refactoring must not change a byte of them.
+func TestDecodeErrorTextsStayTheSame(t *testing.T) {
+	updates := map[string]string{
+		`{"sessionUpdate":"compaction_summary_chunk","compactionId":"c","status":"completed"}`: `protocol: sessionUpdate is "compaction_summary_chunk", not "compaction_update"`,
+		`{"sessionUpdate":7,"compactionId":"c","status":"completed"}`:                          `protocol: compaction_update: json: cannot unmarshal number into Go struct field .sessionUpdate of type string`,
+		`{"status":"completed"}`:                     `protocol: "compactionId" is required and non-null`,
+		`{"compactionId":null,"status":"completed"}`: `protocol: "compactionId" is required and non-null`,
+		`{"compactionId":7,"status":"completed"}`:    `protocol: "compactionId" must be a string`,
+		`{"compactionId":"","status":"completed"}`:   `protocol: compaction ID must be a non-empty string`,
+		`{"compactionId":"c"}`:                       `protocol: "status" is required and non-null`,
+	}
+	for in, want := range updates {
+		var u protocol.CompactionUpdate
+		err := u.UnmarshalJSON([]byte(in))
+		if assert.Error(t, err, "CompactionUpdate.UnmarshalJSON(%s)", in) {
+			assert.Equal(t, want, err.Error(), "CompactionUpdate.UnmarshalJSON(%s)", in)
+		}
+	}
+	chunks := map[string]string{
+		`{"sessionUpdate":"compaction_update","compactionId":"c","content":{"type":"text","text":"x"}}`: `protocol: sessionUpdate is "compaction_update", not "compaction_summary_chunk"`,
+		`{"sessionUpdate":7,"compactionId":"c"}`:                                                        `protocol: compaction_summary_chunk: json: cannot unmarshal number into Go struct field .sessionUpdate of type string`,
+		`{"content":{"type":"text","text":"x"}}`:                                                        `protocol: "compactionId" is required and non-null`,
+		`{"compactionId":7,"content":{"type":"text","text":"x"}}`:                                       `protocol: "compactionId" must be a string`,
+		`{"compactionId":"","content":{"type":"text","text":"x"}}`:                                      `protocol: compaction ID must be a non-empty string`,
+		`{"compactionId":"c"}`:                                                                          `protocol: compaction_summary_chunk needs a non-null content block`,
+	}
+	for in, want := range chunks {
+		var c protocol.CompactionSummaryChunk
+		err := c.UnmarshalJSON([]byte(in))
+		if assert.Error(t, err, "CompactionSummaryChunk.UnmarshalJSON(%s)", in) {
+			assert.Equal(t, want, err.Error(), "CompactionSummaryChunk.UnmarshalJSON(%s)", in)
+		}
+	}
+}
+
 func FuzzUnmarshalUpdate(f *testing.F) {
 	for _, s := range wireShapes() {
 		raw, _ := json.Marshal(s)

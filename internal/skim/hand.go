@@ -233,12 +233,7 @@ func (s *skimmer) array() error {
 		}
 		return s.skipDeep(s.partial)
 	}
-	s.depth++
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		s.depth--
+	if s.open(']') {
 		return nil
 	}
 	for {
@@ -262,6 +257,21 @@ func (s *skimmer) array() error {
 	}
 }
 
+// open enters the array or object at s.i, and reports whether it is
+// empty: then close (its closing bracket) followed, and it is left again.
+// Small enough to be inlined into array and pickObject.
+func (s *skimmer) open(close byte) (empty bool) {
+	s.depth++
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == close {
+		s.i++
+		s.depth--
+		return true
+	}
+	return false
+}
+
 // pickObject checks and skips an object, s.b[s.i] being its '{', and
 // stores in out the values of the paths that n holds (none when n is nil).
 func (s *skimmer) pickObject(out [][]byte, n *pathNode, fold bool) error {
@@ -274,12 +284,7 @@ func (s *skimmer) pickObject(out [][]byte, n *pathNode, fold bool) error {
 		}
 		// A path deeper than MaxDepth: the recursion is the path's.
 	}
-	s.depth++
-	s.i++
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		s.depth--
+	if s.open('}') {
 		return nil
 	}
 	for {
