@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 
@@ -57,17 +56,15 @@ func (c *conn) followStandard(ctx context.Context, p *stdLine) {
 
 // auditForwarded audits the summary of a completion of the agent's own
 // that goes to the client as it came (the "settled by the agent" row):
-// the emitter renders nothing of it, so the record of what the summary
-// lost joins the line's own _meta. The audit observes the line here,
-// before it goes out, and not again as it goes (act writes it next).
+// the emitter renders nothing of it, so what the summary lost joins the
+// line's own _meta, before act writes it.
 func (c *conn) auditForwarded(l *line, d *decision) {
 	p := &d.std
 	if !p.isUpdate || p.status != protocol.Completed || d.seen == nil {
 		return
 	}
-	c.out.audited = true
 	var lost []emitter.Loss
-	for _, r := range c.follower.Observe(audit.FromAgent, fmt.Sprintf("agent line %d", l.n), l.msg) {
+	for _, r := range c.out.auditAhead(l.n, l.msg) {
 		if r.SessionID == p.k.session && r.CompactionID == string(p.k.id) {
 			lost = audit.Known(r.KnownLoss)
 		}

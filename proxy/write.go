@@ -86,8 +86,7 @@ type clientStream struct {
 	made bool
 	// follower is the audit (WithAudit; nil without), fed what the client
 	// receives: a summary is audited against the history the client held,
-	// not agent lines kept back or replaced. audited: the next line was
-	// observed already (conn.auditForwarded).
+	// not agent lines kept back or replaced; audited: seen by auditAhead.
 	follower *audit.Follower
 	audited  bool
 }
@@ -95,9 +94,16 @@ type clientStream struct {
 // observe shows the audit a message the client receives.
 func (s *clientStream) observe(n int, msg []byte) {
 	if s.follower != nil && msg != nil && !s.audited {
-		s.follower.Observe(audit.FromAgent, "agent line "+strconv.Itoa(n), msg)
+		s.auditAhead(n, msg)
 	}
 	s.audited = false
+}
+
+// auditAhead shows the audit agent line n before it is written (what it
+// finds joins the line); the write that follows does not show it again.
+func (s *clientStream) auditAhead(n int, msg []byte) []audit.Report {
+	s.audited = true
+	return s.follower.Observe(audit.FromAgent, "agent line "+strconv.Itoa(n), msg)
 }
 
 // forwardLine queues an agent line as it came; msg is the message the
