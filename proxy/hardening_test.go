@@ -164,7 +164,11 @@ func TestAuditedLossInTheProxysRecord(t *testing.T) {
 	})
 }
 
-func auditedLossInTheProxysRecord(t *testing.T, meta string, keep map[string]any) {
+// auditedTurnWithAURL starts an audited proxy for a capable client and
+// runs one ended turn whose prompt (client line 3) names a file and a URL,
+// which a summary that leaves the URL out loses.
+func auditedTurnWithAURL(t *testing.T) *harness {
+	t.Helper()
 	h := start(t, proxy.WithAudit())
 	h.handshake(v1Capable, 1)
 	h.nextID++
@@ -172,11 +176,16 @@ func auditedLossInTheProxysRecord(t *testing.T, meta string, keep map[string]any
 	h.client(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"fix internal/skim/prefix.go, see https://example.com/issue/7"}]}}`, id))
 	h.relay(upd("s1", text("On it.")))
 	h.relay(promptResponse(id, "end_turn"))
+	return h
+}
+
+func auditedLossInTheProxysRecord(t *testing.T, meta string, keep map[string]any) {
+	h := auditedTurnWithAURL(t)
 	// Between turns: held, then rendered by the proxy at the next turn.
 	h.agent(upd("s1", cmpUpdate("cmp_a", "in_progress")))
 	h.agent(upd("s1", cmpUpdate("cmp_a", "completed", `"summary":[{"type":"text","text":"The user asked to fix internal/skim/prefix.go."}]`+meta)))
 	h.relay(upd("s1", text("the agent's lines so far are read")))
-	id = h.prompt("s1")
+	id := h.prompt("s1")
 	got := h.next()
 	var rec struct {
 		Params struct {
@@ -231,15 +240,9 @@ func TestAuditedLossOnTheAgentsOwnCompletion(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := start(t, proxy.WithAudit())
-			h.handshake(v1Capable, 1)
-			h.nextID++
-			id := h.nextID
-			h.client(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"fix internal/skim/prefix.go, see https://example.com/issue/7"}]}}`, id))
-			h.relay(upd("s1", text("On it.")))
-			h.relay(promptResponse(id, "end_turn"))
+			h := auditedTurnWithAURL(t)
 			// The next turn compacts what came before its prompt.
-			id = h.prompt("s1")
+			id := h.prompt("s1")
 			h.relay(upd("s1", cmpUpdate("cmp_a", "in_progress")))
 			line := upd("s1", cmpUpdate("cmp_a", "completed", summary+c.meta))
 			if c.want == "" {

@@ -575,6 +575,29 @@ func clientCompactions(r *conformance.Reducer, capable bool) []seenCompaction {
 	return out
 }
 
+// claudeFacts is what Claude reports of a compaction, in a tool call's
+// rawOutput or, to a JetBrains AIR client, in
+// _meta.jetbrains.air.contextCompaction.
+type claudeFacts struct {
+	Trigger    string `json:"trigger"`
+	PreTokens  int64  `json:"preTokens"`
+	PostTokens int64  `json:"postTokens"`
+	DurationMs *int64 `json:"durationMs"`
+}
+
+// record is what the compaction's record must carry of f.
+func (f *claudeFacts) record() map[string]any {
+	trigger := f.Trigger
+	if trigger == "automatic" {
+		trigger = "auto"
+	}
+	r := map[string]any{"trigger": trigger, "tokensBefore": f.PreTokens, "tokensAfter": f.PostTokens}
+	if f.DurationMs != nil {
+		r["durationMs"] = *f.DurationMs
+	}
+	return r
+}
+
 // reportedFacts is what the agent's lines report about the last
 // compaction that the record must carry: Claude's rawOutput (or, to a
 // JetBrains AIR client, its _meta.jetbrains.air.contextCompaction), Qwen's
@@ -588,13 +611,8 @@ func reportedFacts(agentLines [][]byte) map[string]any {
 					Content struct {
 						Text string `json:"text"`
 					} `json:"content"`
-					RawOutput *struct {
-						Trigger    string `json:"trigger"`
-						PreTokens  int64  `json:"preTokens"`
-						PostTokens int64  `json:"postTokens"`
-						DurationMs *int64 `json:"durationMs"`
-					} `json:"rawOutput"`
-					Meta struct {
+					RawOutput *claudeFacts `json:"rawOutput"`
+					Meta      struct {
 						CC *struct {
 							Phase              string `json:"phase"`
 							OriginalTokenCount int64  `json:"originalTokenCount"`
@@ -604,12 +622,7 @@ func reportedFacts(agentLines [][]byte) map[string]any {
 						// place of rawOutput.
 						JetBrains struct {
 							Air struct {
-								CC *struct {
-									Trigger    string `json:"trigger"`
-									PreTokens  int64  `json:"preTokens"`
-									PostTokens int64  `json:"postTokens"`
-									DurationMs *int64 `json:"durationMs"`
-								} `json:"contextCompaction"`
+								CC *claudeFacts `json:"contextCompaction"`
 							} `json:"air"`
 						} `json:"jetbrains"`
 					} `json:"_meta"`
@@ -620,24 +633,9 @@ func reportedFacts(agentLines [][]byte) map[string]any {
 			continue
 		}
 		u := m.Params.Update
-		if ro := u.RawOutput; ro != nil && ro.Trigger != "" {
-			trigger := ro.Trigger
-			if trigger == "automatic" {
-				trigger = "auto"
-			}
-			facts = map[string]any{"trigger": trigger, "tokensBefore": ro.PreTokens, "tokensAfter": ro.PostTokens}
-			if ro.DurationMs != nil {
-				facts["durationMs"] = *ro.DurationMs
-			}
-		}
-		if cc := u.Meta.JetBrains.Air.CC; cc != nil && cc.Trigger != "" {
-			trigger := cc.Trigger
-			if trigger == "automatic" {
-				trigger = "auto"
-			}
-			facts = map[string]any{"trigger": trigger, "tokensBefore": cc.PreTokens, "tokensAfter": cc.PostTokens}
-			if cc.DurationMs != nil {
-				facts["durationMs"] = *cc.DurationMs
+		for _, cf := range []*claudeFacts{u.RawOutput, u.Meta.JetBrains.Air.CC} {
+			if cf != nil && cf.Trigger != "" {
+				facts = cf.record()
 			}
 		}
 		if cc := u.Meta.CC; cc != nil && cc.Phase == "done" {
